@@ -1,0 +1,66 @@
+# concast: one Makefile drives the Cargo workspace, the merge specs and the Python project.
+# `make run` and `make test` install what they need first (scripts/setup.sh, idempotent).
+
+SHELL    := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+PY       := .venv/bin/python
+CARGO    := cargo
+BUILD    := build
+P4C      := $(shell command -v p4c-bm2-ss 2>/dev/null)
+
+.PHONY: all setup build rust specs p4 vectors test test-rust test-python run bench clean help
+
+all: build
+
+help:
+	@echo "make run     - install what is needed, build, run the main experiment"
+	@echo "make test    - install what is needed, build, run every test"
+	@echo "make bench   - speed benchmarks (figures and ratios to their peers)"
+	@echo "make build   - build the Rust workspace, the merge specs and (with p4c) the P4 program"
+	@echo "make setup   - only install dependencies (Debian packages, Rust target, venv, OVS)"
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup rust specs p4
+
+rust:
+	$(CARGO) build --release --workspace --quiet
+
+specs:
+	@bash mergespecs/build.sh $(BUILD)/mergespecs
+
+# The P4 program compiles only where p4c is installed (it is in no registry we reach).
+p4:
+ifeq ($(wildcard p4src/concast.p4),)
+	@echo "[p4] p4src/concast.p4 not written yet: nothing to compile"
+else
+ifneq ($(P4C),)
+	@mkdir -p $(BUILD)/p4
+	p4c-bm2-ss --arch v1model -o $(BUILD)/p4/concast.json \
+	    --p4runtime-files $(BUILD)/p4/concast.p4info.txtpb p4src/concast.p4
+else
+	@echo "[p4] p4c-bm2-ss not on PATH: skipping the P4 build (BMv2 tests will skip)"
+endif
+endif
+
+vectors:
+	$(PY) tests/vectors/generate.py
+
+test: build test-rust test-python
+
+test-rust:
+	$(CARGO) test --release --workspace
+
+test-python:
+	$(PY) tests/vectors/generate.py --check
+	$(PY) -m pytest tests
+
+run: build
+	$(PY) -m concast.cli demo
+
+bench: build
+	$(CARGO) bench --workspace
+
+clean:
+	rm -rf $(BUILD) target mergespecs/specs/target results

@@ -1,0 +1,51 @@
+//! Timer settings of one CSP node (docs/protocol.md section 2.8). All times in microseconds.
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Hold time this node asks of its upstream node and grants children who ask for 0.
+    pub hold_s: u16,
+    /// First JOIN retransmission delay; doubles on every try.
+    pub join_retry_us: u64,
+    pub join_tries: u32,
+    /// Chunk request timeout and tries per chunk.
+    pub chunk_timeout_us: u64,
+    pub chunk_tries: u32,
+    /// Chunk requests in flight at once during a spec transfer.
+    pub chunk_window: u16,
+    /// Most flows this node keeps (RESOURCE_LIMIT beyond).
+    pub max_flows: usize,
+    /// Most children per flow.
+    pub max_children: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            hold_s: 30,
+            join_retry_us: 1_000_000,
+            join_tries: 5,
+            chunk_timeout_us: 500_000,
+            chunk_tries: 5,
+            chunk_window: 16,
+            max_flows: 10_000,
+            max_children: 1024,
+        }
+    }
+}
+
+impl Config {
+    pub fn hold_us(&self) -> u64 {
+        u64::from(self.hold_s) * 1_000_000
+    }
+
+    /// Refreshes go out three times per hold time, so one lost refresh never expires state.
+    pub fn refresh_us(&self) -> u64 {
+        self.hold_us() / 3
+    }
+
+    /// The hold time granted for a join that asked for `asked` seconds (0 = default).
+    pub fn granted_hold_us(&self, asked: u16) -> u64 {
+        let s = if asked == 0 { self.hold_s } else { asked };
+        u64::from(s) * 1_000_000
+    }
+}

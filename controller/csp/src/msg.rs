@@ -1,0 +1,113 @@
+//! CSP messages as owned values: what the state machines consume and produce.
+//! Byte encoding lives in `concast-wire`; see docs/protocol.md section 2.
+
+use std::net::Ipv4Addr;
+
+pub type SpecHash = [u8; 32];
+pub const NO_HASH: SpecHash = [0; 32];
+
+/// A concast flow: datagrams toward receiver `receiver` carrying group `group`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId {
+    pub receiver: Ipv4Addr,
+    pub group: u32,
+}
+
+impl std::fmt::Display for FlowId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {})", self.receiver, self.group)
+    }
+}
+
+/// Which datagrams to R a data plane that cannot see IPv4 options must divert (section 2.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Selector {
+    /// IPv4 protocol, 0 = any.
+    pub proto: u8,
+    /// UDP/TCP destination port, 0 = any.
+    pub dport: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ErrorCode {
+    NoSpec = 1,
+    SpecRejected = 2,
+    UnknownFlow = 3,
+    SpecNotFound = 4,
+    Malformed = 5,
+    FlowQuarantined = 6,
+    ResourceLimit = 7,
+}
+
+impl ErrorCode {
+    pub fn from_u16(v: u16) -> Option<Self> {
+        use ErrorCode::*;
+        Some(match v {
+            1 => NoSpec,
+            2 => SpecRejected,
+            3 => UnknownFlow,
+            4 => SpecNotFound,
+            5 => Malformed,
+            6 => FlowQuarantined,
+            7 => ResourceLimit,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinBody {
+    /// Seconds; 0 = the upstream node's default.
+    pub hold_s: u16,
+    pub selector: Selector,
+    /// The spec the joiner already holds, `NO_HASH` if none.
+    pub hash: SpecHash,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    Join(JoinBody),
+    JoinAck { hold_s: u16, spec_size: u32, hash: SpecHash },
+    Refresh(JoinBody),
+    Leave,
+    SpecRequest { hash: SpecHash, index: u16 },
+    SpecChunk { hash: SpecHash, size: u32, index: u16, count: u16, data: Vec<u8> },
+    SpecUpdate { size: u32, hash: SpecHash },
+    /// `code` stays raw: unknown codes are legal on the wire.
+    Error { code: u16, offending: u8, reason: String },
+}
+
+impl Body {
+    /// The CSP type number of this body.
+    pub fn type_num(&self) -> u8 {
+        match self {
+            Body::Join(_) => 1,
+            Body::JoinAck { .. } => 2,
+            Body::Refresh(_) => 3,
+            Body::Leave => 4,
+            Body::SpecRequest { .. } => 5,
+            Body::SpecChunk { .. } => 6,
+            Body::SpecUpdate { .. } => 7,
+            Body::Error { .. } => 8,
+        }
+    }
+
+    /// Messages that travel toward R and are taken by every concast-capable router on the way.
+    pub fn is_intercepted(&self) -> bool {
+        matches!(self, Body::Join(_) | Body::Refresh(_) | Body::Leave)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Msg {
+    pub flow: FlowId,
+    pub seq: u32,
+    pub body: Body,
+}
+
+impl Msg {
+    pub fn error(flow: FlowId, seq: u32, code: ErrorCode, offending: u8, reason: &str) -> Msg {
+        Msg { flow, seq, body: Body::Error { code: code as u16, offending, reason: reason.into() } }
+    }
+}

@@ -1,0 +1,779 @@
+//! One CSP node: the router, sender and receiver state machines of docs/protocol.md 2.8.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::net::Ipv4Addr;
+
+use crate::children::{Child, Children};
+use crate::msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, NO_HASH};
+use crate::store::{Fetch, FetchStep, SpecStore};
+use crate::Config;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A concast-capable router: intercepts JOIN, REFRESH and LEAVE for other receivers.
+    Router,
+    /// An end host: sends on flows it joins, receives on groups it serves.
+    Host,
+}
+
+/// What the daemon driving a node must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a CSP message from this node's address to `to`.
+    Send { to: Ipv4Addr, msg: Msg },
+    /// The message just handled is not for this node: forward the datagram unchanged.
+    Forward,
+    /// Start merging the flow with the spec `hash` (its bytes are in the node's store);
+    /// a router also installs the diversion for `selector`.
+    Activate { flow: FlowId, selector: Selector, hash: SpecHash },
+    /// The flow's spec changed to `hash` (flush what the old one held first).
+    SwitchSpec { flow: FlowId, hash: SpecHash },
+    /// Stop merging the flow, flush what is held, remove its diversion.
+    Deactivate { flow: FlowId },
+    /// A sender's flow fell back to plain unicast; the application must be told why.
+    Fallback { flow: FlowId, reason: String },
+    /// Something an operator should see.
+    Log { text: String },
+}
+
+/// A flow as `concast router flows` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStatus {
+    pub flow: FlowId,
+    pub role: &'static str,
+    pub state: &'static str,
+    pub upstream: Option<Ipv4Addr>,
+    pub children: Vec<Ipv4Addr>,
+    pub hash: SpecHash,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RState {
+    /// JOIN sent upstream, no JOIN_ACK yet.
+    Pending,
+    /// JOIN_ACK in, spec being fetched.
+    Fetching,
+    Active,
+    /// The spec trapped, failed validation or could not be fetched: forward unmerged.
+    Quarantined,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SState {
+    Joining,
+    Fetching,
+    Joined,
+    Unicast,
+}
+
+/// A retransmitted request (JOIN) with exponential back-off.
+#[derive(Debug)]
+struct Retry {
+    seq: u32,
+    next_at: u64,
+    delay: u64,
+    tries: u32,
+}
+
+/// The parts of a flow shared by the router and sender roles: where it goes upstream,
+/// which spec is in force, and the timers that keep it alive.
+#[derive(Debug)]
+struct Upstream {
+    addr: Option<Ipv4Addr>,
+    hash: SpecHash,
+    selector: Selector,
+    join: Option<Retry>,
+    refresh_at: Option<u64>,
+    fetch: Option<Fetch>,
+}
+
+impl Upstream {
+    fn new(selector: Selector) -> Upstream {
+        Upstream { addr: None, hash: NO_HASH, selector, join: None, refresh_at: None, fetch: None }
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        [self.join.as_ref().map(|r| r.next_at), self.refresh_at, self.fetch.as_ref().and_then(Fetch::deadline)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+#[derive(Debug)]
+struct RouterFlow {
+    state: RState,
+    up: Upstream,
+    children: Children,
+}
+
+#[derive(Debug)]
+struct SenderFlow {
+    state: SState,
+    up: Upstream,
+}
+
+#[derive(Debug, Default)]
+struct ServedFlow {
+    spec: Option<(SpecHash, u32)>,
+    children: Children,
+}
+
+/// Which map a timer wake-up belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Routed(FlowId),
+    Joined(FlowId),
+    Served(u32),
+}
+
+pub struct Node {
+    addr: Ipv4Addr,
+    role: Role,
+    cfg: Config,
+    seq: u32,
+    pub store: SpecStore,
+    routed: BTreeMap<FlowId, RouterFlow>,
+    joined: BTreeMap<FlowId, SenderFlow>,
+    served: BTreeMap<u32, ServedFlow>,
+    /// Lazy timer queue: an entry only says "look at this flow then"; stale ones are harmless.
+    wakeups: BinaryHeap<Reverse<(u64, Key)>>,
+}
+
+type Out = Vec<Action>;
+
+fn send(out: &mut Out, to: Ipv4Addr, msg: Msg) {
+    out.push(Action::Send { to, msg });
+}
+
+impl Node {
+    pub fn new(addr: Ipv4Addr, role: Role, cfg: Config) -> Node {
+        Node {
+            addr,
+            role,
+            cfg,
+            seq: 1,
+            store: SpecStore::default(),
+            routed: BTreeMap::new(),
+            joined: BTreeMap::new(),
+            served: BTreeMap::new(),
+            wakeups: BinaryHeap::new(),
+        }
+    }
+
+    pub fn addr(&self) -> Ipv4Addr {
+        self.addr
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn schedule(&mut self, key: Key) {
+        let at = match key {
+            Key::Routed(f) => self.routed.get(&f).and_then(|r| {
+                [r.up.deadline(), r.children.next_expiry()].into_iter().flatten().min()
+            }),
+            Key::Joined(f) => self.joined.get(&f).and_then(|s| s.up.deadline()),
+            Key::Served(g) => self.served.get(&g).and_then(|s| s.children.next_expiry()),
+        };
+        if let Some(at) = at {
+            self.wakeups.push(Reverse((at, key)));
+        }
+    }
+
+    /// The earliest time `poll` has something to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.wakeups.peek().map(|Reverse((at, _))| *at)
+    }
+
+    // ------------------------------------------------------------------ host API
+
+    /// Sender: join (R, G). Datagrams go out unmerged until `Activate`.
+    pub fn join(&mut self, now: u64, flow: FlowId, selector: Selector) -> Out {
+        let mut out = Vec::new();
+        if self.joined.contains_key(&flow) {
+            return out;
+        }
+        let seq = self.next_seq();
+        let mut up = Upstream::new(selector);
+        up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
+        let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector, hash: NO_HASH });
+        send(&mut out, flow.receiver, Msg { flow, seq, body });
+        self.joined.insert(flow, SenderFlow { state: SState::Joining, up });
+        self.schedule(Key::Joined(flow));
+        out
+    }
+
+    /// Sender: leave (R, G).
+    pub fn leave(&mut self, flow: FlowId) -> Out {
+        let mut out = Vec::new();
+        if let Some(s) = self.joined.remove(&flow) {
+            if s.state != SState::Unicast {
+                let seq = self.next_seq();
+                send(&mut out, flow.receiver, Msg { flow, seq, body: Body::Leave });
+            }
+            if s.state == SState::Joined {
+                out.push(Action::Deactivate { flow });
+            }
+        }
+        out
+    }
+
+    /// Receiver: serve group `group` with `spec` (or replace the spec in force).
+    pub fn install_spec(&mut self, group: u32, spec: Vec<u8>) -> Out {
+        let size = spec.len() as u32;
+        let hash = self.store.insert(spec);
+        let flow = FlowId { receiver: self.addr, group };
+        let served = self.served.entry(group).or_default();
+        let changed = served.spec.map(|(h, _)| h) != Some(hash);
+        served.spec = Some((hash, size));
+        let children = served.children.addrs();
+        let mut out = Vec::new();
+        if changed {
+            for c in children {
+                let seq = self.next_seq();
+                send(&mut out, c, Msg { flow, seq, body: Body::SpecUpdate { size, hash } });
+            }
+        }
+        out
+    }
+
+    /// Receiver: stop accepting concast for `group`; later joins and refreshes get NO_SPEC.
+    pub fn remove_spec(&mut self, group: u32) {
+        if let Some(s) = self.served.get_mut(&group) {
+            s.spec = None;
+        }
+    }
+
+    /// Router: the merge engine quarantined the flow (trap, limit, or a spec it rejected).
+    pub fn quarantine(&mut self, flow: FlowId, reason: &str) -> Out {
+        let mut out = Vec::new();
+        if let Some(r) = self.routed.get_mut(&flow) {
+            r.state = RState::Quarantined;
+            let targets: Vec<(Ipv4Addr, u32)> =
+                r.children.iter().map(|(a, c)| (*a, c.unanswered.unwrap_or(0))).collect();
+            for (a, seq) in targets {
+                send(&mut out, a, Msg::error(flow, seq, ErrorCode::FlowQuarantined, 0, reason));
+            }
+            out.push(Action::Log { text: format!("flow {flow} quarantined: {reason}") });
+        }
+        out
+    }
+
+    // ------------------------------------------------------------------ messages
+
+    /// Handle one CSP message that arrived from `src` addressed to `dst`.
+    pub fn handle(&mut self, now: u64, src: Ipv4Addr, dst: Ipv4Addr, msg: Msg) -> Out {
+        let for_me = dst == self.addr;
+        let intercept = msg.body.is_intercepted() && msg.flow.receiver != self.addr && self.role == Role::Router;
+        if msg.flow.receiver == self.addr && msg.body.is_intercepted() {
+            return self.receiver_msg(now, src, msg);
+        }
+        if intercept {
+            return self.router_downstream_msg(now, src, msg);
+        }
+        if !for_me {
+            return vec![Action::Forward];
+        }
+        match msg.body {
+            Body::Join(_) | Body::Refresh(_) | Body::Leave => Vec::new(), // hosts take no joins for others
+            Body::SpecRequest { hash, index } => self.serve_chunk(src, msg.flow, msg.seq, hash, index),
+            _ => self.upstream_msg(now, src, msg),
+        }
+    }
+
+    fn serve_chunk(&mut self, src: Ipv4Addr, flow: FlowId, seq: u32, hash: SpecHash, index: u16) -> Out {
+        let body = match self.store.chunk(&hash, index) {
+            Some(b) => b,
+            None if self.store.contains(&hash) => {
+                return vec![Action::Send {
+                    to: src,
+                    msg: Msg::error(flow, seq, ErrorCode::Malformed, 5, "chunk index past the spec"),
+                }]
+            }
+            None => {
+                return vec![Action::Send {
+                    to: src,
+                    msg: Msg::error(flow, seq, ErrorCode::SpecNotFound, 5, "no spec with that hash here"),
+                }]
+            }
+        };
+        vec![Action::Send { to: src, msg: Msg { flow, seq, body } }]
+    }
+
+    // --- receiver role (this node is R) ---
+
+    fn receiver_msg(&mut self, now: u64, src: Ipv4Addr, msg: Msg) -> Out {
+        let flow = msg.flow;
+        let group = flow.group;
+        let mut out = Vec::new();
+        let hold = |b: &JoinBody, cfg: &Config| now + cfg.granted_hold_us(b.hold_s);
+        match &msg.body {
+            Body::Join(b) | Body::Refresh(b) => {
+                let spec = self.served.get(&group).and_then(|s| s.spec);
+                let Some((hash, size)) = spec else {
+                    let t = msg.body.type_num();
+                    send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::NoSpec, t, &format!("no merge spec for group {group} at {}", self.addr)));
+                    return out;
+                };
+                let served = self.served.get_mut(&group).expect("spec implies entry");
+                let known = served.children.contains(&src);
+                let is_join = matches!(msg.body, Body::Join(_));
+                if !known && served.children.len() >= self.cfg.max_children {
+                    send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::ResourceLimit, msg.body.type_num(), "too many children"));
+                    return out;
+                }
+                served.children.upsert(src, Child { expires_at: hold(b, &self.cfg), unanswered: None });
+                if is_join || !known || b.hash != hash {
+                    let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, spec_size: size, hash } });
+                }
+                self.schedule(Key::Served(group));
+            }
+            Body::Leave => {
+                if let Some(s) = self.served.get_mut(&group) {
+                    s.children.remove(&src);
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    // --- router role, messages from downstream ---
+
+    fn router_downstream_msg(&mut self, now: u64, src: Ipv4Addr, msg: Msg) -> Out {
+        let flow = msg.flow;
+        let is_join = matches!(msg.body, Body::Join(_));
+        let mut out = Vec::new();
+        match &msg.body {
+            Body::Join(b) | Body::Refresh(b) => {
+                if !self.routed.contains_key(&flow) {
+                    if self.routed.len() >= self.cfg.max_flows {
+                        send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::ResourceLimit, 1, "too many flows at this router"));
+                        return out;
+                    }
+                    // A new flow (or state lost in a restart, rebuilt from a refresh).
+                    let seq = self.next_seq();
+                    let mut up = Upstream::new(b.selector);
+                    up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
+                    let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector: b.selector, hash: NO_HASH });
+                    send(&mut out, flow.receiver, Msg { flow, seq, body });
+                    self.routed.insert(flow, RouterFlow { state: RState::Pending, up, children: Children::default() });
+                    out.push(Action::Log { text: format!("flow {flow}: join from {src}, joining upstream") });
+                }
+                let expires_at = now + self.cfg.granted_hold_us(b.hold_s);
+                let r = self.routed.get_mut(&flow).expect("inserted above");
+                if !r.children.contains(&src) && r.children.len() >= self.cfg.max_children {
+                    send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::ResourceLimit, 1, "too many children"));
+                    return out;
+                }
+                let known = r.children.contains(&src);
+                let settled = matches!(r.state, RState::Active | RState::Quarantined);
+                let answer_now = settled && (!known || b.hash != r.up.hash || is_join);
+                let unanswered = if settled { None } else { Some(msg.seq) };
+                r.children.upsert(src, Child { expires_at, unanswered });
+                if answer_now {
+                    let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
+                    let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, spec_size: size, hash: r.up.hash } });
+                }
+            }
+            Body::Leave => {
+                if let Some(r) = self.routed.get_mut(&flow) {
+                    r.children.remove(&src);
+                    if r.children.is_empty() {
+                        self.teardown(flow, &mut out, "last child left");
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.schedule(Key::Routed(flow));
+        out
+    }
+
+    /// Forget a routed flow: stop merging, tell upstream we left.
+    fn teardown(&mut self, flow: FlowId, out: &mut Out, why: &str) {
+        if let Some(r) = self.routed.remove(&flow) {
+            if matches!(r.state, RState::Active | RState::Quarantined) {
+                out.push(Action::Deactivate { flow });
+            }
+            let seq = self.next_seq();
+            send(out, flow.receiver, Msg { flow, seq, body: Body::Leave });
+            out.push(Action::Log { text: format!("flow {flow}: removed ({why})") });
+        }
+    }
+
+    // --- messages from upstream: JOIN_ACK, SPEC_CHUNK, SPEC_UPDATE, ERROR ---
+
+    fn upstream_msg(&mut self, now: u64, src: Ipv4Addr, msg: Msg) -> Out {
+        let flow = msg.flow;
+        let key = if self.routed.contains_key(&flow) {
+            Key::Routed(flow)
+        } else if self.joined.contains_key(&flow) {
+            Key::Joined(flow)
+        } else {
+            return Vec::new(); // about a flow we do not have: stale, ignore
+        };
+        let mut out = Vec::new();
+        match msg.body {
+            Body::JoinAck { spec_size, hash, .. } => self.on_join_ack(now, key, src, spec_size, hash, &mut out),
+            Body::SpecUpdate { size, hash } => {
+                let up = self.upstream_mut(key);
+                if up.hash != hash && up.fetch.as_ref().map(|f| f.hash) != Some(hash) {
+                    self.start_fetch(now, key, src, size, hash, &mut out);
+                }
+            }
+            Body::SpecChunk { hash, size, index, data, .. } => {
+                let mut seq = self.seq;
+                let step = match self.upstream_mut(key).fetch.as_mut() {
+                    Some(f) if f.hash == hash => f.on_chunk(now, size, index, data, &mut || {
+                        seq = seq.wrapping_add(1);
+                        seq
+                    }),
+                    _ => FetchStep::Request(Vec::new()),
+                };
+                self.seq = seq;
+                self.fetch_step(now, key, step, &mut out);
+            }
+            Body::Error { code, reason, .. } => self.on_error(key, code, &reason, &mut out),
+            _ => {}
+        }
+        self.schedule(key);
+        out
+    }
+
+    fn upstream_mut(&mut self, key: Key) -> &mut Upstream {
+        match key {
+            Key::Routed(f) => &mut self.routed.get_mut(&f).expect("checked").up,
+            Key::Joined(f) => &mut self.joined.get_mut(&f).expect("checked").up,
+            Key::Served(_) => unreachable!("served flows have no upstream"),
+        }
+    }
+
+    fn on_join_ack(&mut self, now: u64, key: Key, src: Ipv4Addr, size: u32, hash: SpecHash, out: &mut Out) {
+        let fetching_it = self.upstream_mut(key).fetch.as_ref().map(|f| f.hash) == Some(hash);
+        let up = self.upstream_mut(key);
+        up.addr = Some(src);
+        up.join = None;
+        let in_force = up.hash == hash;
+        let waiting = match key {
+            Key::Routed(f) => self.routed[&f].state == RState::Pending,
+            Key::Joined(f) => self.joined[&f].state == SState::Joining,
+            Key::Served(_) => false,
+        };
+        if !waiting && (in_force || fetching_it) {
+            return; // an answer to a refresh: nothing new
+        }
+        if self.store.contains(&hash) {
+            self.spec_ready(now, key, hash, out);
+        } else {
+            match key {
+                Key::Routed(f) if waiting => self.routed.get_mut(&f).unwrap().state = RState::Fetching,
+                Key::Joined(f) if waiting => self.joined.get_mut(&f).unwrap().state = SState::Fetching,
+                _ => {}
+            }
+            self.start_fetch(now, key, src, size, hash, out);
+        }
+    }
+
+    fn start_fetch(&mut self, now: u64, key: Key, from: Ipv4Addr, size: u32, hash: SpecHash, out: &mut Out) {
+        if self.store.contains(&hash) {
+            return self.spec_ready(now, key, hash, out);
+        }
+        if !Fetch::size_ok(size) {
+            return self.fetch_step(now, key, FetchStep::Failed(format!("spec size {size} out of range")), out);
+        }
+        let flow = match key {
+            Key::Routed(f) | Key::Joined(f) => f,
+            Key::Served(_) => return,
+        };
+        let mut fetch = Fetch::new(flow, hash, size, from, &self.cfg);
+        let mut seq = self.seq;
+        let step = fetch.pump(now, &mut || {
+            seq = seq.wrapping_add(1);
+            seq
+        });
+        self.seq = seq;
+        self.upstream_mut(key).fetch = Some(fetch);
+        self.fetch_step(now, key, step, out);
+    }
+
+    fn fetch_step(&mut self, now: u64, key: Key, step: FetchStep, out: &mut Out) {
+        match step {
+            FetchStep::Request(msgs) => {
+                let to = self.upstream_mut(key).fetch.as_ref().map(|f| f.from);
+                if let Some(to) = to {
+                    for m in msgs {
+                        send(out, to, m);
+                    }
+                }
+            }
+            FetchStep::Done(bytes) => {
+                self.upstream_mut(key).fetch = None;
+                let hash = self.store.insert(bytes);
+                self.spec_ready(now, key, hash, out);
+            }
+            FetchStep::Failed(why) => {
+                self.upstream_mut(key).fetch = None;
+                let reason = format!("spec transfer failed: {why}");
+                match key {
+                    Key::Routed(f) => {
+                        let settled = self.routed[&f].state == RState::Active;
+                        if !settled {
+                            out.extend(self.quarantine(f, &reason));
+                            // children still need answers so they stop retrying
+                            self.answer_children(f, out);
+                        } else {
+                            out.push(Action::Log { text: format!("flow {f}: spec update not applied: {reason}") });
+                        }
+                    }
+                    Key::Joined(f) => self.fall_back(f, reason, out),
+                    Key::Served(_) => {}
+                }
+            }
+        }
+    }
+
+    /// The spec `hash` is in the store: activate the flow or switch it to the new spec.
+    fn spec_ready(&mut self, now: u64, key: Key, hash: SpecHash, out: &mut Out) {
+        let refresh_at = now + self.cfg.refresh_us();
+        match key {
+            Key::Routed(f) => {
+                let r = self.routed.get_mut(&f).unwrap();
+                let first = matches!(r.state, RState::Pending | RState::Fetching);
+                let old = r.up.hash;
+                r.up.hash = hash;
+                r.up.refresh_at.get_or_insert(refresh_at);
+                if first {
+                    r.state = RState::Active;
+                    out.push(Action::Activate { flow: f, selector: r.up.selector, hash });
+                    self.answer_children(f, out);
+                } else if old != hash {
+                    r.state = RState::Active;
+                    out.push(Action::SwitchSpec { flow: f, hash });
+                    let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
+                    for c in self.routed[&f].children.addrs() {
+                        let seq = self.next_seq();
+                        send(out, c, Msg { flow: f, seq, body: Body::SpecUpdate { size, hash } });
+                    }
+                }
+            }
+            Key::Joined(f) => {
+                let s = self.joined.get_mut(&f).unwrap();
+                let old = s.up.hash;
+                s.up.hash = hash;
+                s.up.refresh_at.get_or_insert(refresh_at);
+                if s.state != SState::Joined {
+                    s.state = SState::Joined;
+                    out.push(Action::Activate { flow: f, selector: s.up.selector, hash });
+                } else if old != hash {
+                    out.push(Action::SwitchSpec { flow: f, hash });
+                }
+            }
+            Key::Served(_) => {}
+        }
+    }
+
+    /// JOIN_ACK every child whose JOIN is still unanswered.
+    fn answer_children(&mut self, flow: FlowId, out: &mut Out) {
+        let Some(r) = self.routed.get_mut(&flow) else { return };
+        let hash = r.up.hash;
+        let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
+        for (addr, child) in r.children.iter_mut() {
+            if let Some(seq) = child.unanswered.take() {
+                let hold_s = self.cfg.hold_s;
+                send(out, *addr, Msg { flow, seq, body: Body::JoinAck { hold_s, spec_size: size, hash } });
+            }
+        }
+    }
+
+    fn on_error(&mut self, key: Key, code: u16, reason: &str, out: &mut Out) {
+        let code = ErrorCode::from_u16(code);
+        match key {
+            Key::Routed(f) => match code {
+                Some(ErrorCode::NoSpec) => {
+                    let targets: Vec<(Ipv4Addr, u32)> = self.routed[&f]
+                        .children
+                        .iter()
+                        .map(|(a, c)| (*a, c.unanswered.unwrap_or(0)))
+                        .collect();
+                    for (a, seq) in targets {
+                        send(out, a, Msg::error(f, seq, ErrorCode::NoSpec, 1, reason));
+                    }
+                    self.routed.remove(&f);
+                    out.push(Action::Log { text: format!("flow {f}: receiver has no spec ({reason})") });
+                }
+                Some(ErrorCode::SpecNotFound) => {
+                    let step = FetchStep::Failed(format!("upstream: {reason}"));
+                    self.fetch_step(0, key, step, out);
+                }
+                _ => out.push(Action::Log { text: format!("flow {f}: error {code:?} from upstream: {reason}") }),
+            },
+            Key::Joined(f) => match code {
+                Some(ErrorCode::NoSpec) | Some(ErrorCode::ResourceLimit) | Some(ErrorCode::SpecNotFound) => {
+                    self.fall_back(f, format!("{code:?}: {reason}"), out)
+                }
+                _ => out.push(Action::Log { text: format!("flow {f}: error {code:?} from upstream: {reason}") }),
+            },
+            Key::Served(_) => {}
+        }
+    }
+
+    fn fall_back(&mut self, flow: FlowId, reason: String, out: &mut Out) {
+        if let Some(s) = self.joined.get_mut(&flow) {
+            if s.state == SState::Joined {
+                out.push(Action::Deactivate { flow });
+            }
+            s.state = SState::Unicast;
+            s.up.join = None;
+            s.up.refresh_at = None;
+            s.up.fetch = None;
+            out.push(Action::Fallback { flow, reason });
+        }
+    }
+
+    // ------------------------------------------------------------------ timers
+
+    /// Run every timer due at `now`.
+    pub fn poll(&mut self, now: u64) -> Out {
+        let mut out = Vec::new();
+        let mut due = Vec::new();
+        while let Some(Reverse((at, key))) = self.wakeups.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.wakeups.pop();
+            if !due.contains(&key) {
+                due.push(key);
+            }
+        }
+        for key in due {
+            match key {
+                Key::Routed(f) => self.routed_timers(now, f, &mut out),
+                Key::Joined(f) => self.joined_timers(now, f, &mut out),
+                Key::Served(g) => {
+                    if let Some(s) = self.served.get_mut(&g) {
+                        s.children.expire(now);
+                    }
+                }
+            }
+            self.schedule(key);
+        }
+        out
+    }
+
+    /// JOIN retransmission, periodic REFRESH and chunk timeouts, shared by routers and senders.
+    /// Returns false when the JOIN ran out of tries.
+    fn upstream_timers(&mut self, now: u64, key: Key, out: &mut Out) -> bool {
+        let hold_s = self.cfg.hold_s;
+        let refresh_us = self.cfg.refresh_us();
+        let join_tries = self.cfg.join_tries;
+        let flow = match key {
+            Key::Routed(f) | Key::Joined(f) => f,
+            Key::Served(_) => return true,
+        };
+        let mut seq = self.seq;
+        let mut next = || {
+            seq = seq.wrapping_add(1);
+            seq
+        };
+        let up = self.upstream_mut(key);
+        if let Some(r) = up.join.as_mut() {
+            if r.next_at <= now {
+                if r.tries >= join_tries {
+                    up.join = None;
+                    self.seq = seq;
+                    return false;
+                }
+                r.tries += 1;
+                r.delay *= 2;
+                r.next_at = now + r.delay;
+                let body = Body::Join(JoinBody { hold_s, selector: up.selector, hash: up.hash });
+                send(out, flow.receiver, Msg { flow, seq: r.seq, body });
+            }
+        }
+        if let Some(at) = up.refresh_at {
+            if at <= now {
+                up.refresh_at = Some(now + refresh_us);
+                let body = Body::Refresh(JoinBody { hold_s, selector: up.selector, hash: up.hash });
+                send(out, flow.receiver, Msg { flow, seq: next(), body });
+            }
+        }
+        let step = up.fetch.as_mut().map(|f| f.on_timer(now, &mut next));
+        self.seq = seq;
+        if let Some(step) = step {
+            self.fetch_step(now, key, step, out);
+        }
+        true
+    }
+
+    fn routed_timers(&mut self, now: u64, flow: FlowId, out: &mut Out) {
+        if !self.routed.contains_key(&flow) {
+            return;
+        }
+        if !self.upstream_timers(now, Key::Routed(flow), out) {
+            // Nobody upstream answers: forget the flow; children's own retries recreate it.
+            self.routed.remove(&flow);
+            out.push(Action::Log { text: format!("flow {flow}: no JOIN_ACK from upstream, dropped") });
+            return;
+        }
+        let Some(r) = self.routed.get_mut(&flow) else { return };
+        let gone = r.children.expire(now);
+        if !gone.is_empty() {
+            out.push(Action::Log { text: format!("flow {flow}: children expired: {gone:?}") });
+            if r.children.is_empty() {
+                self.teardown(flow, out, "every child expired");
+            }
+        }
+    }
+
+    fn joined_timers(&mut self, now: u64, flow: FlowId, out: &mut Out) {
+        if !self.joined.contains_key(&flow) {
+            return;
+        }
+        if !self.upstream_timers(now, Key::Joined(flow), out) {
+            let tries = self.cfg.join_tries;
+            self.fall_back(flow, format!("no answer to JOIN after {tries} tries"), out);
+        }
+    }
+
+    // ------------------------------------------------------------------ status
+
+    pub fn flows(&self) -> Vec<FlowStatus> {
+        let mut v = Vec::new();
+        for (f, r) in &self.routed {
+            let state = match r.state {
+                RState::Pending => "pending",
+                RState::Fetching => "fetching",
+                RState::Active => "active",
+                RState::Quarantined => "quarantined",
+            };
+            v.push(FlowStatus { flow: *f, role: "router", state, upstream: r.up.addr, children: r.children.addrs(), hash: r.up.hash });
+        }
+        for (f, s) in &self.joined {
+            let state = match s.state {
+                SState::Joining => "joining",
+                SState::Fetching => "fetching",
+                SState::Joined => "joined",
+                SState::Unicast => "unicast",
+            };
+            v.push(FlowStatus { flow: *f, role: "sender", state, upstream: s.up.addr, children: Vec::new(), hash: s.up.hash });
+        }
+        for (g, s) in &self.served {
+            let flow = FlowId { receiver: self.addr, group: *g };
+            let state = if s.spec.is_some() { "serving" } else { "no-spec" };
+            let hash = s.spec.map_or(NO_HASH, |(h, _)| h);
+            v.push(FlowStatus { flow, role: "receiver", state, upstream: None, children: s.children.addrs(), hash });
+        }
+        v
+    }
+}

@@ -1,0 +1,65 @@
+"""The `concast` command line.
+
+Verbs that drive Rust programs (the merge engine's offline runner, routerd, hostd)
+hand their arguments to those binaries unchanged, so there is one parser per tool.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from concast import tools
+
+
+def _exec_rust(binary: str, args: list[str]) -> int:
+    try:
+        path = tools.rust_binary(binary)
+    except tools.MissingTool as e:
+        print(f"concast: {e}", file=sys.stderr)
+        return 2
+    os.execv(path, [str(path), *args])
+    return 0  # not reached
+
+
+def cmd_spec(ns: argparse.Namespace) -> int:
+    return _exec_rust("concast-spec", ns.rest)
+
+
+def cmd_decode(ns: argparse.Namespace) -> int:
+    from concast import decode
+    return decode.main(ns.what, ns.pcap)
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    from concast import demo
+    return demo.main(ns.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="concast", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    s = sub.add_parser("spec", help="check or run a merge spec offline (concast spec --help)",
+                       add_help=False)
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_spec)
+
+    d = sub.add_parser("decode", help="decode concast packets (hex or pcap) and print them")
+    d.add_argument("what", nargs="?", help="hex bytes of one IPv4 datagram")
+    d.add_argument("--pcap", help="decode every packet of this pcap instead")
+    d.set_defaults(func=cmd_decode)
+
+    m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")
+    m.add_argument("--out", default=str(tools.RESULTS), help="where to write results")
+    m.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    return ns.func(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs everything concast needs on Debian 12 (run as root), idempotently:
+# Debian packages, Rust's wasm32 target, the Python venv, and the Open vSwitch daemons.
+# When everything is already there it only checks, in about a second.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="$ROOT/.venv"
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+APT_PACKAGES=(
+    mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump tshark iperf3
+    python3-venv python3-pip clang lld wabt build-essential pkg-config
+)
+
+install_debian_packages() {
+    local missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        [ "$(id -u)" = 0 ] || die "need root to install: ${missing[*]}"
+        say "installing Debian packages: ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+install_rust_target() {
+    export PATH="$HOME/.cargo/bin:$PATH"
+    command -v cargo >/dev/null || die "no Rust toolchain: install rustup (https://rustup.rs) and re-run"
+    if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+        say "adding Rust target wasm32-unknown-unknown"
+        rustup target add wasm32-unknown-unknown
+    fi
+}
+
+install_python_venv() {
+    # Debian's python3 so that its Mininet package is importable from the venv.
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating $VENV"
+        /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    fi
+    local stamp="$VENV/.concast-installed"
+    if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+        say "installing the concast Python package and its dependencies"
+        "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT"
+        touch "$stamp"
+    fi
+}
+
+start_openvswitch() {
+    if ovs-vsctl --timeout=5 show >/dev/null 2>&1 && pgrep -x ovs-vswitchd >/dev/null; then
+        return
+    fi
+    say "starting Open vSwitch (userspace datapath; there is no OVS kernel module here)"
+    local ctl=/usr/share/openvswitch/scripts/ovs-ctl
+    "$ctl" start --system-id=random --no-ovs-vswitchd --no-mlockall >/dev/null
+    # TCP through userspace OVS needs TSO support set before ovs-vswitchd starts.
+    ovs-vsctl --no-wait set Open_vSwitch . other_config:userspace-tso-enable=true
+    "$ctl" start --system-id=random --no-ovsdb-server --no-mlockall >/dev/null
+    ovs-vsctl --timeout=10 show >/dev/null || die "Open vSwitch did not start; see /var/log/openvswitch/"
+}
+
+install_debian_packages
+install_rust_target
+install_python_venv
+start_openvswitch
+say "ready"
