@@ -352,7 +352,7 @@ def build() -> None:
     bad("csp_error_short_body", "csp_bad_length", csp_dgram(csp(8, b"\0\1")),
         "ERROR body of 2 bytes")
     bad("csp_bad_ipv4_first", "option_truncated",
-        csp_dgram(csp(4, b""), options=b"\x94\x04\x00\x9e"),
+        csp_dgram(csp(4, b""), options=RA + b"\1\1\1\x9e"),
         "IPv4 option errors come before CSP checks")
 
     # --- MplexPkt -------------------------------------------------------------------------
