@@ -254,6 +254,8 @@ local function analyze_ipv4(dg, present)
                     "IHL says " .. hlen .. " bytes of header, " .. present .. " present", 0, 1)
     end
     local total = dg(2, 2):uint()
+    -- MF or a fragment offset: not checked as CSP or MplexPkt (section 1.2, "Fragments")
+    r.fragment = dg(6, 2):uint() % 0x4000 ~= 0
     if total < hlen or total > present then
         return fail("bad_total_length", "total length " .. total .. " with a " .. hlen ..
                     "-byte header and " .. present .. " bytes present", 2, 2)
@@ -509,6 +511,10 @@ function p_csp.dissector(tvb, pinfo, tree)
     local t = tree:add(p_csp, tvb())
     local ip, judge = enclosing_ipv4(t)
     if not judge then return tvb:len() end
+    if ip and ip.fragment then
+        t:add("A fragment: not checked as a CSP message (protocol.md 1.2)")
+        return tvb:len()
+    end
 
     -- Router Alert comes first in the order of checks (2.1).
     if ip and not ip.router_alert then
@@ -597,6 +603,10 @@ function p_mplex.dissector(tvb, pinfo, tree)
     local t = tree:add(p_mplex, tvb())
     local ip, judge = enclosing_ipv4(t)
     if not judge then return tvb:len() end
+    if ip and ip.fragment then
+        t:add("A fragment: not checked as an MplexPkt (protocol.md 1.2)")
+        return tvb:len()
+    end
 
     if ip and not ip.group then
         report(t, pinfo, "mplex_missing_concast_option", "protocol 254 without Concast ID option")

@@ -124,6 +124,8 @@ def _classify(raw: bytes) -> Classification:
         raise _Malformed("bad_total_length")
     group, alert = _walk_options(raw[20:hlen])
     payload, proto = raw[hlen:total], raw[9]          # bytes past total length are padding
+    if _u16(raw, 6) & 0x3FFF:                          # MF or an offset: a fragment is never
+        return Classification("ipv4" if group is None else "concast", group, None)  # CSP/Mplex
     if proto == PROTO_CSP:
         if not alert:
             raise _Malformed("csp_missing_router_alert")

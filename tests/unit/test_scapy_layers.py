@@ -117,6 +117,13 @@ OPTIONS = {
     "csp_router_alert_after_nops": [IPOption_NOP()] * 4 + [IPOption_Router_Alert()],
     "csp_with_concast_option": [IPOption_Router_Alert(), IPOption_Concast(group=7)],
     "mplex_group_42_after_nops": [IPOption_NOP(), IPOption_NOP(), IPOption_Concast(group=42)],
+    "csp_later_fragment_not_checked": [IPOption_Router_Alert()],
+}
+# Vectors whose IPv4 flags and fragment offset are not generate.py's DF, 0.
+FRAGMENTS = {
+    "concast_fragment": {"flags": "MF"},
+    "csp_later_fragment_not_checked": {"flags": "MF", "frag": 5},
+    "mplex_later_fragment_not_checked": {"flags": 0, "frag": 2},
 }
 IP_CONSTANTS = {"id": 0x1234, "flags": "DF"}    # what generate.py puts in every header
 IP_NAMES = ("src", "dst", "ttl", "proto", "ihl", "total_length")
@@ -124,10 +131,7 @@ CSP_HEADER = ("csp_type", "csp_type_name", "group", "receiver", "seq")
 
 
 def _ip(f, name):
-    kw = {k: f[k] for k in ("src", "dst", "ttl")} | IP_CONSTANTS
-    if name == "concast_fragment":
-        kw["flags"] = "MF"
-    return kw
+    return {k: f[k] for k in ("src", "dst", "ttl")} | IP_CONSTANTS | FRAGMENTS.get(name, {})
 
 
 def build_plain(v):

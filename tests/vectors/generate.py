@@ -309,6 +309,10 @@ def build() -> None:
           csp_dgram(csp(4, b""), options=RA + concast_opt(7) + EOL2),
           "a Concast ID option on a CSP datagram is allowed and ignored", **csp_fields(4))
 
+    valid("csp_later_fragment_not_checked", "ipv4",
+          csp_dgram(csp(1, join_body())[:24], flags_frag=0x2000 | 5),
+          "a CSP fragment (offset 40 bytes) is not checked as CSP: forwarded as it is")
+
     bad("csp_missing_router_alert", "csp_missing_router_alert",
         csp_dgram(csp(1, join_body()), options=b""), "protocol 253 without Router Alert")
     bad("csp_truncated_header", "csp_truncated", csp_dgram(csp(4, b"")[:10]),
@@ -384,6 +388,11 @@ def build() -> None:
           "an MplexPkt for group 42, option after two NOPs",
           group=42, initial_ttl=64, max_total_delay=1000, delayed_so_far=999,
           max_local_delay=1, records=[rec_fields("10.0.1.1", 9, PROTO_UDP, udp(b"x"))])
+
+    valid("mplex_later_fragment_not_checked", "concast",
+          mplex(bytes(12), flags_frag=2),
+          "a later fragment of an MplexPkt: a concast datagram, not checked as MplexPkt",
+          group=1)
 
     bad("mplex_missing_concast_option", "mplex_missing_concast_option",
         mplex(mplex_hdr(64, 0, 0, 0) + record("10.0.1.1", 64, 6, a1), options=b""),
