@@ -8,6 +8,7 @@
 //! and answers joins for the groups it serves as receiver.
 
 mod children;
+pub mod codec;
 mod config;
 mod msg;
 mod node;
