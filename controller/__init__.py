@@ -1,0 +1,3 @@
+"""concast control plane: topology -> routes -> data-plane rules, and the hooks that
+start and stop the per-router daemon (routerd). routerd itself is Rust (controller/*
+crates); the OVS back end is in concast.controller.ovs."""

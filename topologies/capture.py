@@ -1,0 +1,62 @@
+"""tcpdump inside a host's namespace, written to a pcap, read back with Scapy."""
+from __future__ import annotations
+
+import select
+import subprocess
+import time
+from pathlib import Path
+
+
+class Capture:
+    """`with Capture(host, "rx-eth0", path, "ip proto 17") as cap: ...; cap.packets()`.
+    Entering returns once tcpdump is listening, so nothing sent after it is missed."""
+
+    def __init__(self, host, iface: str, path: Path, bpf: str = "", snaplen: int = 0) -> None:
+        self.host, self.iface, self.path, self.bpf = host, iface, Path(path), bpf
+        self.snaplen = snaplen
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10.0) -> "Capture":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # --immediate-mode: otherwise packets sit in the ring until a 1 s block timeout
+        # and a capture stopped sooner loses them.
+        argv = ["tcpdump", "-i", self.iface, "-n", "-U", "--immediate-mode", "-Z", "root",
+                "-w", str(self.path)]
+        if self.snaplen:
+            argv += ["-s", str(self.snaplen)]
+        if self.bpf:
+            argv.append(self.bpf)
+        self.proc = self.host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        seen = b""
+        while b"listening on" not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"tcpdump on {self.iface} did not start: {seen.decode()!r}")
+            ready, _, _ = select.select([self.proc.stderr], [], [], left)
+            if ready:
+                seen += self.proc.stderr.read1(4096)
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(2)                      # SIGINT: flush and exit
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc and self.proc.stderr:
+            self.proc.stderr.close()
+
+    def packets(self):
+        import scapy.layers.inet  # noqa: F401  (registers Ethernet, IPv4, UDP, TCP, ICMP)
+        from scapy.utils import rdpcap
+        return list(rdpcap(str(self.path))) if self.path.exists() else []
+
+    def __enter__(self) -> "Capture":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

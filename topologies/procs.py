@@ -1,0 +1,95 @@
+"""Processes, by PID only: a PID is trusted only together with its start time, so a
+recycled PID never gets a signal meant for a process that is gone."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def start_time(pid: int) -> int | None:
+    """Start time in clock ticks since boot (field 22 of /proc/PID/stat); None if the
+    process is gone or a zombie (dead, only waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int, started: int | None) -> bool:
+    return started is not None and start_time(pid) == started
+
+
+def _signal(pid: int, sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def terminate(pid: int, started: int | None, group: bool = False, timeout: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`. `group`: the PID leads a process group we
+    created (start_new_session), whose members are ours too."""
+    if not alive(pid, started):
+        return
+    _signal(pid, signal.SIGTERM, group)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not alive(pid, started):
+            return
+        time.sleep(0.02)
+    _signal(pid, signal.SIGKILL, group)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def pids_in_netns(ns_path: str | Path) -> list[int]:
+    """Processes whose network namespace is the one bound at `ns_path`."""
+    try:
+        st = os.stat(ns_path)
+    except OSError:
+        return []
+    key = (st.st_dev, st.st_ino)
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            s = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:
+            continue
+        if (s.st_dev, s.st_ino) == key:
+            out.append(int(entry.name))
+    return out
+
+
+def kill_netns_processes(ns_path: str | Path, timeout: float = 2.0) -> None:
+    """Every process left in one of our host namespaces (iperf3, tcpdump, ... that a
+    test started in the background)."""
+    pids = {pid: start_time(pid) for pid in pids_in_netns(ns_path) if pid != os.getpid()}
+    for pid in pids:
+        _signal(pid, signal.SIGTERM, False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p, s) for p, s in pids.items()):
+        for pid in pids:
+            _reap(pid)
+        time.sleep(0.02)
+    for pid, started in pids.items():
+        if alive(pid, started):
+            _signal(pid, signal.SIGKILL, False)
+            _reap(pid)

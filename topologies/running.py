@@ -1,0 +1,224 @@
+"""A started concast network: Mininet hosts, data-plane routers, daemons, teardown."""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import subprocess
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from concast.controller import dataplanes
+from concast.controller.daemons import Daemon, Daemons
+from concast.topologies import addressing, leftovers, naming, registry
+from concast.topologies.capture import Capture
+from concast.topologies.model import Topology
+
+RUNS_DIR = Path("/tmp/concast/runs")
+_live: "weakref.WeakSet[RunningNet]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_forgotten() -> None:
+    for net in list(_live):
+        net.stop()
+
+
+@dataclass(frozen=True)
+class PingResult:
+    ok: bool
+    ttl: int | None         # TTL of the echo reply as the sender saw it
+    rtt_ms: float | None
+
+
+class RunningNet:
+    """`n["h1"]` is a Mininet host, `n["r1"]` a router handle (OvsRouter for OVS)."""
+
+    def __init__(self, topo: Topology, dataplane: str = "ovs", run_dir: Path | None = None,
+                 quiet: bool = True) -> None:
+        if os.geteuid() != 0:
+            raise PermissionError("starting a concast network needs root (Mininet, OVS)")
+        self.plan = addressing.plan(topo)
+        self.dataplane_name = dataplane
+        self.mn = None
+        self.backend = None
+        self.routers: dict = {}
+        self._stopped = False
+        self.record = registry.RunRecord.reserve()
+        self.tag = self.record.tag
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.run_dir = Path(run_dir) if run_dir else RUNS_DIR / f"{stamp}-{self.tag}"
+        self.daemons = Daemons(self.run_dir / "logs", on_start=self._record_daemon)
+        _live.add(self)
+        try:
+            self._start(quiet)
+        except BaseException:
+            self.stop()
+            raise
+
+    # --- start / stop ------------------------------------------------------------------
+    def _start(self, quiet: bool) -> None:
+        from mininet.link import TCLink
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        if quiet:
+            setLogLevel("error")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tag, plan = self.tag, self.plan
+        self.backend = dataplanes.backend(self.dataplane_name)(tag, plan)
+        bridges, dp_ifaces = self.backend.planned_names()
+        link_ifaces = [naming.port_iface(tag, r.name, p.ofport)
+                       for r in plan.routers.values() for p in r.ports]
+        self.record.data.update(
+            bridges=bridges, ifaces=dp_ifaces + link_ifaces, run_dir=str(self.run_dir),
+            netns=[naming.netns(tag, h) for h in plan.hosts], dataplane=self.dataplane_name)
+        self.record.save()
+
+        self.mn = mn = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
+        nodes = self.backend.add_routers(mn)
+        for h in plan.hosts.values():
+            host = mn.addHost(h.name, ip=f"{h.ip}/{h.subnet.prefixlen}", mac=h.mac,
+                              defaultRoute=f"via {h.gateway}")
+            # A name under /run/netns: cleanup can find the namespace after a crash,
+            # and people can `ip netns exec cc<tag>-<host> ...` into it.
+            subprocess.run(["ip", "netns", "attach", naming.netns(tag, h.name), str(host.pid)],
+                           check=True, capture_output=True, timeout=10)
+        # No checksum offload on any veth: userspace OVS forwards what it reads, and a
+        # partial checksum from the sender's kernel would arrive as a bad one.
+        link_opts = dict(cls=TCLink, txo=False, rxo=False)
+        for h in plan.hosts.values():
+            port = plan.routers[h.router].port(h.ofport)
+            mn.addLink(mn[h.name], nodes[h.router], port1=0, port2=h.ofport,
+                       intfName1=naming.host_iface(h.name),
+                       intfName2=naming.port_iface(tag, h.router, h.ofport),
+                       addr1=h.mac, addr2=port.mac, **link_opts, **h.params)
+        for ln in plan.links:
+            mac_a = plan.routers[ln.a].port(ln.port_a).mac
+            mac_b = plan.routers[ln.b].port(ln.port_b).mac
+            mn.addLink(nodes[ln.a], nodes[ln.b], port1=ln.port_a, port2=ln.port_b,
+                       intfName1=naming.port_iface(tag, ln.a, ln.port_a),
+                       intfName2=naming.port_iface(tag, ln.b, ln.port_b),
+                       addr1=mac_a, addr2=mac_b, **link_opts, **ln.params)
+        mn.build()
+        mn.start()
+        self.routers = self.backend.configure(self.record.data["owner_pid"],
+                                              self.record.data["owner_start"])
+        self._write_router_configs()
+        for h in plan.hosts.values():
+            mn[h.name].cmd(
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
+                f" ip neigh replace {h.gateway} lladdr {h.gateway_mac}"
+                f" dev {naming.host_iface(h.name)} nud permanent")
+
+    def stop(self) -> None:
+        """Stop daemons, the network and every leftover of ours. Safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        _live.discard(self)
+        steps = [self.daemons.stop_all]
+        if self.backend is not None:
+            steps.append(self.backend.teardown)
+        if self.mn is not None:
+            steps.append(self.mn.stop)
+        for step in steps:
+            try:
+                step()
+            except Exception as e:          # keep going: the record sweep below must run
+                print(f"concast: while stopping {self.tag}: {step.__qualname__}: {e}")
+        leftovers.remove_run(self.record.data)
+        self.record.remove()
+
+    def __enter__(self) -> "RunningNet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- lookups -------------------------------------------------------------------------
+    def __getitem__(self, name: str):
+        if name in self.routers:
+            return self.routers[name]
+        if name in self.plan.hosts:
+            return self.mn[name]
+        raise KeyError(name)
+
+    @property
+    def hosts(self) -> dict:
+        return {h: self.mn[h] for h in self.plan.hosts}
+
+    def ip(self, name: str) -> str:
+        """A host's address, or a router's router ID."""
+        return str(self.plan.address_of(name))
+
+    def iface(self, host: str) -> str:
+        return naming.host_iface(host)
+
+    def netns(self, host: str) -> str:
+        return naming.netns(self.tag, host)
+
+    # --- traffic helpers ---------------------------------------------------------------
+    def ping(self, src: str, dst: str, count: int = 1, timeout: float = 2) -> PingResult:
+        out = self.mn[src].cmd(f"ping -n -c {count} -W {timeout} -i 0.2 {self.ip(dst)}")
+        ttls = re.findall(r"ttl=(\d+)", out)
+        rtts = re.findall(r"time=([\d.]+) ms", out)
+        return PingResult(bool(ttls), int(ttls[-1]) if ttls else None,
+                          float(rtts[-1]) if rtts else None)
+
+    def capture(self, host: str, bpf: str = "", name: str | None = None) -> Capture:
+        """tcpdump on the host's interface into <run_dir>/pcap/<name>.pcap."""
+        path = self.run_dir / "pcap" / f"{name or host}.pcap"
+        return Capture(self.mn[host], naming.host_iface(host), path, bpf)
+
+    # --- daemons -------------------------------------------------------------------------
+    def _record_daemon(self, d: Daemon) -> None:
+        self.record.extend("daemons", [d.record()])
+
+    def router_fields(self, router: str) -> dict:
+        """What a routerd command line may refer to, as {field} in start_routerd()."""
+        r = self.routers[router]
+        return {"router": router, "bridge": r.bridge, "cpu_iface": r.cpu_iface,
+                "cpu_ofport": r.cpu_ofport, "router_id": str(r.router_id),
+                "router_mac": r.mac, "cpu_mac": r.plan.cpu_routerd_mac,
+                "run_dir": str(self.run_dir), "tag": self.tag,
+                "config": str(self.run_dir / "routers" / f"{router}.json")}
+
+    def _write_router_configs(self) -> None:
+        """<run_dir>/routers/<router>.json: everything routerd needs to know about its
+        router, for a `--config {config}` argument."""
+        folder = self.run_dir / "routers"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, r in self.routers.items():
+            cfg = {k: v for k, v in self.router_fields(name).items() if k != "config"}
+            cfg.update(capable=r.capable, dataplane=self.dataplane_name,
+                       addresses=[str(a) for a in r.plan.own_addresses()])
+            (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
+
+    def start_daemon(self, router: str, argv: list[str], name: str = "routerd",
+                     env: dict | None = None) -> Daemon:
+        return self.daemons.start(router, argv, name, env)
+
+    def start_routerd(self, argv: list[str], routers: list[str] | None = None,
+                      name: str = "routerd", env: dict | None = None) -> dict[str, Daemon]:
+        """Start one daemon per capable router from a template, e.g.
+        ["target/release/routerd", "--cpu-iface", "{cpu_iface}", "--bridge", "{bridge}",
+         "--router-id", "{router_id}"]; fields: see router_fields()."""
+        chosen = routers or [r for r, h in self.routers.items() if h.capable]
+        return {r: self.start_daemon(r, [a.format(**self.router_fields(r)) for a in argv],
+                                     name, env)
+                for r in chosen}
+
+    def stop_daemons(self) -> None:
+        self.daemons.stop_all()
+
+    # --- counters ------------------------------------------------------------------------
+    def counters(self) -> dict[str, dict]:
+        """{router: {"flows": [...], "ports": {...}}} from ovs-ofctl dump-flows/dump-ports."""
+        return {name: {"flows": r.flows(), "ports": r.ports()} for name, r in self.routers.items()}
+
+    def describe(self) -> str:
+        return addressing.describe(self.plan, self.tag)
+
