@@ -1,1 +1,97 @@
-//! placeholder
+//! The concast merge-spec SDK.
+//!
+//! A merge spec is one [`MergeSpec`] implementation plus one [`export_spec!`] line:
+//!
+//! ```ignore
+//! #![no_std]
+//! use concast_sdk::{AfterBuild, Host, Merge, MergeSpec, Tag};
+//!
+//! pub struct First;
+//! impl MergeSpec for First {
+//!     type State = u32;
+//!     fn init(_host: &mut impl Host) -> Result<Self, &'static str> { Ok(First) }
+//!     fn get_tag(&mut self, msg: &[u8], _host: &mut impl Host) -> Tag { Tag::Merge(0) }
+//!     fn new_state(&mut self, _tag: u64, _host: &mut impl Host) -> u32 { 0 }
+//!     fn merge(&mut self, n: &mut u32, _msg: &[u8], _host: &mut impl Host) -> Merge { *n += 1; Merge::Merged }
+//!     fn done(&mut self, n: &mut u32, _host: &mut impl Host) -> bool { *n >= 2 }
+//!     fn build(&mut self, n: &mut u32, host: &mut impl Host) -> AfterBuild {
+//!         host.emit(&n.to_be_bytes(), concast_sdk::OutHeader::udp());
+//!         AfterBuild::Free
+//!     }
+//! }
+//! concast_sdk::export_spec!(First);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-unknown-unknown` (crate-type `cdylib`).
+//! The same type also runs natively inside the engine (its `NativeSpec` path), which is how
+//! benchmarks compare a Wasm spec with the same logic in native Rust: the trait never touches
+//! Wasm itself, only the [`Host`] it is handed.
+//!
+//! The wire-level contract the macro implements is `docs/mergespec-abi.md`; [`abi`] holds its
+//! numbers, shared with the engine so both sides agree by construction.
+#![no_std]
+
+pub mod abi;
+pub mod params;
+mod spec;
+
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod glue;
+
+pub use spec::{AfterBuild, Host, Level, Merge, MergeSpec, OutHeader, Tag};
+
+/// The concast wire formats (`controller/wire`): a spec reads the datagram it is handed with
+/// `wire::ipv4::Packet::new_checked(msg)` or `wire::classify(msg)`, and builds MplexPkt
+/// bodies with `wire::mplex` / `wire::build`.
+pub use concast_wire as wire;
+
+/// Exports `spec` (a type implementing [`MergeSpec`]) as a concast merge-spec module:
+/// defines every `concast_*` export of the ABI. Expands to nothing off `wasm32`, so the same
+/// crate also builds as a native library (the engine's `NativeSpec` path).
+#[macro_export]
+macro_rules! export_spec {
+    ($spec:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            static SPEC: $crate::glue::SpecCell<$spec> = $crate::glue::SpecCell::new();
+
+            #[no_mangle]
+            pub extern "C" fn concast_abi_version() -> i32 {
+                $crate::abi::VERSION as i32
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_init() -> i32 {
+                SPEC.init()
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_get_tag(len: i32) -> i64 {
+                SPEC.get_tag(len)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_state_new(slot: i32, tag: i64) {
+                SPEC.state_new(slot, tag)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_merge(slot: i32, len: i32) -> i32 {
+                SPEC.merge(slot, len)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_done(slot: i32) -> i32 {
+                SPEC.done(slot)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_build(slot: i32) -> i32 {
+                SPEC.build(slot)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_timeout(slot: i32) -> i32 {
+                SPEC.timeout(slot)
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_state_free(slot: i32) {
+                SPEC.state_free(slot)
+            }
+        };
+    };
+}

@@ -1,0 +1,57 @@
+//! routerd's own counters, as `concast router stats` shows them.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Frames read from the CPU port.
+    pub frames_in: u64,
+    /// Concast datagrams of an active flow, handed to the merge engine.
+    pub diverted: u64,
+    /// Of those, datagrams the engine took in (equal to `diverted` unless a flow vanished).
+    pub merged_in: u64,
+    /// Merged datagrams the engine built and routerd sent on.
+    pub merged_out: u64,
+    /// Concast datagrams sent on unmerged (spec passed them, quarantined flow, fail-open).
+    pub forwarded_unmerged: u64,
+    /// Frames sent back unchanged: no state for their flow, not concast, CSP for others.
+    pub passed_through: u64,
+    /// Datagrams addressed to this router that are not CSP.
+    pub local_dropped: u64,
+    pub csp_in: u64,
+    pub csp_out: u64,
+    /// Malformed frames dropped, by the error name of docs/protocol.md.
+    pub malformed: BTreeMap<&'static str, u64>,
+    pub flows_activated: u64,
+    pub quarantined_flows: u64,
+}
+
+impl Counters {
+    pub fn count_malformed(&mut self, error: &'static str) {
+        *self.malformed.entry(error).or_default() += 1;
+    }
+
+    pub fn malformed_dropped(&self) -> u64 {
+        self.malformed.values().sum()
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "frames_in": self.frames_in,
+            "diverted": self.diverted,
+            "merged_in": self.merged_in,
+            "merged_out": self.merged_out,
+            "forwarded_unmerged": self.forwarded_unmerged,
+            "passed_through": self.passed_through,
+            "local_dropped": self.local_dropped,
+            "csp_in": self.csp_in,
+            "csp_out": self.csp_out,
+            "malformed_dropped": self.malformed_dropped(),
+            "malformed": self.malformed,
+            "flows_activated": self.flows_activated,
+            "quarantined_flows": self.quarantined_flows,
+        })
+    }
+}

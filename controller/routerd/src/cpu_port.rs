@@ -1,0 +1,151 @@
+//! The router's CPU port: an AF_PACKET socket on routerd's end of the veth pair,
+//! read and written in batches (recvmmsg / sendmmsg) so one syscall moves many frames.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub const FRAME_MAX: usize = 2048;
+pub const BATCH: usize = 64;
+
+const ETH_P_IP: u16 = 0x0800;
+
+pub struct CpuPort {
+    fd: OwnedFd,
+    ifindex: i32,
+
+    pub mac: [u8; 6],
+    rx: Box<[[u8; FRAME_MAX]; BATCH]>,
+    rx_len: [usize; BATCH],
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn ifindex(name: &str) -> io::Result<i32> {
+    let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("no interface named {name}")));
+    }
+    Ok(idx as i32)
+}
+
+fn read_mac(name: &str) -> io::Result<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))?;
+    let mut mac = [0u8; 6];
+    for (i, part) in text.trim().split(':').enumerate().take(6) {
+        mac[i] = u8::from_str_radix(part, 16).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
+    Ok(mac)
+}
+
+impl CpuPort {
+    /// Opens `name` for IPv4 frames only; frames this socket sends are not read back.
+    pub fn open(name: &str) -> io::Result<CpuPort> {
+        let ifindex = ifindex(name)?;
+        let proto = ETH_P_IP.to_be() as libc::c_int;
+        let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto) })?;
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_IP.to_be();
+        sll.sll_ifindex = ifindex;
+        check(unsafe {
+            libc::bind(fd.as_raw_fd(), &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        })?;
+        let one: libc::c_int = 1;
+        // PACKET_IGNORE_OUTGOING (23): never see our own transmissions.
+        check(unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, 23, &one as *const _ as *const libc::c_void, 4) })?;
+        let buf: libc::c_int = 4 << 20;
+        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+            // Best effort: a bigger buffer only absorbs bursts.
+            unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, opt, &buf as *const _ as *const libc::c_void, 4) };
+        }
+        Ok(CpuPort {
+            fd,
+            ifindex,
+
+            mac: read_mac(name)?,
+            rx: Box::new([[0; FRAME_MAX]; BATCH]),
+            rx_len: [0; BATCH],
+        })
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Reads up to BATCH frames without blocking; returns how many (0 when none waits).
+    pub fn recv_batch(&mut self) -> io::Result<usize> {
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..BATCH {
+            iov[i].iov_base = self.rx[i].as_mut_ptr() as *mut libc::c_void;
+            iov[i].iov_len = FRAME_MAX;
+            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        let n = unsafe { libc::recvmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
+        }
+        for i in 0..n as usize {
+            self.rx_len[i] = hdrs[i].msg_len as usize;
+        }
+        Ok(n as usize)
+    }
+
+    /// Frame `i` of the last batch.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.rx[i][..self.rx_len[i]]
+    }
+
+    /// Sends frames in batches; returns how many the kernel took.
+    pub fn send_batch<B: AsRef<[u8]>>(&self, frames: &[B]) -> io::Result<usize> {
+        let mut sent = 0;
+        for chunk in frames.chunks(BATCH) {
+            let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_ifindex = self.ifindex;
+            sll.sll_halen = 6;
+            for (i, f) in chunk.iter().enumerate() {
+                let f = f.as_ref();
+                iov[i].iov_base = f.as_ptr() as *mut libc::c_void;
+                iov[i].iov_len = f.len();
+                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+                hdrs[i].msg_hdr.msg_name = &mut sll as *mut _ as *mut libc::c_void;
+                hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            }
+            let mut off = 0;
+            while off < chunk.len() {
+                let n = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), hdrs[off..].as_mut_ptr(), (chunk.len() - off) as u32, 0) };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == io::ErrorKind::WouldBlock {
+                        // The veth queue is full: wait for room rather than drop.
+                        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                        unsafe { libc::poll(&mut pfd, 1, 10) };
+                        continue;
+                    }
+                    return Err(e);
+                }
+                off += n as usize;
+                sent += n as usize;
+            }
+        }
+        Ok(sent)
+    }
+}

@@ -1,0 +1,135 @@
+//! Installing and removing the diversion of a concast flow in the router's data plane.
+//!
+//! OVS cannot see IPv4 options, so each active flow gets a selector rule (docs/dataplane-ovs.md,
+//! "Flow selectors"): its cookie *is* the selector, so installing twice is harmless, and flows
+//! sharing a selector share one rule, which goes when the last of them does.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use concast_csp::{FlowId, Selector};
+
+pub trait Dataplane {
+    fn divert(&mut self, flow: FlowId, sel: Selector) -> io::Result<()>;
+    fn undivert(&mut self, flow: FlowId) -> io::Result<()>;
+    /// Removes every diversion this router's routerd may have left (start-up, shutdown).
+    fn clear(&mut self) -> io::Result<()>;
+    fn describe(&self) -> String;
+}
+
+/// Nothing to program: the data plane diverts by itself (tests, benchmarks, a P4 program
+/// whose table entries another process manages).
+pub struct Static;
+
+impl Dataplane for Static {
+    fn divert(&mut self, _: FlowId, _: Selector) -> io::Result<()> {
+        Ok(())
+    }
+    fn undivert(&mut self, _: FlowId) -> io::Result<()> {
+        Ok(())
+    }
+    fn clear(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "static".into()
+    }
+}
+
+/// The OpenFlow selector rules of one OVS bridge, through `ovs-ofctl`.
+pub struct Ovs {
+    bridge: String,
+    cpu_ofport: u32,
+    /// Which selector each flow uses, and how many flows use each selector.
+    flows: HashMap<FlowId, (Ipv4Addr, Selector)>,
+    users: HashMap<(Ipv4Addr, Selector), usize>,
+}
+
+/// The cookie that names a selector rule: `0xce << 56 | R << 24 | P << 16 | D`.
+pub fn selector_cookie(r: Ipv4Addr, sel: Selector) -> u64 {
+    let dport = if matches!(sel.proto, 6 | 17) { sel.dport } else { 0 };
+    0xce << 56 | u64::from(u32::from(r)) << 24 | u64::from(sel.proto) << 16 | u64::from(dport)
+}
+
+/// The `add-flow` argument for a selector, in the documented field order.
+pub fn selector_rule(r: Ipv4Addr, sel: Selector, cpu_ofport: u32) -> String {
+    let mut m = format!("cookie={:#018x},table=0,priority=300,ip,nw_dst={r}", selector_cookie(r, sel));
+    if sel.proto != 0 {
+        m.push_str(&format!(",nw_proto={}", sel.proto));
+        if matches!(sel.proto, 6 | 17) && sel.dport != 0 {
+            m.push_str(&format!(",tp_dst={}", sel.dport));
+        }
+    }
+    m.push_str(&format!(",actions=output:{cpu_ofport}"));
+    m
+}
+
+fn ofctl(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ovs-ofctl").arg("-O").arg("OpenFlow13").args(args).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("ovs-ofctl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
+    }
+}
+
+impl Ovs {
+    pub fn new(bridge: &str, cpu_ofport: u32) -> Ovs {
+        Ovs { bridge: bridge.into(), cpu_ofport, flows: HashMap::new(), users: HashMap::new() }
+    }
+}
+
+impl Dataplane for Ovs {
+    fn divert(&mut self, flow: FlowId, sel: Selector) -> io::Result<()> {
+        let key = (flow.receiver, sel);
+        if self.flows.insert(flow, key).is_none() {
+            *self.users.entry(key).or_default() += 1;
+        }
+        ofctl(&["add-flow", &self.bridge, &selector_rule(flow.receiver, sel, self.cpu_ofport)])
+    }
+
+    fn undivert(&mut self, flow: FlowId) -> io::Result<()> {
+        let Some(key) = self.flows.remove(&flow) else { return Ok(()) };
+        let n = self.users.get_mut(&key).expect("counted on divert");
+        *n -= 1;
+        if *n > 0 {
+            return Ok(()); // another flow still needs the rule
+        }
+        self.users.remove(&key);
+        let cookie = format!("cookie={:#018x}/-1,table=0", selector_cookie(key.0, key.1));
+        ofctl(&["del-flows", &self.bridge, &cookie])
+    }
+
+    fn clear(&mut self) -> io::Result<()> {
+        self.flows.clear();
+        self.users.clear();
+        ofctl(&["del-flows", &self.bridge, "cookie=0xce00000000000000/0xff00000000000000"])
+    }
+
+    fn describe(&self) -> String {
+        format!("ovs bridge {} (CPU port {})", self.bridge, self.cpu_ofport)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_rules_match_the_documented_format() {
+        let r: Ipv4Addr = "10.1.1.2".parse().unwrap();
+        let udp = Selector { proto: 17, dport: 5000 };
+        assert_eq!(
+            selector_rule(r, udp, 1000),
+            "cookie=0xce0a010102111388,table=0,priority=300,ip,nw_dst=10.1.1.2,nw_proto=17,tp_dst=5000,actions=output:1000"
+        );
+        assert_eq!(
+            selector_rule(r, Selector::default(), 1000),
+            "cookie=0xce0a010102000000,table=0,priority=300,ip,nw_dst=10.1.1.2,actions=output:1000"
+        );
+        // A port means nothing without UDP or TCP: it is left out of match and cookie alike.
+        assert_eq!(selector_cookie(r, Selector { proto: 254, dport: 9 }), 0xce0a010102fe0000);
+    }
+}

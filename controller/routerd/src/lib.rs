@@ -1,0 +1,11 @@
+//! concast-routerd as a library: the daemon's parts, so tests can drive a [`Router`] in
+//! process with a real merge engine and real CSP, and the binary stays a thin shell.
+
+pub mod counters;
+pub mod cpu_port;
+pub mod dataplane;
+pub mod log;
+pub mod mgmt;
+pub mod router;
+
+pub use router::{Router, Sink};

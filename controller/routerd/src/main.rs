@@ -1,0 +1,201 @@
+//! concast-routerd: the per-router concast daemon (docs/architecture.md).
+//!
+//! Reads diverted frames from the router's CPU port, runs CSP and the merge engine, writes
+//! merged, forwarded and signalling datagrams back, and answers `concast router ...` on a
+//! Unix socket. Stops cleanly on SIGTERM or SIGINT, removing the diversions it installed.
+
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use clap::Parser;
+use concast_engine::{Engine, EngineConfig};
+
+use concast_routerd::cpu_port::CpuPort;
+use concast_routerd::dataplane;
+use concast_routerd::log::{emit, Level};
+use concast_routerd::mgmt::Mgmt;
+use concast_routerd::{Router, Sink};
+
+#[derive(Parser, Debug)]
+#[command(name = "concast-routerd", version, about = "The per-router concast daemon: CSP and merging behind a data plane's CPU port")]
+struct Args {
+    /// Router description written by the control plane (JSON: router_id, cpu_iface, bridge, router_mac, cpu_mac, run_dir, ...); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// routerd's end of the CPU port (opened with AF_PACKET).
+    #[arg(long)]
+    cpu_iface: Option<String>,
+    /// This router's address: source of its CSP messages and merged datagrams.
+    #[arg(long)]
+    addr: Option<Ipv4Addr>,
+    /// MAC of the router (destination of frames routerd writes).
+    #[arg(long, value_parser = parse_mac)]
+    router_mac: Option<[u8; 6]>,
+    /// OVS bridge whose flow selectors routerd manages; without it diversion is static.
+    #[arg(long)]
+    bridge: Option<String>,
+    /// OpenFlow port number of the CPU port on the bridge.
+    #[arg(long, default_value_t = 1000)]
+    cpu_ofport: u32,
+    /// Management socket path (default: <run_dir>/routers/<router>.sock, or /run/concast/routerd-<addr>.sock).
+    #[arg(long)]
+    mgmt: Option<PathBuf>,
+    /// Hold time (seconds) asked of upstream nodes and granted to children asking for 0.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
+    hold: u16,
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("{s:?} is not a MAC address like 02:cc:0a:00:00:01"));
+    }
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address like 02:cc:0a:00:00:01"))?;
+    }
+    Ok(mac)
+}
+
+/// The settings routerd runs with, from `--config` and the flags.
+struct Settings {
+    cpu_iface: String,
+    addr: Ipv4Addr,
+    router_mac: [u8; 6],
+    bridge: Option<String>,
+    mgmt: PathBuf,
+}
+
+fn settings(a: &Args) -> Result<Settings, String> {
+    let cfg: serde_json::Value = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read --config {}: {e}", p.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("--config {} is not JSON: {e}", p.display()))?
+        }
+        None => serde_json::Value::Null,
+    };
+    let s = |k: &str| cfg.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let cpu_iface = a.cpu_iface.clone().or_else(|| s("cpu_iface")).ok_or("no CPU port: give --cpu-iface or --config")?;
+    let addr = match a.addr {
+        Some(x) => x,
+        None => s("router_id")
+            .ok_or("no router address: give --addr or --config")?
+            .parse()
+            .map_err(|_| "router_id in --config is not an IPv4 address")?,
+    };
+    let router_mac = match a.router_mac {
+        Some(m) => m,
+        None => parse_mac(&s("router_mac").unwrap_or_else(|| "02:00:00:00:00:01".into()))?,
+    };
+    let bridge = a.bridge.clone().or_else(|| s("bridge"));
+    let mgmt = a.mgmt.clone().unwrap_or_else(|| match (s("run_dir"), s("router")) {
+        (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
+        _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
+    });
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, mgmt })
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+struct PortSink<'a> {
+    port: &'a CpuPort,
+    queue: Vec<Vec<u8>>,
+}
+
+impl Sink for PortSink<'_> {
+    fn frame(&mut self, frame: &[u8]) {
+        self.queue.push(frame.to_vec());
+    }
+}
+
+impl PortSink<'_> {
+    fn flush(&mut self) {
+        if !self.queue.is_empty() {
+            if let Err(e) = self.port.send_batch(&self.queue) {
+                emit(Level::Error, "send_failed", &[("error", &e), ("frames", &self.queue.len())]);
+            }
+            self.queue.clear();
+        }
+    }
+}
+
+fn run(s: Settings, hold: u16, cpu_ofport: u32) -> Result<(), String> {
+    let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
+    let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
+    let dataplane: Box<dyn dataplane::Dataplane> = match &s.bridge {
+        Some(b) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
+        None => Box::new(dataplane::Static),
+    };
+    let csp = concast_csp::Config { hold_s: hold, ..Default::default() };
+    let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
+    if let Err(e) = router.dataplane().clear() {
+        emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
+    }
+    let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let desc = router.dataplane().describe();
+    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("mgmt", &s.mgmt.display())]);
+
+    let clock = Instant::now();
+    let now = || clock.elapsed().as_micros() as u64;
+    while !STOP.load(Ordering::SeqCst) {
+        let t = now();
+        let wait_ms = router.next_deadline().map_or(100, |d| (d.saturating_sub(t)).div_ceil(1000).min(100)) as i32;
+        let mut fds = [
+            libc::pollfd { fd: port.raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: mgmt.raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+        loop {
+            let n = port.recv_batch().map_err(|e| format!("reading the CPU port: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            let frames: Vec<Vec<u8>> = (0..n).map(|i| port.frame(i).to_vec()).collect();
+            let mut sink = PortSink { port: &port, queue: Vec::with_capacity(n) };
+            router.handle_batch(now(), frames.iter().map(|f| f.as_slice()), &mut sink);
+            sink.flush();
+        }
+        let mut sink = PortSink { port: &port, queue: Vec::new() };
+        router.tick(now(), &mut sink);
+        sink.flush();
+        if fds[1].revents != 0 {
+            mgmt.serve(|cmd| router.answer(cmd));
+        }
+    }
+    if let Err(e) = router.dataplane().clear() {
+        emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
+    }
+    let counters = router.counters.to_json();
+    emit(Level::Info, "stopped", &[("counters", &counters)]);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let s = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("concast-routerd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(s, args.hold, args.cpu_ofport) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            emit(Level::Error, "fatal", &[("error", &e)]);
+            ExitCode::FAILURE
+        }
+    }
+}

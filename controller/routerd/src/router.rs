@@ -1,0 +1,363 @@
+//! The per-packet work of routerd: classify each diverted frame, hand CSP to the CSP node and
+//! concast datagrams to the merge engine, and write back what must go on (docs/protocol.md 4).
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use concast_csp::{codec, Action, Config as CspConfig, FlowId, Node, Role, Selector};
+use concast_engine::{Engine, FlowConfig, FlowKey, OutputKind, Outputs, Unmerged};
+use concast_wire::datagram::{classify, Datagram};
+use serde_json::{json, Value};
+
+use crate::counters::Counters;
+use crate::dataplane::Dataplane;
+use crate::log::{emit, Level};
+
+const ETH_HEADER: usize = 14;
+const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+
+/// Where frames go once handled: the CPU port in the daemon, a vector in tests.
+pub trait Sink {
+    fn frame(&mut self, frame: &[u8]);
+}
+
+impl Sink for Vec<Vec<u8>> {
+    fn frame(&mut self, frame: &[u8]) {
+        self.push(frame.to_vec());
+    }
+}
+
+/// One active concast flow at this router.
+struct Active {
+    engine: concast_engine::FlowId,
+    selector: Selector,
+    /// The engine quarantined the flow and the CSP node has been told.
+    quarantined: bool,
+}
+
+pub struct Router {
+    pub addr: Ipv4Addr,
+    /// MACs for frames routerd originates: to the router, from routerd's end of the CPU port.
+    router_mac: [u8; 6],
+    cpu_mac: [u8; 6],
+    pub node: Node,
+    pub engine: Engine,
+    dataplane: Box<dyn Dataplane>,
+    flows: HashMap<FlowId, Active>,
+    pub counters: Counters,
+    out: Outputs,
+    /// Per-batch grouping of concast datagrams by engine flow, kept to reuse its allocations.
+    batches: HashMap<concast_engine::FlowId, Vec<usize>>,
+    csp_buf: Vec<u8>,
+}
+
+fn key(flow: FlowId) -> FlowKey {
+    FlowKey::new(flow.receiver, flow.group)
+}
+
+impl Router {
+    pub fn new(
+        addr: Ipv4Addr,
+        router_mac: [u8; 6],
+        cpu_mac: [u8; 6],
+        csp: CspConfig,
+        engine: Engine,
+        dataplane: Box<dyn Dataplane>,
+    ) -> Router {
+        Router {
+            addr,
+            router_mac,
+            cpu_mac,
+            node: Node::new(addr, Role::Router, csp),
+            engine,
+            dataplane,
+            flows: HashMap::new(),
+            counters: Counters::default(),
+            out: Outputs::new(),
+            batches: HashMap::new(),
+            csp_buf: vec![0; codec::MAX_DATAGRAM],
+        }
+    }
+
+    pub fn dataplane(&mut self) -> &mut dyn Dataplane {
+        self.dataplane.as_mut()
+    }
+
+    fn ethernet(&self, datagram: &[u8], sink: &mut impl Sink, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        scratch.extend_from_slice(&self.router_mac);
+        scratch.extend_from_slice(&self.cpu_mac);
+        scratch.extend_from_slice(&ETHERTYPE_IPV4);
+        scratch.extend_from_slice(datagram);
+        sink.frame(scratch);
+    }
+
+    /// Handles one batch of frames read from the CPU port.
+    pub fn handle_batch<'a>(&mut self, now: u64, frames: impl Iterator<Item = &'a [u8]>, sink: &mut impl Sink) {
+        let frames: Vec<&[u8]> = frames.collect();
+        for b in self.batches.values_mut() {
+            b.clear();
+        }
+        for (i, frame) in frames.iter().enumerate() {
+            self.counters.frames_in += 1;
+            if frame.len() < ETH_HEADER || frame[12..14] != ETHERTYPE_IPV4 {
+                self.counters.count_malformed("not_ipv4_frame");
+                continue;
+            }
+            let ip = &frame[ETH_HEADER..];
+            match classify(ip) {
+                Err(e) => {
+                    // Counted and dropped: a malformed datagram must not crash or mislead.
+                    self.counters.count_malformed(e.name());
+                }
+                Ok(Datagram::Csp { ip: hdr, message }) => {
+                    self.counters.csp_in += 1;
+                    let msg = codec::decode(&message);
+                    let actions = self.node.handle(now, hdr.src_addr(), hdr.dst_addr(), msg);
+                    if actions.iter().any(|a| matches!(a, Action::Forward)) {
+                        self.counters.passed_through += 1;
+                        sink.frame(frame);
+                    }
+                    self.apply(now, actions, sink);
+                    self.sync_children();
+                }
+                Ok(d @ (Datagram::Concast { .. } | Datagram::Mplex { .. })) => {
+                    let flow = d.flow().expect("concast datagrams have a flow");
+                    let flow = FlowId { receiver: flow.receiver, group: flow.group };
+                    match self.flows.get(&flow) {
+                        Some(a) if !a.quarantined => {
+                            self.counters.diverted += 1;
+                            self.batches.entry(a.engine).or_default().push(i);
+                        }
+                        Some(_) => {
+                            self.counters.forwarded_unmerged += 1;
+                            sink.frame(frame);
+                        }
+                        None => {
+                            // No state here: behave like an oblivious router.
+                            self.counters.passed_through += 1;
+                            sink.frame(frame);
+                        }
+                    }
+                }
+                Ok(Datagram::Ipv4(hdr)) => {
+                    if hdr.dst_addr() == self.addr {
+                        self.counters.local_dropped += 1; // nothing but CSP is served here
+                    } else {
+                        // Caught by a selector but not concast: back unchanged.
+                        self.counters.passed_through += 1;
+                        sink.frame(frame);
+                    }
+                }
+            }
+        }
+        let ids: Vec<concast_engine::FlowId> =
+            self.batches.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
+        for id in ids {
+            let idx = std::mem::take(self.batches.get_mut(&id).unwrap());
+            let batch: Vec<&[u8]> = idx.iter().map(|&i| &frames[i][ETH_HEADER..]).collect();
+            self.out.clear();
+            if self.engine.ingest(id, &batch, now, &mut self.out).is_err() {
+                // The flow vanished under us (removed by CSP in this batch): forward as is.
+                for f in &batch {
+                    self.counters.forwarded_unmerged += 1;
+                    let mut scratch = Vec::with_capacity(f.len() + ETH_HEADER);
+                    self.ethernet(f, sink, &mut scratch);
+                }
+            }
+            self.counters.merged_in += batch.len() as u64;
+            self.flush_outputs(now, sink);
+            *self.batches.get_mut(&id).unwrap() = idx;
+        }
+    }
+
+    /// Runs the CSP and engine timers due at `now`.
+    pub fn tick(&mut self, now: u64, sink: &mut impl Sink) {
+        let actions = self.node.poll(now);
+        if !actions.is_empty() {
+            self.apply(now, actions, sink);
+            self.sync_children();
+        }
+        self.out.clear();
+        self.engine.advance(now, &mut self.out);
+        self.flush_outputs(now, sink);
+    }
+
+    /// Tells the engine how many children each active flow has (specs such as `sum` forward
+    /// once every child contributed).
+    fn sync_children(&mut self) {
+        for f in self.node.flows() {
+            if let Some(a) = self.flows.get(&f.flow) {
+                let _ = self.engine.set_children(a.engine, f.children.len() as u32);
+            }
+        }
+    }
+
+    /// The next time `tick` has work, in engine/CSP clock microseconds.
+    pub fn next_deadline(&self) -> Option<u64> {
+        [self.node.next_deadline(), self.engine.next_deadline()].into_iter().flatten().min()
+    }
+
+    fn flush_outputs(&mut self, now: u64, sink: &mut impl Sink) {
+        let mut scratch = Vec::with_capacity(2048);
+        let mut fail_open = Vec::new();
+        let out = std::mem::take(&mut self.out);
+        for o in out.iter() {
+            match o.kind {
+                OutputKind::Merged => self.counters.merged_out += 1,
+                OutputKind::Unmerged(Unmerged::FailOpen) => {
+                    self.counters.forwarded_unmerged += 1;
+                    fail_open.push(o.flow);
+                }
+                OutputKind::Unmerged(_) => self.counters.forwarded_unmerged += 1,
+            }
+            self.ethernet(o.datagram, sink, &mut scratch);
+        }
+        self.out = out;
+        fail_open.dedup();
+        for k in fail_open {
+            self.check_quarantine(now, FlowId { receiver: k.receiver, group: k.group }, sink);
+        }
+    }
+
+    /// Reports a flow the engine quarantined to the CSP node (once).
+    fn check_quarantine(&mut self, now: u64, flow: FlowId, sink: &mut impl Sink) {
+        let Some(a) = self.flows.get_mut(&flow) else { return };
+        if a.quarantined {
+            return;
+        }
+        let Some(q) = self.engine.stats(a.engine).and_then(|s| s.quarantine) else { return };
+        a.quarantined = true;
+        self.counters.quarantined_flows += 1;
+        let reason = q.to_string();
+        emit(Level::Warn, "flow_quarantined", &[("flow", &flow), ("reason", &reason)]);
+        let actions = self.node.quarantine(flow, &reason);
+        self.apply(now, actions, sink);
+    }
+
+    fn apply(&mut self, now: u64, actions: Vec<Action>, sink: &mut impl Sink) {
+        let mut scratch = Vec::with_capacity(2048);
+        for a in actions {
+            match a {
+                Action::Send { to, msg } => {
+                    let mut buf = std::mem::take(&mut self.csp_buf);
+                    match codec::encode(self.addr, to, &msg, &mut buf) {
+                        Ok(n) => {
+                            self.counters.csp_out += 1;
+                            self.ethernet(&buf[..n], sink, &mut scratch);
+                        }
+                        Err(e) => emit(Level::Error, "csp_encode_failed", &[("error", &format!("{e:?}"))]),
+                    }
+                    self.csp_buf = buf;
+                }
+                Action::Forward => {} // handled where the frame is at hand
+                Action::Activate { flow, selector, hash } => self.activate(now, flow, selector, hash, sink),
+                Action::SwitchSpec { flow, hash } => {
+                    let selector = self.flows.get(&flow).map(|a| a.selector).unwrap_or_default();
+                    self.deactivate(now, flow, false, sink);
+                    self.activate(now, flow, selector, hash, sink);
+                }
+                Action::Deactivate { flow } => self.deactivate(now, flow, true, sink),
+                Action::Fallback { .. } => {} // sender-only
+                Action::Log { text } => emit(Level::Info, "csp", &[("msg", &text)]),
+            }
+        }
+    }
+
+    fn activate(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], sink: &mut impl Sink) {
+        let result = self
+            .node
+            .store
+            .get(&hash)
+            .ok_or_else(|| "spec missing from the store".to_string())
+            .and_then(|bytes| self.engine.load_spec(&bytes).map_err(|e| e.to_string()))
+            .and_then(|spec| {
+                let cfg = FlowConfig::new(key(flow), spec);
+                self.engine.add_flow(cfg, now).map_err(|e| e.to_string())
+            });
+        match result {
+            Ok(id) => {
+                if let Err(e) = self.dataplane.divert(flow, selector) {
+                    emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", &e)]);
+                }
+                self.flows.insert(flow, Active { engine: id, selector, quarantined: false });
+                self.counters.flows_activated += 1;
+                emit(Level::Info, "flow_active", &[("flow", &flow), ("spec", &hex(&hash[..6])), ("selector", &format!("{}/{}", selector.proto, selector.dport))]);
+            }
+            Err(reason) => {
+                // A spec that does not load quarantines its flow: datagrams go on unmerged.
+                emit(Level::Warn, "spec_rejected", &[("flow", &flow), ("reason", &reason)]);
+                self.counters.quarantined_flows += 1;
+                let actions = self.node.quarantine(flow, &format!("spec rejected: {reason}"));
+                self.apply(now, actions, sink);
+            }
+        }
+    }
+
+    fn deactivate(&mut self, now: u64, flow: FlowId, undivert: bool, sink: &mut impl Sink) {
+        let Some(a) = self.flows.remove(&flow) else { return };
+        self.out.clear();
+        let _ = self.engine.remove_flow(a.engine, now, &mut self.out);
+        self.flush_outputs(now, sink);
+        if undivert {
+            if let Err(e) = self.dataplane.undivert(flow) {
+                emit(Level::Error, "undivert_failed", &[("flow", &flow), ("error", &e)]);
+            }
+        }
+        emit(Level::Info, "flow_removed", &[("flow", &flow)]);
+    }
+
+    // ------------------------------------------------------------------ management
+
+    pub fn status(&self) -> Value {
+        json!({
+            "node": self.addr.to_string(),
+            "role": "router",
+            "dataplane": self.dataplane.describe(),
+            "flows": self.flows.len(),
+            "csp_flows": self.node.flows().len(),
+            "specs_cached": self.node.store.len(),
+            "counters": self.counters.to_json(),
+        })
+    }
+
+    pub fn flows_json(&self) -> Value {
+        let flows: Vec<Value> = self
+            .node
+            .flows()
+            .into_iter()
+            .map(|f| {
+                let engine = self.flows.get(&f.flow).and_then(|a| self.engine.stats(a.engine));
+                json!({
+                    "receiver": f.flow.receiver.to_string(),
+                    "group": f.flow.group,
+                    "state": f.state,
+                    "upstream": f.upstream.map(|u| u.to_string()),
+                    "children": f.children.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                    "spec": hex(&f.hash),
+                    "engine": engine.map(|s| json!({
+                        "counters": format!("{:?}", s.counters),
+                        "open_states": s.open_states,
+                        "held_bytes": s.held_bytes,
+                        "memory_bytes": s.memory_bytes,
+                        "quarantine": s.quarantine.map(|q| q.to_string()),
+                    })),
+                })
+            })
+            .collect();
+        json!({ "node": self.addr.to_string(), "flows": flows })
+    }
+
+    pub fn answer(&self, command: &str) -> Value {
+        match command {
+            "status" => self.status(),
+            "flows" => self.flows_json(),
+            "stats" => json!({ "node": self.addr.to_string(), "counters": self.counters.to_json() }),
+            other => json!({ "error": format!("unknown command {other:?}: try status, flows or stats") }),
+        }
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

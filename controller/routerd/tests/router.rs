@@ -1,0 +1,211 @@
+//! A router in process: real CSP with a receiver node, the real merge engine running the
+//! bundled `sum.wasm`, frames in and out as on the CPU port. No network needed.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use concast_aggregate::payload::Contribution;
+use concast_csp::{codec, Action, Body, Config, FlowId, JoinBody, Msg, Node, Role, Selector, NO_HASH};
+use concast_engine::{Engine, EngineConfig};
+use concast_routerd::{dataplane, Router};
+use concast_wire::datagram::{classify, Datagram};
+use concast_wire::ipv4::Params;
+
+const ROUTER: &str = "10.0.0.1";
+const RX: &str = "10.0.0.9";
+const C1: &str = "10.1.1.2";
+const C2: &str = "10.1.2.2";
+const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+fn spec_bytes(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
+}
+
+fn frame(datagram: &[u8]) -> Vec<u8> {
+    let mut f = ROUTER_MAC.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x00]);
+    f.extend_from_slice(datagram);
+    f
+}
+
+fn csp_frame(src: &str, dst: &str, msg: &Msg) -> Vec<u8> {
+    let mut buf = vec![0; codec::MAX_DATAGRAM];
+    let n = codec::encode(ip(src), ip(dst), msg, &mut buf).unwrap();
+    frame(&buf[..n])
+}
+
+fn contribution(src: &str, key: u32, value: i64) -> Vec<u8> {
+    let c = Contribution { sport: 4000, dport: 5000, key, count: 1, value };
+    let mut buf = vec![0; 100];
+    let n = concast_wire::build::concast(&mut buf, &Params::new(ip(src), ip(RX), 17), 7, &c.encode()).unwrap();
+    frame(&buf[..n])
+}
+
+/// Decoded frames the router wrote: (src, dst, what).
+enum Out {
+    Csp(Ipv4Addr, Ipv4Addr, Msg),
+    Concast(Ipv4Addr, Ipv4Addr, u32, Vec<u8>),
+    Other,
+}
+
+fn decode(frames: &[Vec<u8>]) -> Vec<Out> {
+    frames
+        .iter()
+        .map(|f| {
+            assert_eq!(&f[0..6], &ROUTER_MAC, "frames go to the router's MAC");
+            match classify(&f[14..]) {
+                Ok(Datagram::Csp { ip, message }) => Out::Csp(ip.src_addr(), ip.dst_addr(), codec::decode(&message)),
+                Ok(Datagram::Concast { ip, group }) => Out::Concast(ip.src_addr(), ip.dst_addr(), group, ip.payload().to_vec()),
+                _ => Out::Other,
+            }
+        })
+        .collect()
+}
+
+struct Lab {
+    router: Router,
+    receiver: Node,
+    now: u64,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let engine = Engine::new(EngineConfig { node: ip(ROUTER), ..EngineConfig::default() }).unwrap();
+        let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], Config::default(), engine, Box::new(dataplane::Static));
+        let mut receiver = Node::new(ip(RX), Role::Host, Config::default());
+        receiver.install_spec(7, spec_bytes("sum"));
+        Lab { router, receiver, now: 1_000 }
+    }
+
+    /// Feeds frames to the router; CSP the router sends to the receiver is answered until quiet.
+    /// Returns every other frame the router wrote.
+    fn feed(&mut self, frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let mut inbox = frames;
+        let mut outside = Vec::new();
+        while !inbox.is_empty() {
+            let mut sink: Vec<Vec<u8>> = Vec::new();
+            self.router.handle_batch(self.now, inbox.iter().map(|f| f.as_slice()), &mut sink);
+            inbox = Vec::new();
+            for (f, o) in sink.iter().zip(decode(&sink)) {
+                match o {
+                    Out::Csp(src, dst, msg) if dst == ip(RX) => {
+                        for a in self.receiver.handle(self.now, src, dst, msg) {
+                            if let Action::Send { to, msg } = a {
+                                inbox.push(csp_frame(RX, &to.to_string(), &msg));
+                            }
+                        }
+                    }
+                    _ => outside.push(f.clone()),
+                }
+            }
+        }
+        outside
+    }
+
+    fn join(&mut self, child: &str) -> Vec<Vec<u8>> {
+        let flow = FlowId { receiver: ip(RX), group: 7 };
+        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH });
+        self.feed(vec![csp_frame(child, RX, &Msg { flow, seq: 11, body })])
+    }
+}
+
+#[test]
+fn joins_fetch_the_spec_and_contributions_are_summed() {
+    let mut lab = Lab::new();
+    let mut out = lab.join(C1);
+    out.extend(lab.join(C2));
+    // Each child got a JOIN_ACK naming the spec the receiver installed.
+    let acks: Vec<Ipv4Addr> = decode(&out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Csp(src, dst, Msg { body: Body::JoinAck { hash, .. }, .. }) => {
+                assert_eq!(src, ip(ROUTER));
+                assert_eq!(hash, concast_csp::sha256(&spec_bytes("sum")));
+                Some(dst)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, vec![ip(C1), ip(C2)]);
+    assert_eq!(lab.router.counters.flows_activated, 1);
+
+    // Two children, so the sum spec forwards once both contributed.
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7), contribution(C1, 2, 100)]);
+    let merged: Vec<(Ipv4Addr, u32, Contribution)> = decode(&out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Concast(src, dst, g, payload) => {
+                assert_eq!(dst, ip(RX));
+                Some((src, g, Contribution::parse(&payload).unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(merged.len(), 1, "key 1 complete, key 2 still waiting");
+    let (src, group, c) = merged[0];
+    assert_eq!((src, group, c.key, c.count, c.value), (ip(ROUTER), 7, 1, 2, 12));
+    assert_eq!(lab.router.counters.merged_in, 3);
+    assert_eq!(lab.router.counters.merged_out, 1);
+
+    // Key 2's round is forwarded when its timeout fires.
+    let mut sink: Vec<Vec<u8>> = Vec::new();
+    let deadline = lab.router.next_deadline().expect("a timer for key 2");
+    lab.router.tick(deadline, &mut sink);
+    let late: Vec<Contribution> = decode(&sink)
+        .into_iter()
+        .filter_map(|o| if let Out::Concast(_, _, _, p) = o { Contribution::parse(&p) } else { None })
+        .collect();
+    assert_eq!(late.len(), 1);
+    assert_eq!((late[0].key, late[0].count, late[0].value), (2, 1, 100));
+}
+
+#[test]
+fn malformed_frames_are_counted_and_dropped_and_good_ones_still_pass() {
+    let mut lab = Lab::new();
+    let good = contribution(C1, 1, 5); // no state for the flow yet: passed through as is
+    let mut bad_len = good.clone();
+    bad_len[14 + 21] = 8; // Concast ID option length 8
+    let mut overflow = good.clone();
+    overflow[14] = 0x46; // IHL 6: the 6-byte option no longer fits
+    let truncated = good[..14 + 10].to_vec();
+    let out = lab.feed(vec![bad_len, overflow, truncated, good.clone(), vec![1, 2, 3]]);
+    assert_eq!(out, vec![good], "only the good frame comes back, unchanged");
+    let m = &lab.router.counters.malformed;
+    assert_eq!(m.get("concast_option_bad_length"), Some(&1));
+    assert_eq!(m.get("option_overflow"), Some(&1));
+    assert_eq!(m.get("truncated"), Some(&1));
+    assert_eq!(m.get("not_ipv4_frame"), Some(&1));
+    assert_eq!(lab.router.counters.passed_through, 1);
+}
+
+#[test]
+fn csp_for_other_nodes_is_forwarded_unchanged() {
+    let mut lab = Lab::new();
+    let flow = FlowId { receiver: ip(RX), group: 7 };
+    let msg = Msg { flow, seq: 3, body: Body::JoinAck { hold_s: 30, spec_size: 10, hash: [1; 32] } };
+    let f = csp_frame(RX, C1, &msg);
+    assert_eq!(lab.feed(vec![f.clone()]), vec![f]);
+}
+
+#[test]
+fn a_spec_that_fails_to_load_quarantines_the_flow_and_datagrams_flow_on() {
+    let mut lab = Lab::new();
+    lab.receiver.install_spec(7, b"\0asm\x01\0\0\0 not really".to_vec());
+    let out = lab.join(C1);
+    let errors: Vec<u16> = decode(&out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Csp(_, dst, Msg { body: Body::Error { code, .. }, .. }) if dst == ip(C1) => Some(code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, vec![6], "FLOW_QUARANTINED to the child");
+    let good = contribution(C1, 1, 5);
+    assert_eq!(lab.feed(vec![good.clone()]), vec![good]);
+    assert_eq!(lab.router.counters.quarantined_flows, 1);
+}

@@ -1,0 +1,397 @@
+//! Speed of the merge engine (`cargo bench -p concast-engine`), each figure next to its peer
+//! measured in the same run. Targets (shared/DESIGN.md): sum spec >= 2,000,000 msg/s on one
+//! core; Wasm <= 5x native; idle flow <= 1 MiB; 10,000 concurrent flows.
+//! Prints a table, then the same figures as `csv,...` lines. Needs build/mergespecs/*.wasm
+//! (`make specs`).
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use concast_aggregate::payload::Contribution;
+use concast_aggregate::{Aggregate, Sum};
+use concast_engine::ipv4::{self, FlowKey};
+use concast_engine::{
+    Allocator, CpuLimit, Engine, EngineConfig, FlowConfig, Limits, Outputs, SpecRef,
+};
+
+const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+const BATCH: usize = 64;
+const FANIN: u32 = 8;
+
+struct Row {
+    what: String,
+    value: f64,
+    unit: &'static str,
+    peer: Option<(String, f64)>,
+}
+
+fn spec_bytes(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../build/mergespecs")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make specs` first", path.display()))
+}
+
+fn engine(limits: Limits, allocator: Allocator) -> Engine {
+    Engine::new(EngineConfig {
+        node: Ipv4Addr::new(10, 0, 0, 254),
+        limits,
+        allocator,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// Contributions cycling over 256 keys, so each state merges FANIN of them and builds.
+fn datagrams(count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let c = Contribution {
+                sport: 1,
+                dport: 2,
+                key: (i / FANIN as usize % 256) as u32,
+                count: 1,
+                value: i as i64,
+            };
+            let header = ipv4::Header {
+                src: Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8),
+                flow: FlowKey::new(R, 7),
+                protocol: 17,
+                ttl: 64,
+                dont_fragment: false,
+                ident: 0,
+            };
+            let mut d = Vec::new();
+            ipv4::write_datagram(&mut d, &header, &c.encode());
+            d
+        })
+        .collect()
+}
+
+/// Messages merged per second through one flow of `spec`.
+fn throughput(engine: &mut Engine, spec: SpecRef, messages: usize) -> f64 {
+    let mut cfg = FlowConfig::new(FlowKey::new(R, 7), spec);
+    cfg.params = format!("fanin={FANIN} timeout_us=1000000").into_bytes();
+    let flow = engine.add_flow(cfg, 0).unwrap();
+    let input = datagrams(BATCH * 256);
+    let batches: Vec<&[Vec<u8>]> = input.chunks(BATCH).collect();
+    let mut out = Outputs::new();
+    let mut now = 0;
+    // warm-up
+    for b in batches.iter().take(100) {
+        engine.ingest(flow, b, now, &mut out).unwrap();
+        out.clear();
+    }
+    let rounds = messages / BATCH;
+    let started = Instant::now();
+    for i in 0..rounds {
+        now += 10;
+        engine
+            .ingest(flow, batches[i % batches.len()], now, &mut out)
+            .unwrap();
+        black_box(out.len());
+        out.clear();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let stats = engine.stats(flow).unwrap();
+    assert!(stats.quarantine.is_none(), "{:?}", stats.quarantine);
+    assert!(stats.counters.out as usize >= rounds * BATCH / FANIN as usize - 256);
+    (rounds * BATCH) as f64 / secs
+}
+
+/// Mean microseconds to add one flow, over `flows` flows.
+fn instantiation_us(engine: &mut Engine, spec: &SpecRef, flows: u32) -> f64 {
+    let started = Instant::now();
+    for g in 0..flows {
+        engine
+            .add_flow(
+                FlowConfig::new(FlowKey::new(R, 1_000_000 + g), spec.clone()),
+                0,
+            )
+            .unwrap();
+    }
+    started.elapsed().as_secs_f64() * 1e6 / f64::from(flows)
+}
+
+fn proc_status(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// RSS growth per idle flow with `flows` flows of `spec`, and total RSS with them.
+fn idle_memory(allocator: Allocator, spec_wasm: &[u8], flows: u32) -> (f64, u64, f64) {
+    let before = proc_status("VmRSS:");
+    let mut e = engine(Limits::default(), allocator);
+    let spec = e.load_spec(spec_wasm).unwrap();
+    let per_flow_us = instantiation_us(&mut e, &spec, flows);
+    let after = proc_status("VmRSS:");
+    assert_eq!(e.flow_count(), flows as usize);
+    let per_flow = (after.saturating_sub(before)) as f64 / f64::from(flows);
+    drop(e);
+    (per_flow, after, per_flow_us)
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Wall time (median, worst) and thread CPU time (worst) an endless loop runs before it is
+/// stopped, over five flows.
+fn loop_stop(cpu: CpuLimit) -> (Duration, Duration, Duration) {
+    let mut e = engine(
+        Limits {
+            cpu,
+            ..Limits::default()
+        },
+        Allocator::OnDemand,
+    );
+    let spec = e
+        .load_spec(
+            &wat::parse_str(
+                r#"(module (memory (export "memory") 2)
+                (func (export "concast_abi_version") (result i32) (i32.const 1))
+                (func (export "concast_init") (result i32) (i32.const 0))
+                (func (export "concast_get_tag") (param i32) (result i64) (i64.const 0))
+                (func (export "concast_state_new") (param i32 i64))
+                (func (export "concast_merge") (param i32 i32) (result i32) (loop $l (br $l)) (i32.const 0))
+                (func (export "concast_done") (param i32) (result i32) (i32.const 0))
+                (func (export "concast_build") (param i32) (result i32) (i32.const 0)))"#,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let mut out = Outputs::new();
+    let mut wall = Vec::new();
+    let mut cpu_worst = Duration::ZERO;
+    // Five fresh flows (a quarantined flow no longer runs its spec).
+    for group in 0..5 {
+        let flow = e
+            .add_flow(FlowConfig::new(FlowKey::new(R, group), spec.clone()), 0)
+            .unwrap();
+        let d = datagrams(1);
+        let (started, cpu_start) = (Instant::now(), thread_cpu());
+        e.ingest(flow, &d, 0, &mut out).unwrap();
+        wall.push(started.elapsed());
+        cpu_worst = cpu_worst.max(thread_cpu() - cpu_start);
+        assert!(e.stats(flow).unwrap().quarantine.is_some());
+    }
+    wall.sort();
+    (wall[2], wall[4], cpu_worst)
+}
+
+fn main() {
+    let messages: usize = std::env::var("CONCAST_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000_000);
+    let sum_wasm = spec_bytes("sum");
+    let mut rows = Vec::new();
+
+    // 1. Throughput: the sum spec, Wasm against the same Rust natively, same engine code.
+    let native = throughput(
+        &mut engine(Limits::default(), Allocator::OnDemand),
+        SpecRef::native::<Aggregate<Sum>>(),
+        messages,
+    );
+    let mut e = engine(Limits::default(), Allocator::OnDemand);
+    let spec = e.load_spec(&sum_wasm).unwrap();
+    let wasm = throughput(&mut e, spec, messages);
+    let mut e = engine(
+        Limits {
+            cpu: CpuLimit::Fuel(10_000_000),
+            ..Limits::default()
+        },
+        Allocator::OnDemand,
+    );
+    let spec = e.load_spec(&sum_wasm).unwrap();
+    let wasm_fuel = throughput(&mut e, spec, messages);
+    let mut e = engine(Limits::default(), Allocator::OnDemand);
+    let spec = e.load_spec(&spec_bytes("sum-wat")).unwrap();
+    let wat = throughput(&mut e, spec, messages);
+    rows.push(Row {
+        what: "sum, native Rust (peer)".into(),
+        value: native,
+        unit: "msg/s",
+        peer: None,
+    });
+    rows.push(Row {
+        what: "sum.wasm, epoch limit".into(),
+        value: wasm,
+        unit: "msg/s",
+        peer: Some(("native".into(), native)),
+    });
+    rows.push(Row {
+        what: "sum.wasm, fuel limit".into(),
+        value: wasm_fuel,
+        unit: "msg/s",
+        peer: Some(("native".into(), native)),
+    });
+    rows.push(Row {
+        what: "sum-wat.wasm (hand-written WAT)".into(),
+        value: wat,
+        unit: "msg/s",
+        peer: Some(("native".into(), native)),
+    });
+
+    // 2. Flow instantiation and idle memory, on-demand allocator vs pooling.
+    // Best of three runs each: instantiation is mostly page faults and mmap, noisy under load.
+    let best = |allocator: Allocator| {
+        let runs: Vec<(f64, u64, f64)> = (0..3)
+            .map(|_| idle_memory(allocator, &sum_wasm, 1_000))
+            .collect();
+        (
+            runs[0].0,
+            runs.iter().map(|r| r.2).fold(f64::INFINITY, f64::min),
+        )
+    };
+    let (on_demand_mem, on_demand_us) = best(Allocator::OnDemand);
+    let (pool_mem, pool_us) = best(Allocator::Pooling { flows: 1_000 });
+    let mut e = engine(Limits::default(), Allocator::OnDemand);
+    let native_us = instantiation_us(&mut e, &SpecRef::native::<Aggregate<Sum>>(), 1_000);
+    drop(e);
+    rows.push(Row {
+        what: "flow instantiation, native (peer)".into(),
+        value: native_us,
+        unit: "us/flow",
+        peer: None,
+    });
+    rows.push(Row {
+        what: "flow instantiation, wasm on-demand".into(),
+        value: on_demand_us,
+        unit: "us/flow",
+        peer: Some(("native".into(), native_us)),
+    });
+    rows.push(Row {
+        what: "flow instantiation, wasm pooling".into(),
+        value: pool_us,
+        unit: "us/flow",
+        peer: Some(("native".into(), native_us)),
+    });
+    rows.push(Row {
+        what: "idle flow RSS, wasm on-demand".into(),
+        value: on_demand_mem / 1024.0,
+        unit: "KiB/flow",
+        peer: None,
+    });
+    rows.push(Row {
+        what: "idle flow RSS, wasm pooling".into(),
+        value: pool_mem / 1024.0,
+        unit: "KiB/flow",
+        peer: None,
+    });
+
+    // 3. 10,000 concurrent flows in one engine.
+    let (per_flow, rss, us) = idle_memory(Allocator::OnDemand, &sum_wasm, 10_000);
+    rows.push(Row {
+        what: "10,000 flows: process RSS".into(),
+        value: rss as f64 / (1 << 20) as f64,
+        unit: "MiB",
+        peer: None,
+    });
+    rows.push(Row {
+        what: "10,000 flows: RSS per flow".into(),
+        value: per_flow / 1024.0,
+        unit: "KiB/flow",
+        peer: None,
+    });
+    rows.push(Row {
+        what: "10,000 flows: instantiation".into(),
+        value: us,
+        unit: "us/flow",
+        peer: None,
+    });
+
+    // 4. How fast an endless loop is stopped.
+    for (name, cpu) in [
+        ("epoch, 1 ms CPU budget", Limits::default().cpu),
+        ("fuel 10M", CpuLimit::Fuel(10_000_000)),
+    ] {
+        let (median, worst, cpu_time) = loop_stop(cpu);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        rows.push(Row {
+            what: format!("endless loop stopped ({name}): median"),
+            value: ms(median),
+            unit: "ms",
+            peer: None,
+        });
+        rows.push(Row {
+            what: format!("endless loop stopped ({name}): worst"),
+            value: ms(worst),
+            unit: "ms",
+            peer: None,
+        });
+        rows.push(Row {
+            what: format!("endless loop stopped ({name}): CPU"),
+            value: ms(cpu_time),
+            unit: "ms CPU",
+            peer: None,
+        });
+    }
+
+    println!("\nconcast merge engine ({messages} messages per throughput run, batches of {BATCH}, fanin {FANIN})");
+    println!("{:<52} {:>14} {:<9} vs peer", "what", "figure", "unit");
+    for r in &rows {
+        let ratio = r.peer.as_ref().map(|(name, p)| {
+            let x = if r.unit == "msg/s" {
+                p / r.value
+            } else {
+                r.value / p
+            };
+            if r.unit == "msg/s" {
+                format!("{x:.2}x slower than {name}")
+            } else {
+                format!("{x:.1}x {name}")
+            }
+        });
+        println!(
+            "{:<52} {:>14.1} {:<9} {}",
+            r.what,
+            r.value,
+            r.unit,
+            ratio.unwrap_or_default()
+        );
+    }
+    println!("\ntargets: sum >= 2,000,000 msg/s: {}; wasm <= 5x native: {:.2}x; idle flow <= 1 MiB: {:.0} KiB",
+        if wasm >= 2e6 { "met" } else { "NOT met" }, native / wasm, on_demand_mem / 1024.0);
+    println!("\ncsv,what,value,unit,peer,peer_value,ratio");
+    for r in &rows {
+        let (peer, pv, ratio) = match &r.peer {
+            Some((n, p)) => (
+                n.clone(),
+                format!("{p:.3}"),
+                format!(
+                    "{:.3}",
+                    if r.unit == "msg/s" {
+                        p / r.value
+                    } else {
+                        r.value / p
+                    }
+                ),
+            ),
+            None => (String::new(), String::new(), String::new()),
+        };
+        println!(
+            "csv,{},{:.3},{},{},{},{}",
+            r.what.replace(',', ""),
+            r.value,
+            r.unit,
+            peer,
+            pv,
+            ratio
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! Engine settings and the per-flow limits that keep one spec from hurting anything else.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// How a call into a spec is kept from running forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuLimit {
+    /// Epoch interruption: a background thread ticks every `tick`; a call still running at
+    /// the next tick is checked at every tick from then on and stopped once it has used
+    /// `budget` of its thread's CPU time (preemption does not count). Cheapest for generated
+    /// code; the default (1 ms ticks, 1 ms budget: an endless loop stops within about 2-3 ms
+    /// when the machine is idle, later when the thread shares its core).
+    Epoch { tick: Duration, budget: Duration },
+    /// Fuel: a call may execute about this many Wasm operations. Deterministic, no thread,
+    /// but every basic block pays for the accounting.
+    Fuel(u64),
+}
+
+impl CpuLimit {
+    pub fn describe(&self) -> String {
+        match self {
+            CpuLimit::Epoch { tick, budget } => {
+                format!("{budget:?} of CPU time per call, checked every {tick:?}")
+            }
+            CpuLimit::Fuel(fuel) => format!("{fuel} fuel per call"),
+        }
+    }
+}
+
+/// Limits, per flow unless said otherwise. Hitting one quarantines only that flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub cpu: CpuLimit,
+    /// Linear memory of one flow's sandbox.
+    pub memory_bytes: usize,
+    /// Size of a module accepted by `load_spec` (engine-wide; CSP moves at most 1 MiB).
+    pub module_bytes: usize,
+    /// Open merge states (tags) at once.
+    pub states: usize,
+    /// Bytes of raw datagrams held for open states (what fail-open would forward).
+    pub held_bytes: usize,
+    /// Payload bytes of one emitted datagram.
+    pub output_bytes: usize,
+    /// `emit` calls in one `build`.
+    pub emits_per_build: usize,
+    /// Receiver-given parameter bytes.
+    pub params_bytes: usize,
+    /// Flows in one engine.
+    pub flows: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            cpu: CpuLimit::Epoch {
+                tick: Duration::from_millis(1),
+                budget: Duration::from_millis(1),
+            },
+            memory_bytes: 16 << 20,
+            module_bytes: 1 << 20,
+            states: 4096,
+            held_bytes: 4 << 20,
+            output_bytes: crate::ipv4::MAX_PAYLOAD,
+            emits_per_build: 256,
+            params_bytes: 4096,
+            flows: 100_000,
+        }
+    }
+}
+
+/// How sandboxes get their memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocator {
+    /// mmap per flow when it is created (no up-front reservation).
+    OnDemand,
+    /// wasmtime's pooling allocator with room for this many flows, reserved up front;
+    /// faster instantiation, more address space.
+    Pooling { flows: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// This node's address: the source of every merged datagram.
+    pub node: Ipv4Addr,
+    pub limits: Limits,
+    pub allocator: Allocator,
+    /// Timer-wheel slot width in microseconds (timers fire exactly; this only sizes buckets).
+    pub timer_slot_us: u64,
+    /// Log lines kept per flow (older ones are dropped and counted).
+    pub log_lines: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            node: Ipv4Addr::UNSPECIFIED,
+            limits: Limits::default(),
+            allocator: Allocator::OnDemand,
+            timer_slot_us: 100,
+            log_lines: 32,
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The CPU budget of one call into a spec.
+//!
+//! With epochs, a background thread ticks the wasmtime epoch (`epoch.rs`); each call gets a
+//! deadline of one tick. Reaching it does not trap at once: a wall-clock deadline would also
+//! stop a harmless call whose thread was merely preempted (two cores shared with compilers
+//! do that for milliseconds). Instead the callback samples the thread's own CPU time and
+//! traps once the call has used its CPU budget since the first sample. Calls that finish
+//! within a tick (all normal ones) never reach the callback, so this costs nothing on the
+//! fast path. Fuel, the alternative, is deterministic but slows every basic block.
+
+use std::time::Duration;
+
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::config::CpuLimit;
+use crate::fault::Fault;
+use crate::host::FlowCtx;
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; the clock id is valid on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Per-store bookkeeping of the call being timed.
+#[derive(Debug, Default)]
+pub(crate) struct CallClock {
+    /// Calls made so far (tells one call's callbacks from the next call's).
+    calls: u64,
+    /// (call, thread CPU time) at the call's first deadline callback.
+    mark: Option<(u64, Duration)>,
+}
+
+/// Sets up a new store for `cpu`.
+pub(crate) fn install(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
+    if let CpuLimit::Epoch { budget, .. } = cpu {
+        store.epoch_deadline_callback(move |mut cx| {
+            let clock = &mut cx.data_mut().clock;
+            let now = thread_cpu_time();
+            match clock.mark {
+                Some((call, since)) if call == clock.calls => {
+                    if now.saturating_sub(since) >= budget {
+                        return Err(Fault::CpuLimit(cpu.describe()).into());
+                    }
+                }
+                _ => clock.mark = Some((clock.calls, now)),
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+    }
+}
+
+/// Gives the next call its budget.
+#[inline]
+pub(crate) fn arm(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
+    match cpu {
+        CpuLimit::Epoch { .. } => {
+            store.data_mut().clock.calls += 1;
+            store.set_epoch_deadline(1);
+        }
+        CpuLimit::Fuel(fuel) => store
+            .set_fuel(fuel)
+            .expect("fuel is enabled with CpuLimit::Fuel"),
+    }
+}

@@ -1,0 +1,455 @@
+//! The engine: flows by (R, G), the spec cache, the timer wheel and the public API
+//! (`ingest`, `advance`, flow lifecycle, stats).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use wasmtime::{InstanceAllocationStrategy, Linker, OptLevel, PoolingAllocationConfig};
+
+use crate::config::{Allocator, CpuLimit, EngineConfig};
+use crate::epoch::EpochTicker;
+use crate::fault::Fault;
+use crate::flow::{Env, Flow, FlowStats};
+use crate::host::{FlowCtx, FlowInfo, LogLine};
+use crate::ipv4::{self, FlowKey};
+use crate::output::{OutputKind, Outputs, Unmerged};
+use crate::sandbox::{Sandbox, WasmSandbox};
+use crate::spec::{self, SpecError, SpecKind, SpecRef};
+use crate::timers::{TimerKey, TimerWheel};
+
+/// A flow's handle; stale once the flow is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId {
+    index: u32,
+    generation: u32,
+}
+
+/// How to set up a flow.
+#[derive(Debug, Clone)]
+pub struct FlowConfig {
+    pub key: FlowKey,
+    pub spec: SpecRef,
+    /// Path MTU toward R (what `flow_mtu` reports).
+    pub path_mtu: u32,
+    /// Downstream children joined here (what `flow_children` reports; 0 = unknown).
+    pub children: u32,
+    /// Receiver-given parameters (opaque to the engine).
+    pub params: Vec<u8>,
+}
+
+impl FlowConfig {
+    pub fn new(key: FlowKey, spec: SpecRef) -> FlowConfig {
+        FlowConfig {
+            key,
+            spec,
+            path_mtu: 1500,
+            children: 0,
+            params: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowError {
+    Exists(FlowKey),
+    TooManyFlows {
+        limit: usize,
+    },
+    ParamsTooLarge {
+        len: usize,
+        limit: usize,
+    },
+    /// The spec refused or failed to start the flow (`concast_init` aborted, trapped, ...).
+    Refused {
+        call: &'static str,
+        fault: Fault,
+    },
+    /// The spec was loaded by another engine.
+    ForeignSpec,
+    UnknownFlow,
+}
+
+impl fmt::Display for FlowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlowError::Exists(key) => write!(f, "flow {key} exists already"),
+            FlowError::TooManyFlows { limit } => {
+                write!(f, "the engine holds {limit} flows, its limit")
+            }
+            FlowError::ParamsTooLarge { len, limit } => {
+                write!(f, "parameters are {len} bytes; the limit is {limit}")
+            }
+            FlowError::Refused { call, fault } => {
+                write!(f, "the spec did not start the flow: {call} {fault}")
+            }
+            FlowError::ForeignSpec => f.write_str("the spec was loaded into another engine"),
+            FlowError::UnknownFlow => f.write_str("no such flow (removed?)"),
+        }
+    }
+}
+
+impl std::error::Error for FlowError {}
+
+#[derive(Debug)]
+pub struct EngineError(String);
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot start the merge engine: {}", self.0)
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+pub struct Engine {
+    wasm: wasmtime::Engine,
+    linker: Linker<FlowCtx>,
+    config: EngineConfig,
+    specs: HashMap<[u8; 32], SpecRef>,
+    flows: Vec<Option<Flow>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    by_key: HashMap<FlowKey, FlowId>,
+    timers: TimerWheel,
+    due: Vec<(u64, TimerKey)>,
+    _ticker: Option<EpochTicker>,
+}
+
+/// The wasmtime configuration the limits call for.
+fn wasmtime_config(config: &EngineConfig) -> wasmtime::Config {
+    let mut c = wasmtime::Config::new();
+    c.cranelift_opt_level(OptLevel::Speed);
+    match config.limits.cpu {
+        CpuLimit::Epoch { .. } => c.epoch_interruption(true),
+        CpuLimit::Fuel(_) => c.consume_fuel(true),
+    };
+    if let Allocator::Pooling { flows } = config.allocator {
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_core_instances(flows)
+            .total_memories(flows)
+            .total_tables(flows)
+            .max_memory_size(config.limits.memory_bytes);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let wasm = wasmtime::Engine::new(&wasmtime_config(&config))
+            .map_err(|e| EngineError(format!("{e:#}")))?;
+        let linker =
+            crate::linker::concast_linker(&wasm).map_err(|e| EngineError(format!("{e:#}")))?;
+        let ticker = match config.limits.cpu {
+            CpuLimit::Epoch { tick, .. } => Some(
+                EpochTicker::start(wasm.clone(), tick).map_err(|e| EngineError(e.to_string()))?,
+            ),
+            CpuLimit::Fuel(_) => None,
+        };
+        let timers = TimerWheel::new(config.timer_slot_us, 0);
+        Ok(Engine {
+            wasm,
+            linker,
+            config,
+            specs: HashMap::new(),
+            flows: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            timers,
+            due: Vec::new(),
+            _ticker: ticker,
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Validates and compiles a module, or returns the cached one with the same SHA-256.
+    pub fn load_spec(&mut self, bytes: &[u8]) -> Result<SpecRef, SpecError> {
+        if bytes.len() > self.config.limits.module_bytes {
+            return Err(SpecError::TooLarge {
+                size: bytes.len(),
+                limit: self.config.limits.module_bytes,
+            });
+        }
+        let hash = spec::sha256(bytes);
+        if let Some(spec) = self.specs.get(&hash) {
+            return Ok(spec.clone());
+        }
+        let inner = spec::compile(&self.wasm, &self.linker, bytes, &self.config.limits)?;
+        let spec = SpecRef(std::sync::Arc::new(inner));
+        self.specs.insert(hash, spec.clone());
+        Ok(spec)
+    }
+
+    /// The cached spec with this SHA-256, if loaded.
+    pub fn cached_spec(&self, sha256: &[u8; 32]) -> Option<SpecRef> {
+        self.specs.get(sha256).cloned()
+    }
+
+    /// Drops a spec from the cache (flows using it keep running).
+    pub fn forget_spec(&mut self, sha256: &[u8; 32]) {
+        self.specs.remove(sha256);
+    }
+
+    pub fn add_flow(&mut self, cfg: FlowConfig, now: u64) -> Result<FlowId, FlowError> {
+        let limits = &self.config.limits;
+        if self.by_key.contains_key(&cfg.key) {
+            return Err(FlowError::Exists(cfg.key));
+        }
+        if self.by_key.len() >= limits.flows {
+            return Err(FlowError::TooManyFlows {
+                limit: limits.flows,
+            });
+        }
+        if cfg.params.len() > limits.params_bytes {
+            return Err(FlowError::ParamsTooLarge {
+                len: cfg.params.len(),
+                limit: limits.params_bytes,
+            });
+        }
+        let info = FlowInfo {
+            receiver: u32::from(cfg.key.receiver),
+            group: cfg.key.group,
+            node: u32::from(self.config.node),
+            path_mtu: cfg.path_mtu,
+            children: cfg.children,
+            params: cfg.params,
+        };
+        let mut ctx = FlowCtx::new(info, limits, self.config.log_lines);
+        ctx.now_us = now;
+        let sandbox: Box<dyn Sandbox> = match &cfg.spec.0.kind {
+            SpecKind::Wasm(ws) => {
+                if !wasmtime::Engine::same(ws.pre.module().engine(), &self.wasm) {
+                    return Err(FlowError::ForeignSpec);
+                }
+                let (sb, _) = WasmSandbox::new(ws, ctx, limits.cpu)
+                    .map_err(|(fault, call)| FlowError::Refused { call, fault })?;
+                Box::new(sb)
+            }
+            SpecKind::Native(factory) => {
+                factory
+                    .instantiate(ctx)
+                    .map_err(|fault| FlowError::Refused {
+                        call: "init",
+                        fault,
+                    })?
+            }
+        };
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.flows.push(None);
+            self.generations.push(0);
+            (self.flows.len() - 1) as u32
+        });
+        let id = FlowId {
+            index,
+            generation: self.generations[index as usize],
+        };
+        self.flows[index as usize] = Some(Flow::new(cfg.key, index, cfg.spec, sandbox));
+        self.by_key.insert(cfg.key, id);
+        Ok(id)
+    }
+
+    pub fn flow_id(&self, key: FlowKey) -> Option<FlowId> {
+        self.by_key.get(&key).copied()
+    }
+
+    pub fn flow_ids(&self) -> Vec<FlowId> {
+        let mut ids: Vec<FlowId> = self.by_key.values().copied().collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn flow_count(&self) -> usize {
+        self.by_key.len()
+    }
+
+    fn flow_mut(&mut self, id: FlowId) -> Result<&mut Flow, FlowError> {
+        match self.flows.get_mut(id.index as usize) {
+            Some(Some(flow)) if self.generations[id.index as usize] == id.generation => Ok(flow),
+            _ => Err(FlowError::UnknownFlow),
+        }
+    }
+
+    fn flow(&self, id: FlowId) -> Option<&Flow> {
+        match self.flows.get(id.index as usize) {
+            Some(Some(flow)) if self.generations[id.index as usize] == id.generation => Some(flow),
+            _ => None,
+        }
+    }
+
+    /// Runs `f` on one flow with the engine's shared parts lent to it.
+    fn with_flow<R>(
+        &mut self,
+        id: FlowId,
+        now: u64,
+        out: &mut Outputs,
+        f: impl FnOnce(&mut Flow, &mut Env) -> R,
+    ) -> Result<R, FlowError> {
+        let Engine {
+            flows,
+            generations,
+            timers,
+            config,
+            ..
+        } = self;
+        let flow = match flows.get_mut(id.index as usize) {
+            Some(Some(flow)) if generations[id.index as usize] == id.generation => flow,
+            _ => return Err(FlowError::UnknownFlow),
+        };
+        let mut env = Env {
+            timers,
+            out,
+            now,
+            node: config.node,
+            limits: &config.limits,
+        };
+        Ok(f(flow, &mut env))
+    }
+
+    /// Merges a batch of datagrams of one flow, received by `now`. Due timers fire first.
+    /// Datagrams later in the batch are the spec's pending queue while earlier ones merge.
+    pub fn ingest<D: AsRef<[u8]>>(
+        &mut self,
+        flow: FlowId,
+        batch: &[D],
+        now: u64,
+        out: &mut Outputs,
+    ) -> Result<(), FlowError> {
+        self.advance(now, out);
+        self.with_flow(flow, now, out, |flow, env| flow.ingest(batch, env))
+    }
+
+    /// Like [`Engine::ingest`] for datagrams of any flows: each goes to the flow of its
+    /// (R, G); ones that are not concast datagrams of a flow here come back as `NoFlow`.
+    pub fn ingest_mixed<D: AsRef<[u8]>>(&mut self, batch: &[D], now: u64, out: &mut Outputs) {
+        self.advance(now, out);
+        let mut groups: Vec<(FlowId, Vec<&[u8]>)> = Vec::new();
+        for d in batch {
+            let d = d.as_ref();
+            match ipv4::flow_key(d).ok().and_then(|key| self.flow_id(key)) {
+                Some(id) => match groups.iter_mut().find(|(g, _)| *g == id) {
+                    Some((_, list)) => list.push(d),
+                    None => groups.push((id, vec![d])),
+                },
+                None => {
+                    let dst = if d.len() >= 20 {
+                        Ipv4Addr::new(d[16], d[17], d[18], d[19])
+                    } else {
+                        Ipv4Addr::UNSPECIFIED
+                    };
+                    out.push(
+                        FlowKey::new(dst, 0),
+                        now,
+                        OutputKind::Unmerged(Unmerged::NoFlow),
+                        d,
+                    );
+                }
+            }
+        }
+        for (id, list) in groups {
+            let _ = self.with_flow(id, now, out, |flow, env| flow.ingest(&list, env));
+        }
+    }
+
+    /// Fires every timer due by `now`, in deadline order; each callback sees `now`.
+    pub fn advance(&mut self, now: u64, out: &mut Outputs) {
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.expire(now, &mut due);
+        for &(_, key) in &due {
+            let Engine {
+                flows,
+                timers,
+                config,
+                ..
+            } = self;
+            if let Some(Some(flow)) = flows.get_mut(key.flow as usize) {
+                let mut env = Env {
+                    timers,
+                    out,
+                    now,
+                    node: config.node,
+                    limits: &config.limits,
+                };
+                flow.fire_timer(key.slot, &mut env);
+            }
+        }
+        self.due = due;
+    }
+
+    /// Virtual time: steps the clock from deadline to deadline up to `until`, so every timer
+    /// callback sees its own deadline as `now`, then advances to `until`.
+    pub fn advance_until(&mut self, until: u64, out: &mut Outputs) {
+        while let Some(deadline) = self.next_deadline().filter(|&d| d <= until) {
+            self.advance(deadline, out);
+        }
+        self.advance(until, out);
+    }
+
+    /// The earliest armed timer, for a daemon's sleep or a virtual clock's next step.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.timers.next_deadline()
+    }
+
+    /// Builds and forwards every open state of a flow now.
+    pub fn flush_flow(
+        &mut self,
+        flow: FlowId,
+        now: u64,
+        out: &mut Outputs,
+    ) -> Result<(), FlowError> {
+        self.with_flow(flow, now, out, |flow, env| flow.flush(env))
+    }
+
+    /// Flushes a flow, then forgets it.
+    pub fn remove_flow(
+        &mut self,
+        id: FlowId,
+        now: u64,
+        out: &mut Outputs,
+    ) -> Result<FlowStats, FlowError> {
+        self.with_flow(id, now, out, |flow, env| {
+            flow.flush(env);
+            flow.cancel_timers(env);
+        })?;
+        let flow = self.flows[id.index as usize]
+            .take()
+            .expect("checked by with_flow");
+        self.generations[id.index as usize] += 1;
+        self.free.push(id.index);
+        self.by_key.remove(&flow.key);
+        Ok(flow.stats())
+    }
+
+    pub fn set_children(&mut self, flow: FlowId, children: u32) -> Result<(), FlowError> {
+        self.flow_mut(flow).map(|f| f.set_children(children))
+    }
+
+    pub fn set_path_mtu(&mut self, flow: FlowId, mtu: u32) -> Result<(), FlowError> {
+        self.flow_mut(flow).map(|f| f.set_path_mtu(mtu))
+    }
+
+    pub fn stats(&self, flow: FlowId) -> Option<FlowStats> {
+        self.flow(flow).map(Flow::stats)
+    }
+
+    /// The last lines the flow's spec logged (kept after quarantine).
+    pub fn logs(&self, flow: FlowId) -> Vec<LogLine> {
+        self.flow(flow).map(Flow::logs).unwrap_or_default()
+    }
+
+    /// Armed timers, all flows.
+    pub fn timers_armed(&self) -> usize {
+        self.timers.len()
+    }
+}
+
+/// routerd and hostd move the engine into their worker threads.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<Engine>();
+    send::<Outputs>();
+};

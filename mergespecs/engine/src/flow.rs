@@ -1,0 +1,519 @@
+//! One flow (R, G): its sandbox, its merge states, its counters, and the per-datagram
+//! algorithm — tag, find or create the state, merge, done?, build and emit — with fail-open
+//! quarantine when the spec faults.
+
+use std::net::Ipv4Addr;
+
+use concast_sdk::abi;
+
+use crate::config::Limits;
+use crate::fault::{Fault, Quarantine};
+use crate::host::{FlowCtx, Phase, StateCall, TimerOp};
+use crate::ipv4::{self, FlowKey};
+use crate::output::{OutputKind, Outputs, Unmerged};
+use crate::sandbox::Sandbox;
+use crate::spec::SpecRef;
+use crate::states::{StateTable, TimerPos};
+use crate::timers::{TimerKey, TimerWheel};
+
+/// Per-flow counters. Every datagram handed in ends up in exactly one of `merged`,
+/// `dropped`, `passed`, `malformed` or `fail_open` (the last also counts datagrams that were
+/// merged but never built when the flow was quarantined, so those appear in both).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Datagrams handed to the engine for this flow.
+    pub received: u64,
+    /// Datagrams folded into a merge state (including those taken from the pending queue).
+    pub merged: u64,
+    /// Of `merged`, those the spec took from the pending queue.
+    pub taken: u64,
+    /// Datagrams the spec swallowed (TAG_DROP or merge result DROP).
+    pub dropped: u64,
+    /// Forwarded unchanged because the spec said so.
+    pub passed: u64,
+    /// Forwarded unchanged without asking the spec (not 20..65535 bytes).
+    pub malformed: u64,
+    /// Forwarded unchanged because the flow is (or just got) quarantined.
+    pub fail_open: u64,
+    /// Every unmerged datagram forwarded: passed + malformed + fail_open.
+    pub unmerged_forwarded: u64,
+    /// Merged datagrams emitted, and their bytes (headers included).
+    pub out: u64,
+    pub out_bytes: u64,
+    /// Merged datagrams that went into a successful build.
+    pub built_from: u64,
+    pub builds: u64,
+    pub states_created: u64,
+    pub timer_fires: u64,
+    /// Faults (0 or 1: a fault quarantines the flow).
+    pub traps: u64,
+}
+
+/// A snapshot of one flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowStats {
+    pub key: FlowKey,
+    pub spec_sha256: [u8; 32],
+    pub counters: FlowCounters,
+    pub open_states: usize,
+    pub held_bytes: usize,
+    /// Linear memory of the sandbox (0 for native specs and quarantined flows).
+    pub memory_bytes: usize,
+    pub quarantine: Option<Quarantine>,
+    pub logs_dropped: u64,
+}
+
+/// What a flow needs from the engine while it works.
+pub(crate) struct Env<'a> {
+    pub timers: &'a mut TimerWheel,
+    pub out: &'a mut Outputs,
+    pub now: u64,
+    pub node: Ipv4Addr,
+    pub limits: &'a Limits,
+}
+
+pub(crate) struct Flow {
+    pub key: FlowKey,
+    pub index: u32,
+    pub spec: SpecRef,
+    /// `None` once quarantined (the sandbox and its memory are dropped).
+    sandbox: Option<Box<dyn Sandbox>>,
+    states: StateTable,
+    pub counters: FlowCounters,
+    pub quarantine: Option<Quarantine>,
+    /// The current datagram is loaded but neither held, forwarded nor dropped yet.
+    current_loose: bool,
+    ident: u16,
+    /// Kept when the sandbox is dropped so stats still show them.
+    last_logs: Vec<crate::host::LogLine>,
+}
+
+impl Flow {
+    pub fn new(key: FlowKey, index: u32, spec: SpecRef, sandbox: Box<dyn Sandbox>) -> Flow {
+        Flow {
+            key,
+            index,
+            spec,
+            sandbox: Some(sandbox),
+            states: StateTable::default(),
+            counters: FlowCounters::default(),
+            quarantine: None,
+            current_loose: false,
+            ident: 0,
+            last_logs: Vec::new(),
+        }
+    }
+
+    fn sb(&mut self) -> &mut dyn Sandbox {
+        self.sandbox.as_deref_mut().expect("not quarantined")
+    }
+
+    fn cx(&mut self) -> &mut FlowCtx {
+        self.sb().ctx()
+    }
+
+    pub fn stats(&self) -> FlowStats {
+        let (memory_bytes, logs_dropped) = match &self.sandbox {
+            Some(sb) => (sb.memory_bytes(), sb.ctx_ref().logs_dropped),
+            None => (0, 0),
+        };
+        FlowStats {
+            key: self.key,
+            spec_sha256: self.spec.info().sha256,
+            counters: self.counters.clone(),
+            open_states: self.states.open_count(),
+            held_bytes: self.states.held_bytes(),
+            memory_bytes,
+            quarantine: self.quarantine.clone(),
+            logs_dropped,
+        }
+    }
+
+    pub fn logs(&self) -> Vec<crate::host::LogLine> {
+        match &self.sandbox {
+            Some(sb) => sb.ctx_ref().logs.iter().cloned().collect(),
+            None => self.last_logs.clone(),
+        }
+    }
+
+    pub fn set_children(&mut self, children: u32) {
+        if let Some(sb) = self.sandbox.as_deref_mut() {
+            sb.ctx().info.children = children;
+        }
+    }
+
+    pub fn set_path_mtu(&mut self, mtu: u32) {
+        if let Some(sb) = self.sandbox.as_deref_mut() {
+            sb.ctx().info.path_mtu = mtu;
+        }
+    }
+
+    fn count_unmerged(&mut self, why: Unmerged) {
+        match why {
+            Unmerged::Passed => self.counters.passed += 1,
+            Unmerged::Malformed => self.counters.malformed += 1,
+            Unmerged::FailOpen | Unmerged::NoFlow => self.counters.fail_open += 1,
+        }
+        self.counters.unmerged_forwarded += 1;
+    }
+
+    fn forward(&mut self, env: &mut Env, why: Unmerged, datagram: &[u8]) {
+        self.count_unmerged(why);
+        env.out
+            .push(self.key, env.now, OutputKind::Unmerged(why), datagram);
+    }
+
+    fn forward_current(&mut self, env: &mut Env, why: Unmerged) {
+        let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+        let span = cx.pending.current().expect("a current datagram");
+        let (key, now) = (self.key, env.now);
+        env.out
+            .push(key, now, OutputKind::Unmerged(why), cx.pending.bytes(span));
+        self.count_unmerged(why);
+        self.current_loose = false;
+    }
+
+    /// Runs a batch of this flow's datagrams through the spec.
+    pub fn ingest<D: AsRef<[u8]>>(&mut self, batch: &[D], env: &mut Env) {
+        self.counters.received += batch.len() as u64;
+        if self.sandbox.is_none() {
+            for d in batch {
+                self.forward(env, Unmerged::FailOpen, d.as_ref());
+            }
+            return;
+        }
+        let cx = self.cx();
+        cx.now_us = env.now;
+        cx.pending.load(batch);
+        while self.cx().pending.advance().is_some() {
+            self.current_loose = true;
+            if let Err((call, fault)) = self.process_current(env) {
+                self.quarantine(call, fault, env);
+                return;
+            }
+        }
+    }
+
+    fn process_current(&mut self, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        let span = self.cx().pending.current().expect("current");
+        if span.len() < 20 || span.len() > abi::MSG_BUFFER_LEN - 1 {
+            self.forward_current(env, Unmerged::Malformed);
+            return Ok(());
+        }
+        let len = self.sb().load_current().map_err(|f| ("load", f))?;
+        self.cx().begin_call(Phase::Tag);
+        let tag = self.sb().get_tag(len);
+        self.cx().phase = Phase::Outside;
+        let tag = tag.map_err(|f| ("concast_get_tag", f))?;
+        match tag {
+            abi::TAG_PASS => self.forward_current(env, Unmerged::Passed),
+            abi::TAG_DROP => {
+                self.counters.dropped += 1;
+                self.current_loose = false;
+            }
+            tag => self.merge_current(tag, len, env, true)?,
+        }
+        Ok(())
+    }
+
+    /// Calls one state function with the phase set, then applies what it asked for (taken
+    /// datagrams, timer changes).
+    fn state_call<R>(
+        &mut self,
+        slot: u32,
+        call: StateCall,
+        env: &mut Env,
+        f: impl FnOnce(&mut dyn Sandbox) -> Result<R, Fault>,
+    ) -> Result<R, (&'static str, Fault)> {
+        let name = match call {
+            StateCall::New => "concast_state_new",
+            StateCall::Merge => "concast_merge",
+            StateCall::Done => "concast_done",
+            StateCall::Build => "concast_build",
+            StateCall::Timeout => "concast_timeout",
+            StateCall::Free => "concast_state_free",
+        };
+        self.cx().begin_call(Phase::State { slot, call });
+        let r = f(self.sb());
+        self.cx().phase = Phase::Outside;
+        let r = r.map_err(|f| (name, f))?;
+        self.apply_effects(slot, env).map_err(|f| (name, f))?;
+        Ok(r)
+    }
+
+    fn apply_effects(&mut self, slot: u32, env: &mut Env) -> Result<(), Fault> {
+        let sb = self.sandbox.as_deref_mut().expect("not quarantined");
+        let cx = sb.ctx();
+        for i in 0..cx.taken.len() {
+            let span = cx.taken[i];
+            self.states.hold(slot, cx.pending.bytes(span));
+            self.counters.merged += 1;
+            self.counters.taken += 1;
+        }
+        cx.taken.clear();
+        match cx.timer_op.take() {
+            Some(TimerOp::Set(at)) => self.arm_timer(slot, at.max(env.now + 1), env),
+            Some(TimerOp::Cancel) => self.disarm_timer(slot, env),
+            None => {}
+        }
+        if self.states.held_bytes() > env.limits.held_bytes {
+            return Err(Fault::HeldBytes {
+                limit: env.limits.held_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn arm_timer(&mut self, slot: u32, deadline: u64, env: &mut Env) {
+        self.disarm_timer(slot, env);
+        let tick = env.timers.insert(
+            TimerKey {
+                flow: self.index,
+                slot,
+            },
+            deadline,
+        );
+        self.states.slot_mut(slot).timer = Some(TimerPos { deadline, tick });
+    }
+
+    fn disarm_timer(&mut self, slot: u32, env: &mut Env) {
+        if let Some(pos) = self.states.slot_mut(slot).timer.take() {
+            env.timers.cancel(
+                TimerKey {
+                    flow: self.index,
+                    slot,
+                },
+                pos.tick,
+            );
+        }
+    }
+
+    fn merge_current(
+        &mut self,
+        tag: u64,
+        len: u32,
+        env: &mut Env,
+        first_try: bool,
+    ) -> Result<(), (&'static str, Fault)> {
+        let (slot, created) = match self.states.find(tag) {
+            Some(slot) => (slot, false),
+            None => {
+                let limit = env.limits.states;
+                let slot = self
+                    .states
+                    .open(tag, limit)
+                    .ok_or(("engine", Fault::TooManyStates { limit }))?;
+                self.counters.states_created += 1;
+                self.state_call(slot, StateCall::New, env, |sb| sb.state_new(slot, tag))?;
+                (slot, true)
+            }
+        };
+        let result = self.state_call(slot, StateCall::Merge, env, |sb| sb.merge(slot, len))?;
+        match result {
+            abi::merge::MERGED => {
+                let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+                let span = cx.pending.current().expect("current");
+                self.states.hold(slot, cx.pending.bytes(span));
+                self.current_loose = false;
+                self.counters.merged += 1;
+                if self.states.held_bytes() > env.limits.held_bytes {
+                    return Err((
+                        "engine",
+                        Fault::HeldBytes {
+                            limit: env.limits.held_bytes,
+                        },
+                    ));
+                }
+            }
+            abi::merge::DROP => {
+                self.counters.dropped += 1;
+                self.current_loose = false;
+            }
+            abi::merge::PASS => {
+                self.forward_current(env, Unmerged::Passed);
+                return self.close_if_empty(slot, created, env);
+            }
+            abi::merge::FLUSH_FIRST if first_try && !created => {
+                self.build(slot, env)?;
+                self.sb().load_current().map_err(|f| ("load", f))?;
+                return self.merge_current(tag, len, env, false);
+            }
+            abi::merge::FLUSH_FIRST => {
+                // Nothing to flush, or flushed already: it cannot be merged.
+                self.forward_current(env, Unmerged::Passed);
+                return self.close_if_empty(slot, created, env);
+            }
+            other => {
+                return Err((
+                    "concast_merge",
+                    Fault::Abi(format!("concast_merge returned {other}, not 0..=3")),
+                ))
+            }
+        }
+        let done = self.state_call(slot, StateCall::Done, env, |sb| sb.done(slot))?;
+        if done != 0 {
+            self.build(slot, env)?;
+        }
+        Ok(())
+    }
+
+    /// A state opened for a message that did not merge holds nothing: close it again.
+    fn close_if_empty(
+        &mut self,
+        slot: u32,
+        created: bool,
+        env: &mut Env,
+    ) -> Result<(), (&'static str, Fault)> {
+        if created && self.states.slot(slot).held.count() == 0 {
+            self.free_state(slot, env)?;
+        }
+        Ok(())
+    }
+
+    fn free_state(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        self.disarm_timer(slot, env);
+        self.cx().begin_call(Phase::State {
+            slot,
+            call: StateCall::Free,
+        });
+        let r = self.sb().state_free(slot);
+        self.cx().phase = Phase::Outside;
+        self.states.close(slot);
+        r.map_err(|f| ("concast_state_free", f))
+    }
+
+    /// `buildMsg`: the spec emits; the engine writes headers, forgets the held datagrams and
+    /// frees or keeps the state.
+    fn build(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        self.disarm_timer(slot, env);
+        let keep = self.state_call(slot, StateCall::Build, env, |sb| sb.build(slot))?;
+        if keep != abi::build::FREE && keep != abi::build::KEEP {
+            return Err((
+                "concast_build",
+                Fault::Abi(format!("concast_build returned {keep}, not 0 or 1")),
+            ));
+        }
+        self.commit_emits(env);
+        self.counters.builds += 1;
+        self.counters.built_from += self.states.release_held(slot) as u64;
+        if keep == abi::build::FREE {
+            self.free_state(slot, env)?;
+        }
+        Ok(())
+    }
+
+    fn commit_emits(&mut self, env: &mut Env) {
+        let sb = self.sandbox.as_deref_mut().expect("not quarantined");
+        let cx = sb.ctx();
+        for e in cx.emits.drain(..) {
+            self.ident = self.ident.wrapping_add(1);
+            let header = ipv4::Header {
+                src: env.node,
+                flow: self.key,
+                protocol: e.protocol,
+                ttl: e.ttl,
+                dont_fragment: e.dont_fragment,
+                ident: self.ident,
+            };
+            let payload = &cx.emit_bytes[e.start..e.end];
+            env.out
+                .push_with(self.key, env.now, OutputKind::Merged, |buf| {
+                    ipv4::write_datagram(buf, &header, payload)
+                });
+            self.counters.out += 1;
+            self.counters.out_bytes += (ipv4::HEADER_LEN + payload.len()) as u64;
+        }
+    }
+
+    /// A state's timer expired.
+    pub fn fire_timer(&mut self, slot: u32, env: &mut Env) {
+        if self.sandbox.is_none() || !self.states.slot(slot).open {
+            return;
+        }
+        self.states.slot_mut(slot).timer = None;
+        self.counters.timer_fires += 1;
+        let cx = self.cx();
+        cx.now_us = env.now;
+        cx.pending.clear();
+        let r = self
+            .state_call(slot, StateCall::Timeout, env, |sb| sb.timeout(slot))
+            .and_then(|build| {
+                if build != 0 {
+                    self.build(slot, env)
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err((call, fault)) = r {
+            self.quarantine(call, fault, env);
+        }
+    }
+
+    /// Builds every open state now (flow removal, spec replacement).
+    pub fn flush(&mut self, env: &mut Env) {
+        if self.sandbox.is_none() {
+            return;
+        }
+        let cx = self.cx();
+        cx.now_us = env.now;
+        cx.pending.clear();
+        for slot in self.states.open_slots() {
+            if let Err((call, fault)) = self.build(slot, env) {
+                self.quarantine(call, fault, env);
+                return;
+            }
+        }
+    }
+
+    /// Fail-open: records why, forwards every datagram the spec held or had not seen yet,
+    /// and drops the sandbox. Other flows are untouched.
+    pub fn quarantine(&mut self, call: &'static str, fault: Fault, env: &mut Env) {
+        let Some(mut sb) = self.sandbox.take() else {
+            return;
+        };
+        self.counters.traps += 1;
+        self.quarantine = Some(Quarantine {
+            call,
+            fault,
+            at_us: env.now,
+        });
+        let cx = sb.ctx();
+        self.last_logs = cx.logs.iter().cloned().collect();
+        let mut loose: Vec<Vec<u8>> = Vec::new();
+        if self.current_loose {
+            if let Some(span) = cx.pending.current() {
+                loose.push(cx.pending.bytes(span).to_vec());
+            }
+            self.current_loose = false;
+        }
+        for span in cx.taken.drain(..) {
+            loose.push(cx.pending.bytes(span).to_vec());
+        }
+        for (index, slot) in self.states.take_all().into_iter().enumerate() {
+            if let Some(pos) = slot.timer {
+                env.timers.cancel(
+                    TimerKey {
+                        flow: self.index,
+                        slot: index as u32,
+                    },
+                    pos.tick,
+                );
+            }
+            loose.extend(slot.held.iter().map(<[u8]>::to_vec));
+        }
+        let rest: Vec<_> = cx.pending.drain().collect();
+        for span in rest {
+            loose.push(cx.pending.bytes(span).to_vec());
+        }
+        for d in loose {
+            self.forward(env, Unmerged::FailOpen, &d);
+        }
+    }
+
+    /// Cancels this flow's timers (before it is removed).
+    pub fn cancel_timers(&mut self, env: &mut Env) {
+        for slot in self.states.open_slots() {
+            self.disarm_timer(slot, env);
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! The host side of the ABI: what a spec may ask of the engine while one of its functions
+//! runs. One `FlowCtx` per flow, shared by the Wasm imports (`linker.rs`) and native specs
+//! (`native.rs`), so both paths obey the same rules.
+
+use std::collections::VecDeque;
+
+use concast_sdk::abi;
+use concast_sdk::Level;
+
+use crate::fault::Fault;
+use crate::pending::{Pending, Span};
+
+/// Flow information a spec can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FlowInfo {
+    pub receiver: u32,
+    pub group: u32,
+    pub node: u32,
+    pub path_mtu: u32,
+    pub children: u32,
+    pub params: Vec<u8>,
+}
+
+/// Which spec function is running; decides what the spec may call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Outside,
+    Init,
+    Tag,
+    /// A call about one state.
+    State {
+        slot: u32,
+        call: StateCall,
+    },
+}
+
+/// Which call about a state is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateCall {
+    New,
+    Merge,
+    Done,
+    Build,
+    Timeout,
+    /// `concast_state_free` may only look: the state is going away, so it must not take
+    /// datagrams or arm its timer.
+    Free,
+}
+
+/// What the spec asked for the current state's timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimerOp {
+    Set(u64),
+    Cancel,
+}
+
+/// One emitted payload, staged until `build` returns successfully.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Emit {
+    pub start: usize,
+    pub end: usize,
+    pub protocol: u8,
+    pub ttl: u8,
+    pub dont_fragment: bool,
+}
+
+/// A line a spec logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub at_us: u64,
+    pub level: Level,
+    pub text: String,
+}
+
+const LOG_LINE_MAX: usize = 512;
+
+pub(crate) struct FlowCtx {
+    pub info: FlowInfo,
+    pub now_us: u64,
+    pub phase: Phase,
+    pub pending: Pending,
+    /// Datagrams taken from the pending queue during the current call.
+    pub taken: Vec<Span>,
+    pub timer_op: Option<TimerOp>,
+    pub emit_bytes: Vec<u8>,
+    pub emits: Vec<Emit>,
+    pub logs: VecDeque<LogLine>,
+    pub logs_dropped: u64,
+    log_lines: usize,
+    output_limit: usize,
+    emit_limit: usize,
+    memory_limit: usize,
+    /// A fault a native host method saw (it cannot return one); checked after each call.
+    pub fault: Option<Fault>,
+    /// The sandbox's exported memory (Wasm only), for the imports that read or write it.
+    pub memory: Option<wasmtime::Memory>,
+    /// CPU-time bookkeeping of the current call (epoch limit).
+    pub clock: crate::cpu::CallClock,
+}
+
+impl FlowCtx {
+    pub fn new(info: FlowInfo, limits: &crate::Limits, log_lines: usize) -> FlowCtx {
+        FlowCtx {
+            info,
+            now_us: 0,
+            phase: Phase::Outside,
+            pending: Pending::default(),
+            taken: Vec::new(),
+            timer_op: None,
+            emit_bytes: Vec::new(),
+            emits: Vec::new(),
+            logs: VecDeque::new(),
+            logs_dropped: 0,
+            log_lines,
+            output_limit: limits.output_bytes.min(crate::ipv4::MAX_PAYLOAD),
+            emit_limit: limits.emits_per_build,
+            memory_limit: limits.memory_bytes,
+            fault: None,
+            memory: None,
+            clock: crate::cpu::CallClock::default(),
+        }
+    }
+
+    /// Imports that act on the current state are only allowed while one is live.
+    fn state_call(&self, what: &str) -> Result<(), Fault> {
+        match self.phase {
+            Phase::State {
+                call: StateCall::Free,
+                ..
+            } => Err(Fault::Abi(format!("{what} called in concast_state_free"))),
+            Phase::State { .. } => Ok(()),
+            _ => Err(Fault::Abi(format!(
+                "{what} called outside a call about a merge state"
+            ))),
+        }
+    }
+
+    /// Copies the parameters into `dst` as far as they fit; returns their full length.
+    pub fn params(&self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.info.params.len());
+        dst[..n].copy_from_slice(&self.info.params[..n]);
+        self.info.params.len()
+    }
+
+    pub fn set_timer(&mut self, at_us: u64) -> Result<(), Fault> {
+        self.state_call("set_timer")?;
+        self.timer_op = Some(TimerOp::Set(at_us));
+        Ok(())
+    }
+
+    pub fn cancel_timer(&mut self) -> Result<(), Fault> {
+        self.state_call("cancel_timer")?;
+        self.timer_op = Some(TimerOp::Cancel);
+        Ok(())
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.count()
+    }
+
+    /// ABI result of `pending_peek`: full length, or `NO_SUCH`.
+    pub fn pending_peek(&self, index: i32, dst: &mut [u8]) -> i32 {
+        let Some(span) = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.pending.peek(i))
+        else {
+            return abi::pending::NO_SUCH;
+        };
+        let bytes = self.pending.bytes(span);
+        let n = dst.len().min(bytes.len());
+        dst[..n].copy_from_slice(&bytes[..n]);
+        bytes.len() as i32
+    }
+
+    /// ABI result of `pending_take`: full length, `NO_SUCH` or `TOO_SMALL` (nothing taken).
+    pub fn pending_take(&mut self, index: i32, dst: &mut [u8]) -> Result<i32, Fault> {
+        self.state_call("pending_take")?;
+        let Some(span) = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.pending.peek(i))
+        else {
+            return Ok(abi::pending::NO_SUCH);
+        };
+        if dst.len() < span.len() {
+            return Ok(abi::pending::TOO_SMALL);
+        }
+        dst[..span.len()].copy_from_slice(self.pending.bytes(span));
+        self.pending.take(index as usize);
+        self.taken.push(span);
+        Ok(span.len() as i32)
+    }
+
+    pub fn emit(
+        &mut self,
+        payload: &[u8],
+        protocol: i32,
+        ttl: i32,
+        flags: i32,
+    ) -> Result<(), Fault> {
+        if !matches!(
+            self.phase,
+            Phase::State {
+                call: StateCall::Build,
+                ..
+            }
+        ) {
+            return Err(Fault::Abi("emit called outside concast_build".into()));
+        }
+        if payload.len() > self.output_limit {
+            return Err(Fault::OutputTooLarge {
+                len: payload.len(),
+                limit: self.output_limit,
+            });
+        }
+        if self.emits.len() >= self.emit_limit {
+            return Err(Fault::TooManyEmits {
+                limit: self.emit_limit,
+            });
+        }
+        let start = self.emit_bytes.len();
+        self.emit_bytes.extend_from_slice(payload);
+        self.emits.push(Emit {
+            start,
+            end: self.emit_bytes.len(),
+            protocol: protocol as u8,
+            ttl: ttl as u8,
+            dont_fragment: flags & abi::emit_flags::DONT_FRAGMENT != 0,
+        });
+        Ok(())
+    }
+
+    pub fn log(&mut self, level: i32, text: &[u8]) {
+        if self.log_lines == 0 {
+            self.logs_dropped += 1;
+            return;
+        }
+        if self.logs.len() == self.log_lines {
+            self.logs.pop_front();
+            self.logs_dropped += 1;
+        }
+        let text = String::from_utf8_lossy(&text[..text.len().min(LOG_LINE_MAX)]).into_owned();
+        self.logs.push_back(LogLine {
+            at_us: self.now_us,
+            level: Level::from_abi(level),
+            text,
+        });
+    }
+
+    pub fn abort(&self, msg: &[u8]) -> Fault {
+        Fault::Aborted(String::from_utf8_lossy(&msg[..msg.len().min(LOG_LINE_MAX)]).into_owned())
+    }
+
+    /// Clears what a call leaves behind before the next one.
+    pub fn begin_call(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.taken.clear();
+        self.timer_op = None;
+        if matches!(
+            phase,
+            Phase::State {
+                call: StateCall::Build,
+                ..
+            }
+        ) {
+            self.emit_bytes.clear();
+            self.emits.clear();
+        }
+    }
+}
+
+/// Linear memory is capped per flow; growing past the cap traps with a [`Fault`].
+impl wasmtime::ResourceLimiter for FlowCtx {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            return Err(Fault::MemoryLimit {
+                limit: self.memory_limit,
+                requested: desired,
+            }
+            .into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        const TABLE_LIMIT: usize = 10_000;
+        if desired > TABLE_LIMIT {
+            return Err(Fault::Abi(format!(
+                "table grown to {desired} elements, the limit is {TABLE_LIMIT}"
+            ))
+            .into());
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+    fn tables(&self) -> usize {
+        1
+    }
+    fn memories(&self) -> usize {
+        1
+    }
+}

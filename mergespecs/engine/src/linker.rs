@@ -1,0 +1,135 @@
+//! The `concast` imports as wasmtime host functions: thin wrappers that bounds-check guest
+//! pointers and hand over to [`FlowCtx`], where the rules live. Nothing else is linked, so a
+//! module importing anything else (WASI, say) fails validation.
+
+use std::ops::Range;
+
+use wasmtime::{Caller, Linker};
+
+use crate::fault::Fault;
+use crate::host::FlowCtx;
+
+type Result<T> = wasmtime::Result<T>;
+
+/// The guest's memory and the flow context, borrowed together.
+fn guest<'a>(caller: &'a mut Caller<'_, FlowCtx>) -> Result<(&'a mut [u8], &'a mut FlowCtx)> {
+    let memory = caller
+        .data()
+        .memory
+        .ok_or_else(|| Fault::Abi("an import needing memory was called before init".into()))?;
+    Ok(memory.data_and_store_mut(caller))
+}
+
+/// `ptr .. ptr+len` of guest memory, checked. Wasm addresses are unsigned 32-bit.
+fn span(memory: &[u8], ptr: i32, len: i32, what: &str) -> Result<Range<usize>> {
+    let start = ptr as u32 as usize;
+    let end = start + len as u32 as usize;
+    if end > memory.len() {
+        return Err(Fault::Abi(format!(
+            "{what}: buffer {start}+{} is outside linear memory ({} bytes)",
+            len as u32,
+            memory.len()
+        ))
+        .into());
+    }
+    Ok(start..end)
+}
+
+pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx>> {
+    let mut l = Linker::new(engine);
+    let m = concast_sdk::abi::IMPORT_MODULE;
+
+    l.func_wrap(m, "now_us", |c: Caller<'_, FlowCtx>| c.data().now_us as i64)?;
+    l.func_wrap(m, "flow_receiver", |c: Caller<'_, FlowCtx>| {
+        c.data().info.receiver as i32
+    })?;
+    l.func_wrap(m, "flow_group", |c: Caller<'_, FlowCtx>| {
+        c.data().info.group as i32
+    })?;
+    l.func_wrap(m, "flow_node", |c: Caller<'_, FlowCtx>| {
+        c.data().info.node as i32
+    })?;
+    l.func_wrap(m, "flow_mtu", |c: Caller<'_, FlowCtx>| {
+        c.data().info.path_mtu as i32
+    })?;
+    l.func_wrap(m, "flow_children", |c: Caller<'_, FlowCtx>| {
+        c.data().info.children as i32
+    })?;
+    l.func_wrap(
+        m,
+        "flow_params",
+        |mut c: Caller<'_, FlowCtx>, ptr: i32, cap: i32| -> Result<i32> {
+            let (mem, cx) = guest(&mut c)?;
+            let dst = span(mem, ptr, cap, "flow_params")?;
+            Ok(cx.params(&mut mem[dst]) as i32)
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "set_timer",
+        |mut c: Caller<'_, FlowCtx>, at_us: i64| -> Result<()> {
+            Ok(c.data_mut().set_timer(at_us.max(0) as u64)?)
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "cancel_timer",
+        |mut c: Caller<'_, FlowCtx>| -> Result<()> { Ok(c.data_mut().cancel_timer()?) },
+    )?;
+    l.func_wrap(m, "pending_count", |c: Caller<'_, FlowCtx>| {
+        c.data().pending_count() as i32
+    })?;
+    l.func_wrap(
+        m,
+        "pending_peek",
+        |mut c: Caller<'_, FlowCtx>, index: i32, ptr: i32, cap: i32| -> Result<i32> {
+            let (mem, cx) = guest(&mut c)?;
+            let dst = span(mem, ptr, cap, "pending_peek")?;
+            Ok(cx.pending_peek(index, &mut mem[dst]))
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "pending_take",
+        |mut c: Caller<'_, FlowCtx>, index: i32, ptr: i32, cap: i32| -> Result<i32> {
+            let (mem, cx) = guest(&mut c)?;
+            let dst = span(mem, ptr, cap, "pending_take")?;
+            Ok(cx.pending_take(index, &mut mem[dst])?)
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "emit",
+        |mut c: Caller<'_, FlowCtx>,
+         ptr: i32,
+         len: i32,
+         protocol: i32,
+         ttl: i32,
+         flags: i32|
+         -> Result<()> {
+            let (mem, cx) = guest(&mut c)?;
+            let src = span(mem, ptr, len, "emit")?;
+            Ok(cx.emit(&mem[src], protocol, ttl, flags)?)
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "log",
+        |mut c: Caller<'_, FlowCtx>, level: i32, ptr: i32, len: i32| -> Result<()> {
+            let (mem, cx) = guest(&mut c)?;
+            let src = span(mem, ptr, len, "log")?;
+            cx.log(level, &mem[src]);
+            Ok(())
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "abort",
+        |mut c: Caller<'_, FlowCtx>, ptr: i32, len: i32| -> Result<()> {
+            let (mem, cx) = guest(&mut c)?;
+            let src = span(mem, ptr, len, "abort")?;
+            Err(cx.abort(&mem[src]).into())
+        },
+    )?;
+    Ok(l)
+}

@@ -1,0 +1,214 @@
+//! The NativeSpec path: a [`MergeSpec`] compiled into the engine, run behind the same
+//! [`Sandbox`] interface and host rules as a Wasm module. It is the benchmark peer ("the
+//! same logic in native Rust") and a way to ship trusted specs without Wasm.
+
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use concast_sdk::{Host, Level, MergeSpec, OutHeader};
+
+use crate::fault::Fault;
+use crate::host::{FlowCtx, Phase};
+use crate::sandbox::Sandbox;
+
+/// Makes sandboxes for one native spec type.
+pub(crate) trait NativeFactory: Send + Sync {
+    fn instantiate(&self, ctx: FlowCtx) -> Result<Box<dyn Sandbox>, Fault>;
+}
+
+pub(crate) struct Factory<S>(PhantomData<fn() -> S>);
+
+impl<S> Factory<S> {
+    pub fn new() -> Factory<S> {
+        Factory(PhantomData)
+    }
+}
+
+impl<S> NativeFactory for Factory<S>
+where
+    S: MergeSpec + Send + 'static,
+    S::State: Send,
+{
+    fn instantiate(&self, mut ctx: FlowCtx) -> Result<Box<dyn Sandbox>, Fault> {
+        ctx.begin_call(Phase::Init);
+        let spec = guarded(|| S::init(&mut NativeHost { cx: &mut ctx }))?;
+        ctx.phase = Phase::Outside;
+        if let Some(fault) = ctx.fault.take() {
+            return Err(fault);
+        }
+        let spec = spec.map_err(|why| Fault::Aborted(why.to_string()))?;
+        Ok(Box::new(NativeSandbox {
+            ctx,
+            spec,
+            states: Vec::new(),
+            msg: Vec::with_capacity(2048),
+        }))
+    }
+}
+
+fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic".into());
+        Fault::Panic(msg)
+    })
+}
+
+struct NativeSandbox<S: MergeSpec> {
+    ctx: FlowCtx,
+    spec: S,
+    states: Vec<Option<S::State>>,
+    /// The message buffer: copied into like a guest's, so both paths do the same work.
+    msg: Vec<u8>,
+}
+
+impl<S: MergeSpec> NativeSandbox<S> {
+    /// Runs `f` on the spec and one state, turning panics and host-rule faults into errors.
+    fn with_state<R>(
+        &mut self,
+        slot: u32,
+        f: impl FnOnce(&mut S, &mut S::State, &[u8], &mut NativeHost) -> R,
+    ) -> Result<R, Fault> {
+        let (spec, msg, cx) = (&mut self.spec, &self.msg, &mut self.ctx);
+        let state = self
+            .states
+            .get_mut(slot as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| Fault::Abi(format!("no state in slot {slot}")))?;
+        let r = guarded(|| f(spec, state, msg, &mut NativeHost { cx }))?;
+        self.ctx.fault.take().map_or(Ok(r), Err)
+    }
+}
+
+impl<S> Sandbox for NativeSandbox<S>
+where
+    S: MergeSpec + Send,
+    S::State: Send,
+{
+    fn ctx(&mut self) -> &mut FlowCtx {
+        &mut self.ctx
+    }
+    fn ctx_ref(&self) -> &FlowCtx {
+        &self.ctx
+    }
+    fn load_current(&mut self) -> Result<u32, Fault> {
+        let span = self.ctx.pending.current().expect("a current datagram");
+        self.msg.clear();
+        self.msg.extend_from_slice(self.ctx.pending.bytes(span));
+        Ok(self.msg.len() as u32)
+    }
+    fn get_tag(&mut self, _len: u32) -> Result<u64, Fault> {
+        let (spec, msg, cx) = (&mut self.spec, &self.msg, &mut self.ctx);
+        let tag = guarded(|| spec.get_tag(msg, &mut NativeHost { cx }).to_abi())?;
+        self.ctx.fault.take().map_or(Ok(tag), Err)
+    }
+    fn state_new(&mut self, slot: u32, tag: u64) -> Result<(), Fault> {
+        let (spec, cx) = (&mut self.spec, &mut self.ctx);
+        let state = guarded(|| spec.new_state(tag, &mut NativeHost { cx }))?;
+        let slot = slot as usize;
+        if self.states.len() <= slot {
+            self.states.resize_with(slot + 1, || None);
+        }
+        self.states[slot] = Some(state);
+        self.ctx.fault.take().map_or(Ok(()), Err)
+    }
+    fn merge(&mut self, slot: u32, _len: u32) -> Result<i32, Fault> {
+        self.with_state(slot, |spec, s, msg, host| spec.merge(s, msg, host).to_abi())
+    }
+    fn done(&mut self, slot: u32) -> Result<i32, Fault> {
+        self.with_state(slot, |spec, s, _, host| i32::from(spec.done(s, host)))
+    }
+    fn build(&mut self, slot: u32) -> Result<i32, Fault> {
+        self.with_state(slot, |spec, s, _, host| spec.build(s, host).to_abi())
+    }
+    fn timeout(&mut self, slot: u32) -> Result<i32, Fault> {
+        self.with_state(slot, |spec, s, _, host| i32::from(spec.timeout(s, host)))
+    }
+    fn state_free(&mut self, slot: u32) -> Result<(), Fault> {
+        if let Some(state) = self.states.get_mut(slot as usize) {
+            drop(state.take());
+        }
+        Ok(())
+    }
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// [`Host`] for native specs: the same [`FlowCtx`] rules as the Wasm imports. A broken rule
+/// is parked in `ctx.fault` (trait methods cannot fail) and ends the call like a trap.
+struct NativeHost<'a> {
+    cx: &'a mut FlowCtx,
+}
+
+impl NativeHost<'_> {
+    fn check(&mut self, r: Result<(), Fault>) {
+        if let Err(fault) = r {
+            self.cx.fault.get_or_insert(fault);
+        }
+    }
+}
+
+impl Host for NativeHost<'_> {
+    fn now_us(&self) -> u64 {
+        self.cx.now_us
+    }
+    fn receiver(&self) -> u32 {
+        self.cx.info.receiver
+    }
+    fn group(&self) -> u32 {
+        self.cx.info.group
+    }
+    fn node(&self) -> u32 {
+        self.cx.info.node
+    }
+    fn path_mtu(&self) -> u32 {
+        self.cx.info.path_mtu
+    }
+    fn children(&self) -> u32 {
+        self.cx.info.children
+    }
+    fn params(&self) -> &[u8] {
+        &self.cx.info.params
+    }
+    fn set_timer(&mut self, at_us: u64) {
+        let r = self.cx.set_timer(at_us);
+        self.check(r);
+    }
+    fn cancel_timer(&mut self) {
+        let r = self.cx.cancel_timer();
+        self.check(r);
+    }
+    fn pending_count(&self) -> usize {
+        self.cx.pending_count()
+    }
+    fn pending_peek(&self, index: usize, buf: &mut [u8]) -> Option<usize> {
+        let r = self.cx.pending_peek(i32::try_from(index).ok()?, buf);
+        (r >= 0).then_some(r as usize)
+    }
+    fn pending_take(&mut self, index: usize, buf: &mut [u8]) -> Option<usize> {
+        match self.cx.pending_take(i32::try_from(index).ok()?, buf) {
+            Ok(r) if r >= 0 => Some(r as usize),
+            Ok(_) => None,
+            Err(fault) => {
+                self.check(Err(fault));
+                None
+            }
+        }
+    }
+    fn emit(&mut self, payload: &[u8], header: OutHeader) {
+        let r = self.cx.emit(
+            payload,
+            i32::from(header.protocol),
+            i32::from(header.ttl),
+            header.abi_flags(),
+        );
+        self.check(r);
+    }
+    fn log(&mut self, level: Level, msg: &str) {
+        self.cx.log(level as i32, msg.as_bytes());
+    }
+}

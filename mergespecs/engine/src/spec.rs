@@ -1,0 +1,373 @@
+//! Merge specs as the engine holds them: upload validation, the compile cache key (SHA-256
+//! of the bytes), and native specs.
+
+use std::fmt;
+use std::sync::Arc;
+
+use concast_sdk::{abi, MergeSpec};
+use sha2::{Digest, Sha256};
+use wasmtime::{ExternType, FuncType, InstancePre, Module, Store, ValType};
+
+use crate::config::Limits;
+use crate::fault::Fault;
+use crate::host::{FlowCtx, FlowInfo, Phase};
+use crate::native::{Factory, NativeFactory};
+
+/// Why a module was refused at upload. Each message names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecError {
+    TooLarge {
+        size: usize,
+        limit: usize,
+    },
+    NotWasm(String),
+    ForbiddenImport {
+        module: String,
+        name: String,
+        why: String,
+    },
+    MissingExport {
+        name: &'static str,
+        signature: &'static str,
+    },
+    WrongExportType {
+        name: String,
+        expected: &'static str,
+        found: String,
+    },
+    MemoryTooLarge {
+        min_bytes: u64,
+        limit: usize,
+    },
+    AbiVersion {
+        found: String,
+    },
+    Instantiation(String),
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecError::TooLarge { size, limit } => {
+                write!(f, "module is {size} bytes; the limit is {limit}")
+            }
+            SpecError::NotWasm(err) => write!(f, "not a valid WebAssembly module: {err}"),
+            SpecError::ForbiddenImport { module, name, why } => {
+                write!(f, "imports `{module}`.`{name}`: {why}")
+            }
+            SpecError::MissingExport { name, signature } => {
+                write!(
+                    f,
+                    "missing export `{name}` {signature} (required by concast ABI v{})",
+                    abi::VERSION
+                )
+            }
+            SpecError::WrongExportType {
+                name,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "export `{name}` has type {found}; the ABI requires {expected}"
+                )
+            }
+            SpecError::MemoryTooLarge { min_bytes, limit } => {
+                write!(
+                    f,
+                    "initial linear memory is {min_bytes} bytes; the per-flow limit is {limit}"
+                )
+            }
+            SpecError::AbiVersion { found } => {
+                write!(
+                    f,
+                    "concast_abi_version {found}; this engine supports ABI version {}",
+                    abi::VERSION
+                )
+            }
+            SpecError::Instantiation(err) => write!(f, "could not be instantiated: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// What validation learned about a module (printed by `concast-spec check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecInfo {
+    /// "wasm" or "native:<type name>".
+    pub kind: String,
+    /// SHA-256 of the module bytes (zero for native specs).
+    pub sha256: [u8; 32],
+    pub size: usize,
+    pub abi_version: u32,
+    /// Exports as `name signature`.
+    pub exports: Vec<String>,
+    /// Imports as `module.name signature`.
+    pub imports: Vec<String>,
+    /// Initial linear memory in bytes.
+    pub memory_min_bytes: u64,
+}
+
+impl SpecInfo {
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A compiled, validated module, ready to instantiate per flow.
+pub(crate) struct WasmSpec {
+    pub pre: InstancePre<FlowCtx>,
+}
+
+pub(crate) enum SpecKind {
+    Wasm(WasmSpec),
+    Native(Box<dyn NativeFactory>),
+}
+
+pub(crate) struct SpecInner {
+    pub info: SpecInfo,
+    pub kind: SpecKind,
+}
+
+/// A merge spec the engine can run flows with: cheap to clone, shared by every flow using it.
+#[derive(Clone)]
+pub struct SpecRef(pub(crate) Arc<SpecInner>);
+
+impl SpecRef {
+    /// `S` run natively (no sandbox: for trusted specs and as the benchmark peer).
+    pub fn native<S>() -> SpecRef
+    where
+        S: MergeSpec + Send + 'static,
+        S::State: Send,
+    {
+        let info = SpecInfo {
+            kind: format!("native:{}", std::any::type_name::<S>()),
+            sha256: [0; 32],
+            size: 0,
+            abi_version: abi::VERSION,
+            exports: Vec::new(),
+            imports: Vec::new(),
+            memory_min_bytes: 0,
+        };
+        SpecRef(Arc::new(SpecInner {
+            info,
+            kind: SpecKind::Native(Box::new(Factory::<S>::new())),
+        }))
+    }
+
+    pub fn info(&self) -> &SpecInfo {
+        &self.0.info
+    }
+
+    /// The same loaded spec (a cache hit returns the same one).
+    pub fn same(&self, other: &SpecRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub fn is_wasm(&self) -> bool {
+        matches!(self.0.kind, SpecKind::Wasm(_))
+    }
+}
+
+impl fmt::Debug for SpecRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SpecRef({}, {})",
+            self.0.info.kind,
+            self.0.info.sha256_hex()
+        )
+    }
+}
+
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// A Wasm function type in the ABI's notation: `(i32, i64) -> i32`, `() -> ()`.
+fn signature(ty: &FuncType) -> String {
+    let name = |t: ValType| match t {
+        ValType::I32 => "i32".to_string(),
+        ValType::I64 => "i64".to_string(),
+        ValType::F32 => "f32".to_string(),
+        ValType::F64 => "f64".to_string(),
+        ValType::V128 => "v128".to_string(),
+        other => format!("{other}"),
+    };
+    let params: Vec<String> = ty.params().map(name).collect();
+    let results: Vec<String> = ty.results().map(name).collect();
+    let results = match results.len() {
+        0 => "()".to_string(),
+        1 => results[0].clone(),
+        _ => format!("({})", results.join(", ")),
+    };
+    format!("({}) -> {}", params.join(", "), results)
+}
+
+/// Checks `bytes` against the ABI and compiles it: size, validity, imports, exports, memory,
+/// declared ABI version (by calling `concast_abi_version` in a throwaway sandbox).
+pub(crate) fn compile(
+    engine: &wasmtime::Engine,
+    linker: &wasmtime::Linker<FlowCtx>,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<SpecInner, SpecError> {
+    if bytes.len() > limits.module_bytes {
+        return Err(SpecError::TooLarge {
+            size: bytes.len(),
+            limit: limits.module_bytes,
+        });
+    }
+    let module =
+        Module::from_binary(engine, bytes).map_err(|e| SpecError::NotWasm(format!("{e:#}")))?;
+
+    let mut imports = Vec::new();
+    for import in module.imports() {
+        let forbid = |why: String| SpecError::ForbiddenImport {
+            module: import.module().into(),
+            name: import.name().into(),
+            why,
+        };
+        if import.module() != abi::IMPORT_MODULE {
+            return Err(forbid(format!(
+                "only `{}` functions may be imported (no WASI, no clock but the engine's, no I/O)",
+                abi::IMPORT_MODULE
+            )));
+        }
+        let ExternType::Func(ty) = import.ty() else {
+            return Err(forbid("only functions may be imported".into()));
+        };
+        let found = signature(&ty);
+        match abi::IMPORTS.iter().find(|(name, _)| *name == import.name()) {
+            None => {
+                let known: Vec<&str> = abi::IMPORTS.iter().map(|(n, _)| *n).collect();
+                return Err(forbid(format!(
+                    "ABI v{} has no such import (it has: {})",
+                    abi::VERSION,
+                    known.join(", ")
+                )));
+            }
+            Some((_, expected)) if *expected != found => {
+                return Err(forbid(format!(
+                    "declared as {found}, the ABI defines {expected}"
+                )));
+            }
+            Some(_) => imports.push(format!("{}.{} {found}", import.module(), import.name())),
+        }
+    }
+
+    let mut exports = Vec::new();
+    let mut memory_min_bytes = None;
+    for export in module.exports() {
+        match export.ty() {
+            ExternType::Func(ty) => exports.push(format!("{} {}", export.name(), signature(&ty))),
+            ExternType::Memory(mem) if export.name() == "memory" => {
+                memory_min_bytes = Some(mem.minimum().saturating_mul(mem.page_size()));
+                exports.push("memory".into());
+            }
+            _ => {}
+        }
+    }
+    let memory_min_bytes =
+        memory_min_bytes.ok_or_else(|| match module.exports().find(|e| e.name() == "memory") {
+            Some(e) => SpecError::WrongExportType {
+                name: "memory".into(),
+                expected: "a linear memory",
+                found: format!("{:?}", e.ty()),
+            },
+            None => SpecError::MissingExport {
+                name: "memory",
+                signature: "(linear memory)",
+            },
+        })?;
+    if memory_min_bytes > limits.memory_bytes as u64 {
+        return Err(SpecError::MemoryTooLarge {
+            min_bytes: memory_min_bytes,
+            limit: limits.memory_bytes,
+        });
+    }
+    let required = abi::REQUIRED_EXPORTS.iter().map(|e| (e, true));
+    let optional = abi::OPTIONAL_EXPORTS.iter().map(|e| (e, false));
+    for ((name, expected), required) in required.chain(optional) {
+        match module.exports().find(|e| e.name() == *name) {
+            None if required => {
+                return Err(SpecError::MissingExport {
+                    name,
+                    signature: expected,
+                })
+            }
+            None => {}
+            Some(e) => {
+                let found = match e.ty() {
+                    ExternType::Func(ty) => signature(&ty),
+                    other => format!("{other:?}"),
+                };
+                if found != *expected {
+                    return Err(SpecError::WrongExportType {
+                        name: name.to_string(),
+                        expected,
+                        found,
+                    });
+                }
+            }
+        }
+    }
+
+    let pre = linker
+        .instantiate_pre(&module)
+        .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?;
+    let abi_version = declared_abi_version(&pre, limits)?;
+    let info = SpecInfo {
+        kind: "wasm".into(),
+        sha256: sha256(bytes),
+        size: bytes.len(),
+        abi_version,
+        exports,
+        imports,
+        memory_min_bytes,
+    };
+    Ok(SpecInner {
+        info,
+        kind: SpecKind::Wasm(WasmSpec { pre }),
+    })
+}
+
+/// Calls `concast_abi_version` in a throwaway sandbox with the flow limits.
+fn declared_abi_version(pre: &InstancePre<FlowCtx>, limits: &Limits) -> Result<u32, SpecError> {
+    let info = FlowInfo {
+        receiver: 0,
+        group: 0,
+        node: 0,
+        path_mtu: 0,
+        children: 0,
+        params: Vec::new(),
+    };
+    let mut store = Store::new(pre.module().engine(), FlowCtx::new(info, limits, 0));
+    store.limiter(|cx| cx);
+    let describe = limits.cpu.describe();
+    crate::cpu::install(&mut store, limits.cpu);
+    crate::cpu::arm(&mut store, limits.cpu);
+    let fault = |e: wasmtime::Error| Fault::from_wasmtime(e, &describe).to_string();
+    let instance = pre
+        .instantiate(&mut store)
+        .map_err(|e| SpecError::Instantiation(fault(e)))?;
+    let version = instance
+        .get_typed_func::<(), i32>(&mut store, "concast_abi_version")
+        .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?;
+    store.data_mut().begin_call(Phase::Init);
+    crate::cpu::arm(&mut store, limits.cpu);
+    match version.call(&mut store, ()) {
+        Ok(v) if v as u32 == abi::VERSION => Ok(abi::VERSION),
+        Ok(v) => Err(SpecError::AbiVersion {
+            found: format!("returns {v}"),
+        }),
+        Err(e) => Err(SpecError::AbiVersion {
+            found: format!("failed: {}", fault(e)),
+        }),
+    }
+}

@@ -1,0 +1,97 @@
+//! The numbers of the merge-spec ABI (docs/mergespec-abi.md), shared by the SDK and the engine.
+
+/// The ABI version this SDK builds and the engine runs.
+pub const VERSION: u32 = 1;
+
+/// Module name of every import a merge spec may have.
+pub const IMPORT_MODULE: &str = "concast";
+
+/// Bytes of the guest's message buffer (`concast_init` returns its address): every IPv4 datagram fits.
+pub const MSG_BUFFER_LEN: usize = 65_536;
+
+/// `concast_get_tag` result: forward this datagram unchanged, merge nothing.
+pub const TAG_PASS: u64 = u64::MAX;
+/// `concast_get_tag` result: the spec swallows this datagram.
+pub const TAG_DROP: u64 = u64::MAX - 1;
+/// Largest tag a spec may use for merging.
+pub const TAG_MAX: u64 = u64::MAX - 2;
+
+/// `concast_merge` results.
+pub mod merge {
+    /// The message is folded into the state; the engine holds it until the state is built.
+    pub const MERGED: i32 = 0;
+    /// Build and forward the state first, then offer the message again (once).
+    pub const FLUSH_FIRST: i32 = 1;
+    /// Not merged: forward the message unchanged.
+    pub const PASS: i32 = 2;
+    /// Consumed without being held (duplicate suppression): nothing is forwarded for it.
+    pub const DROP: i32 = 3;
+}
+
+/// `concast_build` results.
+pub mod build {
+    /// The state is finished: the engine frees its slot.
+    pub const FREE: i32 = 0;
+    /// The state persists under its tag (for example a duplicate-suppression window).
+    pub const KEEP: i32 = 1;
+}
+
+/// `emit` flag bits.
+pub mod emit_flags {
+    /// Set Don't Fragment on the outgoing datagram.
+    pub const DONT_FRAGMENT: i32 = 1;
+}
+
+/// `log` levels.
+pub mod level {
+    pub const ERROR: i32 = 0;
+    pub const WARN: i32 = 1;
+    pub const INFO: i32 = 2;
+    pub const DEBUG: i32 = 3;
+}
+
+/// `pending_peek` / `pending_take` results below zero.
+pub mod pending {
+    /// No pending datagram at that index.
+    pub const NO_SUCH: i32 = -1;
+    /// `pending_take`: the buffer is shorter than the datagram; nothing was taken.
+    pub const TOO_SMALL: i32 = -2;
+}
+
+/// What a module must export, with its Wasm signature (params -> results), for validation
+/// messages and docs. `i32`/`i64` are Wasm value types.
+pub const REQUIRED_EXPORTS: &[(&str, &str)] = &[
+    ("concast_abi_version", "() -> i32"),
+    ("concast_init", "() -> i32"),
+    ("concast_get_tag", "(i32) -> i64"),
+    ("concast_state_new", "(i32, i64) -> ()"),
+    ("concast_merge", "(i32, i32) -> i32"),
+    ("concast_done", "(i32) -> i32"),
+    ("concast_build", "(i32) -> i32"),
+];
+
+/// Exports a module may have; the engine uses a default when one is absent.
+pub const OPTIONAL_EXPORTS: &[(&str, &str)] = &[
+    ("concast_timeout", "(i32) -> i32"),
+    ("concast_state_free", "(i32) -> ()"),
+];
+
+/// Everything a module may import from [`IMPORT_MODULE`], with its signature. Nothing else
+/// is importable: no WASI, no clock but the engine's, no I/O.
+pub const IMPORTS: &[(&str, &str)] = &[
+    ("now_us", "() -> i64"),
+    ("flow_receiver", "() -> i32"),
+    ("flow_group", "() -> i32"),
+    ("flow_node", "() -> i32"),
+    ("flow_mtu", "() -> i32"),
+    ("flow_children", "() -> i32"),
+    ("flow_params", "(i32, i32) -> i32"),
+    ("set_timer", "(i64) -> ()"),
+    ("cancel_timer", "() -> ()"),
+    ("pending_count", "() -> i32"),
+    ("pending_peek", "(i32, i32, i32) -> i32"),
+    ("pending_take", "(i32, i32, i32) -> i32"),
+    ("emit", "(i32, i32, i32, i32, i32) -> ()"),
+    ("log", "(i32, i32, i32) -> ()"),
+    ("abort", "(i32, i32) -> ()"),
+];

@@ -1,0 +1,318 @@
+//! The Wasm side of the ABI: `concast` imports, the guest-owned buffers, per-tag state slots
+//! and the export functions [`export_spec!`](crate::export_spec) wires to a [`MergeSpec`].
+//!
+//! Only compiled for `wasm32`. A module is single-threaded and the engine never calls an
+//! export while an import is running, so the `UnsafeCell` globals here are never aliased.
+
+use core::cell::UnsafeCell;
+use core::mem::size_of;
+
+use crate::abi;
+use crate::spec::{Host, Level, MergeSpec, OutHeader};
+
+mod imports {
+    #[link(wasm_import_module = "concast")]
+    extern "C" {
+        #[link_name = "now_us"]
+        pub fn now_us() -> i64;
+        #[link_name = "flow_receiver"]
+        pub fn flow_receiver() -> i32;
+        #[link_name = "flow_group"]
+        pub fn flow_group() -> i32;
+        #[link_name = "flow_node"]
+        pub fn flow_node() -> i32;
+        #[link_name = "flow_mtu"]
+        pub fn flow_mtu() -> i32;
+        #[link_name = "flow_children"]
+        pub fn flow_children() -> i32;
+        #[link_name = "flow_params"]
+        pub fn flow_params(ptr: i32, cap: i32) -> i32;
+        #[link_name = "set_timer"]
+        pub fn set_timer(at_us: i64);
+        #[link_name = "cancel_timer"]
+        pub fn cancel_timer();
+        #[link_name = "pending_count"]
+        pub fn pending_count() -> i32;
+        #[link_name = "pending_peek"]
+        pub fn pending_peek(index: i32, ptr: i32, cap: i32) -> i32;
+        #[link_name = "pending_take"]
+        pub fn pending_take(index: i32, ptr: i32, cap: i32) -> i32;
+        #[link_name = "emit"]
+        pub fn emit(ptr: i32, len: i32, protocol: i32, ttl: i32, flags: i32);
+        #[link_name = "log"]
+        pub fn log(level: i32, ptr: i32, len: i32);
+        #[link_name = "abort"]
+        pub fn abort(ptr: i32, len: i32) -> !;
+    }
+}
+
+/// A global that only this single-threaded module touches.
+struct Global<T>(UnsafeCell<T>);
+// SAFETY: wasm32 modules here are single-threaded (no threads proposal, no shared memory).
+unsafe impl<T> Sync for Global<T> {}
+
+impl<T> Global<T> {
+    const fn new(value: T) -> Global<T> {
+        Global(UnsafeCell::new(value))
+    }
+    #[allow(clippy::mut_from_ref)]
+    fn get(&self) -> &mut T {
+        // SAFETY: see the module comment: no two references are live at once.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+/// Where the engine copies each message (address returned by `concast_init`).
+static MSG: Global<[u8; abi::MSG_BUFFER_LEN]> = Global::new([0; abi::MSG_BUFFER_LEN]);
+
+/// Receiver-given parameters, read once at init. Longer parameters refuse the flow.
+pub const PARAMS_CAP: usize = 4096;
+static PARAMS: Global<([u8; PARAMS_CAP], usize)> = Global::new(([0; PARAMS_CAP], 0));
+
+fn message(len: i32) -> &'static [u8] {
+    let len = (len.max(0) as usize).min(abi::MSG_BUFFER_LEN);
+    &MSG.get()[..len]
+}
+
+/// Stops the module with a message; the engine quarantines the flow and reports it.
+pub fn abort(msg: &str) -> ! {
+    unsafe { imports::abort(msg.as_ptr() as i32, msg.len() as i32) }
+}
+
+/// The [`Host`] of a `.wasm` spec: every method is one `concast` import.
+pub struct WasmHost;
+
+impl Host for WasmHost {
+    fn now_us(&self) -> u64 {
+        unsafe { imports::now_us() as u64 }
+    }
+    fn receiver(&self) -> u32 {
+        unsafe { imports::flow_receiver() as u32 }
+    }
+    fn group(&self) -> u32 {
+        unsafe { imports::flow_group() as u32 }
+    }
+    fn node(&self) -> u32 {
+        unsafe { imports::flow_node() as u32 }
+    }
+    fn path_mtu(&self) -> u32 {
+        unsafe { imports::flow_mtu() as u32 }
+    }
+    fn children(&self) -> u32 {
+        unsafe { imports::flow_children() as u32 }
+    }
+    fn params(&self) -> &[u8] {
+        let (buf, len) = PARAMS.get();
+        &buf[..*len]
+    }
+    fn set_timer(&mut self, at_us: u64) {
+        unsafe { imports::set_timer(at_us as i64) }
+    }
+    fn cancel_timer(&mut self) {
+        unsafe { imports::cancel_timer() }
+    }
+    fn pending_count(&self) -> usize {
+        unsafe { imports::pending_count().max(0) as usize }
+    }
+    fn pending_peek(&self, index: usize, buf: &mut [u8]) -> Option<usize> {
+        let r = unsafe {
+            imports::pending_peek(index as i32, buf.as_mut_ptr() as i32, buf.len() as i32)
+        };
+        (r >= 0).then_some(r as usize)
+    }
+    fn pending_take(&mut self, index: usize, buf: &mut [u8]) -> Option<usize> {
+        let r = unsafe {
+            imports::pending_take(index as i32, buf.as_mut_ptr() as i32, buf.len() as i32)
+        };
+        (r >= 0).then_some(r as usize)
+    }
+    fn emit(&mut self, payload: &[u8], header: OutHeader) {
+        unsafe {
+            imports::emit(
+                payload.as_ptr() as i32,
+                payload.len() as i32,
+                i32::from(header.protocol),
+                i32::from(header.ttl),
+                header.abi_flags(),
+            )
+        }
+    }
+    fn log(&mut self, level: Level, msg: &str) {
+        unsafe { imports::log(level as i32, msg.as_ptr() as i32, msg.len() as i32) }
+    }
+}
+
+/// Per-tag states, indexed by the engine-assigned slot number. Storage grows in chunks of
+/// doubling size taken straight from `memory.grow`, so no allocator is needed and a state
+/// never moves.
+pub struct Slots<S> {
+    chunks: [*mut Option<S>; CHUNKS],
+}
+
+const FIRST_CHUNK: usize = 16;
+const CHUNKS: usize = 27; // 16 * (2^27 - 1) slots: more than any engine limit allows
+
+impl<S> Slots<S> {
+    pub const fn new() -> Slots<S> {
+        Slots {
+            chunks: [core::ptr::null_mut(); CHUNKS],
+        }
+    }
+
+    /// (chunk, index in chunk) of a slot: chunk c holds slots 16*(2^c - 1) .. 16*(2^(c+1) - 1).
+    fn locate(slot: u32) -> (usize, usize) {
+        let n = slot as usize / FIRST_CHUNK + 1;
+        let chunk = (usize::BITS - 1 - n.leading_zeros()) as usize;
+        (chunk, slot as usize - FIRST_CHUNK * ((1 << chunk) - 1))
+    }
+
+    fn cell(&mut self, slot: u32) -> &mut Option<S> {
+        let (chunk, index) = Self::locate(slot);
+        if chunk >= CHUNKS {
+            abort("state slot number out of range");
+        }
+        if self.chunks[chunk].is_null() {
+            self.chunks[chunk] = Self::grow(FIRST_CHUNK << chunk);
+        }
+        // SAFETY: index < FIRST_CHUNK << chunk, the chunk's length, initialised by `grow`.
+        unsafe { &mut *self.chunks[chunk].add(index) }
+    }
+
+    fn grow(len: usize) -> *mut Option<S> {
+        let bytes = len * size_of::<Option<S>>();
+        let pages = bytes.div_ceil(65_536).max(1);
+        let old = core::arch::wasm32::memory_grow::<0>(pages);
+        if old == usize::MAX {
+            abort("out of memory for merge states");
+        }
+        let base = (old * 65_536) as *mut Option<S>;
+        for i in 0..len {
+            // SAFETY: fresh pages of this module's memory, page-aligned, `bytes` long.
+            unsafe { base.add(i).write(None) };
+        }
+        base
+    }
+
+    pub fn put(&mut self, slot: u32, state: S) {
+        *self.cell(slot) = Some(state);
+    }
+
+    pub fn get(&mut self, slot: u32) -> &mut S {
+        match self.cell(slot) {
+            Some(state) => state,
+            None => abort("the engine named a state slot that holds no state"),
+        }
+    }
+
+    pub fn take(&mut self, slot: u32) -> Option<S> {
+        self.cell(slot).take()
+    }
+}
+
+/// The one spec value of this module's flow and its states; `export_spec!` declares one.
+pub struct SpecCell<S: MergeSpec> {
+    spec: Global<Option<S>>,
+    slots: Global<Slots<S::State>>,
+}
+
+impl<S: MergeSpec> SpecCell<S> {
+    pub const fn new() -> SpecCell<S> {
+        SpecCell {
+            spec: Global::new(None),
+            slots: Global::new(Slots::new()),
+        }
+    }
+
+    fn spec(&self) -> &mut S {
+        match self.spec.get() {
+            Some(spec) => spec,
+            None => abort("concast_init was not called"),
+        }
+    }
+
+    pub fn init(&self) -> i32 {
+        let (buf, len) = PARAMS.get();
+        let full = unsafe { imports::flow_params(buf.as_mut_ptr() as i32, PARAMS_CAP as i32) };
+        if full as usize > PARAMS_CAP {
+            abort("flow parameters longer than the SDK's 4096-byte buffer");
+        }
+        *len = full.max(0) as usize;
+        match S::init(&mut WasmHost) {
+            Ok(spec) => *self.spec.get() = Some(spec),
+            Err(why) => abort(why),
+        }
+        MSG.get().as_ptr() as i32
+    }
+
+    pub fn get_tag(&self, len: i32) -> i64 {
+        self.spec().get_tag(message(len), &mut WasmHost).to_abi() as i64
+    }
+
+    pub fn state_new(&self, slot: i32, tag: i64) {
+        let state = self.spec().new_state(tag as u64, &mut WasmHost);
+        self.slots.get().put(slot as u32, state);
+    }
+
+    pub fn merge(&self, slot: i32, len: i32) -> i32 {
+        let state = self.slots.get().get(slot as u32);
+        self.spec()
+            .merge(state, message(len), &mut WasmHost)
+            .to_abi()
+    }
+
+    pub fn done(&self, slot: i32) -> i32 {
+        let state = self.slots.get().get(slot as u32);
+        i32::from(self.spec().done(state, &mut WasmHost))
+    }
+
+    pub fn build(&self, slot: i32) -> i32 {
+        let state = self.slots.get().get(slot as u32);
+        self.spec().build(state, &mut WasmHost).to_abi()
+    }
+
+    pub fn timeout(&self, slot: i32) -> i32 {
+        let state = self.slots.get().get(slot as u32);
+        i32::from(self.spec().timeout(state, &mut WasmHost))
+    }
+
+    pub fn state_free(&self, slot: i32) {
+        drop(self.slots.get().take(slot as u32));
+    }
+}
+
+/// A panic ends the module through `abort`, so the engine reports its message.
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    use core::fmt::Write;
+    let mut line = LineBuf {
+        buf: [0; 256],
+        len: 0,
+    };
+    let _ = write!(line, "spec panicked: {info}");
+    abort(line.as_str())
+}
+
+/// A fixed buffer that keeps what fits of a formatted message.
+struct LineBuf {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl LineBuf {
+    fn as_str(&self) -> &str {
+        match core::str::from_utf8(&self.buf[..self.len]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&self.buf[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+}
+
+impl core::fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}

@@ -1,0 +1,4 @@
+//! `max`: the aggregate spec folding with [`concast_aggregate::Max`].
+#![no_std]
+
+concast_sdk::export_spec!(concast_aggregate::Aggregate<concast_aggregate::Max>);

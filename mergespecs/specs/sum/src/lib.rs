@@ -1,0 +1,4 @@
+//! `sum`: the aggregate spec folding with [`concast_aggregate::Sum`].
+#![no_std]
+
+concast_sdk::export_spec!(concast_aggregate::Aggregate<concast_aggregate::Sum>);
