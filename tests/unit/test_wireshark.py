@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -45,12 +44,12 @@ from pathlib import Path
 import pytest
 
 import concast.vectors as V
+from concast import pcapfile
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "scripts" / "wireshark" / "concast.lua"
 TSHARK = shutil.which("tshark")
 
-LINKTYPE_IPV4 = 228
 
 VECTORS = V.load()
 
@@ -105,15 +104,6 @@ pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark is not on PATH")
 # pcap writing and the tshark run
 # ---------------------------------------------------------------------------------------------
 
-def write_pcap(path: Path, frames: list[bytes], linktype: int = LINKTYPE_IPV4) -> None:
-    """A classic little-endian pcap (microsecond timestamps), one record per frame."""
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, linktype)]
-    for i, frame in enumerate(frames):
-        out.append(struct.pack("<IIII", 1_700_000_000 + i, 0, len(frame), len(frame)))
-        out.append(frame)
-    path.write_bytes(b"".join(out))
-
-
 class Run:
     """One tshark run: exit code, stderr, and the PDML <packet> elements in frame order."""
 
@@ -128,7 +118,7 @@ class Run:
 def run(tmp_path_factory) -> Run:
     tmp = tmp_path_factory.mktemp("wireshark")
     pcap = tmp / "vectors.pcap"
-    write_pcap(pcap, [v["raw"] for v in VECTORS])
+    pcapfile.write_ipv4(pcap, [v["raw"] for v in VECTORS])
     # A private HOME / XDG_CONFIG_HOME: no personal preferences or plugins take part.
     home = tmp / "home"
     (home / ".config").mkdir(parents=True)
