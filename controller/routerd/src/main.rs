@@ -47,6 +47,33 @@ struct Args {
     /// Hold time (seconds) asked of upstream nodes and granted to children asking for 0.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
     hold: u16,
+    /// A flow merged from the start without CSP: RECEIVER,GROUP,SPEC.wasm[,PROTO[,DPORT]] (repeatable).
+    #[arg(long = "flow", value_parser = parse_static_flow)]
+    flows: Vec<StaticFlow>,
+}
+
+#[derive(Clone, Debug)]
+struct StaticFlow {
+    flow: concast_csp::FlowId,
+    selector: concast_csp::Selector,
+    spec: PathBuf,
+}
+
+fn parse_static_flow(s: &str) -> Result<StaticFlow, String> {
+    let usage = "expected RECEIVER,GROUP,SPEC.wasm[,PROTO[,DPORT]], e.g. 10.1.1.2,7,build/mergespecs/sum.wasm,17,5000";
+    let parts: Vec<&str> = s.split(',').collect();
+    if !(3..=5).contains(&parts.len()) {
+        return Err(usage.into());
+    }
+    let receiver = parts[0].parse().map_err(|_| format!("{:?} is not an IPv4 address; {usage}", parts[0]))?;
+    let group = parts[1].parse().map_err(|_| format!("{:?} is not a group number; {usage}", parts[1]))?;
+    let proto = parts.get(3).map_or(Ok(0), |p| p.parse()).map_err(|_| format!("protocol must be 0..255; {usage}"))?;
+    let dport = parts.get(4).map_or(Ok(0), |p| p.parse()).map_err(|_| format!("port must be 0..65535; {usage}"))?;
+    Ok(StaticFlow {
+        flow: concast_csp::FlowId { receiver, group },
+        selector: concast_csp::Selector { proto, dport },
+        spec: PathBuf::from(parts[2]),
+    })
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -127,7 +154,7 @@ impl PortSink<'_> {
     }
 }
 
-fn run(s: Settings, hold: u16, cpu_ofport: u32) -> Result<(), String> {
+fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match &s.bridge {
@@ -138,6 +165,10 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32) -> Result<(), String> {
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
+    }
+    for f in flows {
+        let bytes = std::fs::read(&f.spec).map_err(|e| format!("--flow: cannot read {}: {e}", f.spec.display()))?;
+        router.add_static_flow(0, f.flow, f.selector, bytes).map_err(|e| format!("--flow: {e}"))?;
     }
     let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
     unsafe {
@@ -191,7 +222,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(s, args.hold, args.cpu_ofport) {
+    match run(s, args.hold, args.cpu_ofport, args.flows.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             emit(Level::Error, "fatal", &[("error", &e)]);
