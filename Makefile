@@ -51,6 +51,7 @@ test: build test-rust test-python
 
 test-rust:
 	$(CARGO) test --release --workspace
+	cd mergespecs/specs && $(CARGO) test --release --target $(shell rustc -vV | sed -n 's/^host: //p')
 
 test-python:
 	$(PY) tests/vectors/generate.py --check
@@ -59,8 +60,14 @@ test-python:
 run: build
 	$(PY) -m concast.cli demo
 
+# Speed figures with the ratio to their peer measured in the same run (docs/benchmarks.md).
+# The network benchmarks need root; results/ gets their CSV.
 bench: build
-	$(CARGO) bench --workspace
+	$(CARGO) bench -p concast-engine
+	@mkdir -p results
+	$(PY) scripts/bench_routerd.py --csv results/bench_routerd.csv
+	$(PY) scripts/bench_latency.py --csv results/bench_latency.csv
+	$(PY) scripts/bench_forwarding.py
 
 clean:
 	rm -rf $(BUILD) target mergespecs/specs/target results

@@ -107,6 +107,7 @@ class RunningNet:
         self.routers = self.backend.configure(self.record.data["owner_pid"],
                                               self.record.data["owner_start"])
         self._write_router_configs()
+        self._write_host_configs()
         for h in plan.hosts.values():
             mn[h.name].cmd(
                 "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
@@ -210,6 +211,43 @@ class RunningNet:
         return {r: self.start_daemon(r, [a.format(**self.router_fields(r)) for a in argv],
                                      name, env)
                 for r in chosen}
+
+    def routerd_socket(self, router: str) -> Path:
+        """Where routerd started with `--config {config}` answers `concast router ...`."""
+        return self.run_dir / "routers" / f"{router}.sock"
+
+    def host_fields(self, host: str) -> dict:
+        """What a hostd command line may refer to, as {field} in start_hostd()."""
+        h = self.plan.hosts[host]
+        return {"host": host, "addr": str(h.ip), "gateway": str(h.gateway),
+                "iface": naming.host_iface(host), "netns": self.netns(host),
+                "router": h.router, "run_dir": str(self.run_dir), "tag": self.tag,
+                "socket": str(self.hostd_socket(host)),
+                "config": str(self.run_dir / "hosts" / f"{host}.json")}
+
+    def hostd_socket(self, host: str) -> Path:
+        """The concast API socket of the host's hostd (Unix sockets cross namespaces)."""
+        return self.run_dir / "hosts" / f"{host}.sock"
+
+    def _write_host_configs(self) -> None:
+        """<run_dir>/hosts/<host>.json: what hostd needs to know about its host, for a
+        `--config {config}` argument."""
+        folder = self.run_dir / "hosts"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in self.plan.hosts:
+            cfg = {k: v for k, v in self.host_fields(name).items() if k != "config"}
+            (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
+
+    def start_hostd(self, argv: list[str], hosts: list[str] | None = None,
+                    name: str = "hostd", env: dict | None = None) -> dict[str, Daemon]:
+        """Start one daemon per host (default: every host) inside the host's namespace,
+        from a template, e.g. [str(ROOT/"target/release/concast-hostd"), "--config",
+        "{config}"]; fields: see host_fields(). Logs go to <run_dir>/logs/<host>-<name>.log;
+        PIDs are in the run record and stop() stops them like routerd."""
+        chosen = hosts or list(self.plan.hosts)
+        return {h: self.daemons.start(h, [a.format(**self.host_fields(h)) for a in argv],
+                                      name, env, netns=self.netns(h))
+                for h in chosen}
 
     def stop_daemons(self) -> None:
         self.daemons.stop_all()

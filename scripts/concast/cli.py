@@ -23,6 +23,9 @@ def _exec_rust(binary: str, args: list[str]) -> int:
 
 
 def cmd_spec(ns: argparse.Namespace) -> int:
+    if ns.rest[:1] == ["upload"]:           # to a running hostd, not the offline tool
+        from concast import hostcli
+        return hostcli.spec_upload(ns.rest[1:])
     return _exec_rust("concast-spec", ns.rest)
 
 
@@ -40,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="concast", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    s = sub.add_parser("spec", help="check or run a merge spec offline (concast spec --help)",
+    s = sub.add_parser("spec", help="check or run a merge spec offline (concast spec --help); "
+                                    "concast spec upload: install one at a running hostd",
                        add_help=False)
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_spec)
@@ -53,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")
     m.add_argument("--out", default=str(tools.RESULTS), help="where to write results")
     m.set_defaults(func=cmd_demo)
+
+    from concast import hostcli
+    hostcli.add_verbs(sub)                  # send, recv, host, router
     return p
 
 

@@ -15,6 +15,8 @@ pub struct CpuPort {
     ifindex: i32,
 
     pub mac: [u8; 6],
+    /// Frames per recvmmsg/sendmmsg call, 1..=BATCH (routerd `--batch`; 1 = one syscall per frame).
+    pub batch: usize,
     rx: Box<[[u8; FRAME_MAX]; BATCH]>,
     rx_len: [usize; BATCH],
 }
@@ -72,6 +74,7 @@ impl CpuPort {
             ifindex,
 
             mac: read_mac(name)?,
+            batch: BATCH,
             rx: Box::new([[0; FRAME_MAX]; BATCH]),
             rx_len: [0; BATCH],
         })
@@ -91,7 +94,7 @@ impl CpuPort {
             hdrs[i].msg_hdr.msg_iov = &mut iov[i];
             hdrs[i].msg_hdr.msg_iovlen = 1;
         }
-        let n = unsafe { libc::recvmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+        let n = unsafe { libc::recvmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), self.batch.clamp(1, BATCH) as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
@@ -110,7 +113,7 @@ impl CpuPort {
     /// Sends frames in batches; returns how many the kernel took.
     pub fn send_batch<B: AsRef<[u8]>>(&self, frames: &[B]) -> io::Result<usize> {
         let mut sent = 0;
-        for chunk in frames.chunks(BATCH) {
+        for chunk in frames.chunks(self.batch.clamp(1, BATCH)) {
             let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
             let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };

@@ -50,6 +50,20 @@ struct Args {
     /// A flow merged from the start without CSP: RECEIVER,GROUP,SPEC.wasm[,PROTO[,DPORT]] (repeatable).
     #[arg(long = "flow", value_parser = parse_static_flow)]
     flows: Vec<StaticFlow>,
+    /// Parameters given to every --flow spec (the receiver's text, e.g. "fanin=1" or "fanin=4,timeout_us=5000").
+    #[arg(long, default_value = "")]
+    flow_params: String,
+    /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
+    #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
+    batch: usize,
+}
+
+fn parse_batch(s: &str) -> Result<usize, String> {
+    let max = concast_routerd::cpu_port::BATCH;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("batch must be 1..={max}")),
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -154,8 +168,9 @@ impl PortSink<'_> {
     }
 }
 
-fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>) -> Result<(), String> {
+fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
+    port.batch = batch;
     let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match &s.bridge {
         Some(b) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
@@ -168,7 +183,7 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>) -> Resul
     }
     for f in flows {
         let bytes = std::fs::read(&f.spec).map_err(|e| format!("--flow: cannot read {}: {e}", f.spec.display()))?;
-        router.add_static_flow(0, f.flow, f.selector, bytes).map_err(|e| format!("--flow: {e}"))?;
+        router.add_static_flow(0, f.flow, f.selector, bytes, flow_params.as_bytes()).map_err(|e| format!("--flow: {e}"))?;
     }
     let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
     unsafe {
@@ -222,7 +237,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(s, args.hold, args.cpu_ofport, args.flows.clone()) {
+    match run(s, args.hold, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             emit(Level::Error, "fatal", &[("error", &e)]);

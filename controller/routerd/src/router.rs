@@ -266,10 +266,11 @@ impl Router {
 
     /// Installs a flow without CSP (benchmarks; data planes programmed by hand): `spec` is
     /// loaded into the store and the engine as if a JOIN_ACK had named it.
-    pub fn add_static_flow(&mut self, now: u64, flow: FlowId, selector: Selector, spec: Vec<u8>) -> Result<(), String> {
+    /// `params` is the text a receiver would give (the spec's `flow_params`).
+    pub fn add_static_flow(&mut self, now: u64, flow: FlowId, selector: Selector, spec: Vec<u8>, params: &[u8]) -> Result<(), String> {
         let hash = self.node.store.insert(spec);
         let mut sink: Vec<Vec<u8>> = Vec::new();
-        self.activate(now, flow, selector, hash, &mut sink);
+        self.activate_with(now, flow, selector, hash, params.to_vec(), &mut sink);
         if self.flows.contains_key(&flow) {
             Ok(())
         } else {
@@ -278,6 +279,10 @@ impl Router {
     }
 
     fn activate(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], sink: &mut impl Sink) {
+        self.activate_with(now, flow, selector, hash, Vec::new(), sink)
+    }
+
+    fn activate_with(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], params: Vec<u8>, sink: &mut impl Sink) {
         let result = self
             .node
             .store
@@ -285,7 +290,7 @@ impl Router {
             .ok_or_else(|| "spec missing from the store".to_string())
             .and_then(|bytes| self.engine.load_spec(&bytes).map_err(|e| e.to_string()))
             .and_then(|spec| {
-                let cfg = FlowConfig::new(key(flow), spec);
+                let cfg = FlowConfig { params, ..FlowConfig::new(key(flow), spec) };
                 self.engine.add_flow(cfg, now).map_err(|e| e.to_string())
             });
         match result {

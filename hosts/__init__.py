@@ -1,0 +1,16 @@
+"""concast.hosts: the Python side of hostd, the per-host concast agent.
+
+    from concast.hosts import Client, aggregate
+    with Client(net.hostd_socket("rx")) as rx:
+        rx.install_spec(7, "build/mergespecs/sum.wasm")
+        rx.subscribe(7, port=5000)
+        for ev in rx.events(timeout=2):
+            print(aggregate.decode(bytes.fromhex(ev["payload"])))
+
+- client.py:    Client, the JSON-lines protocol of hostd's API socket (docs/hostd.md)
+- aggregate.py: the payload of the bundled aggregate specs (sum, count, min, max)
+- locate.py:    which socket belongs to a host or router of a running network
+- routerd.py:   one question to routerd's management socket
+"""
+from concast.hosts.client import Client, HostdError  # noqa: F401
+from concast.hosts import aggregate  # noqa: F401

@@ -1,0 +1,216 @@
+//! The event loop: one thread, one poll(2) per turn over the raw sockets, the API socket and
+//! its clients, and the UDP ports held against ICMP; timers run between turns. Everything a
+//! packet or a request causes is done by [`Host`]; this file only moves bytes and time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use concast_csp::Config as CspConfig;
+use concast_engine::EngineConfig;
+use concast_routerd::log::{emit, Level};
+use concast_wire::ipv4::protocol;
+use serde_json::{json, Value};
+
+use crate::api::{self, ClientId, Server};
+use crate::host::{Host, Wire};
+use crate::rawsock::{PortSink, RawReceiver, RawSender};
+use crate::reactor::{PollSet, Token};
+
+/// What hostd runs with (from `--config` and the flags).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub addr: Ipv4Addr,
+    pub socket: PathBuf,
+    pub csp: CspConfig,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub fn stop_on_signals() {
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        // A client that vanishes mid-write must not kill the daemon.
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+struct SocketWire<'a>(&'a RawSender);
+
+impl Wire for SocketWire<'_> {
+    fn send(&mut self, datagram: &[u8]) -> std::io::Result<()> {
+        self.0.send(datagram)
+    }
+}
+
+/// Datagrams read from one socket per turn at most, so one busy socket cannot starve the rest.
+const BURST: usize = 256;
+
+struct Loop {
+    host: Host,
+    server: Server,
+    csp_rx: RawReceiver,
+    capture: RawReceiver,
+    tx: RawSender,
+    sinks: BTreeMap<u16, PortSink>,
+    /// Ports another socket holds already (so the kernel sends no ICMP for them either).
+    sinks_refused: BTreeSet<u16>,
+    clock: Instant,
+    buf: Vec<u8>,
+}
+
+impl Loop {
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_micros() as u64
+    }
+
+    fn read_raw(&mut self, token: Token) {
+        for _ in 0..BURST {
+            let sock = if token == Token::Csp { &self.csp_rx } else { &self.capture };
+            let n = match sock.recv(&mut self.buf) {
+                Ok(Some(n)) => n,
+                Ok(None) => return,
+                Err(e) => return emit(Level::Error, "recv_failed", &[("socket", &format!("{token:?}")), ("error", &e)]),
+            };
+            let now = self.now();
+            let mut wire = SocketWire(&self.tx);
+            let datagram = &self.buf[..n];
+            if token == Token::Csp {
+                self.host.on_csp(now, datagram, &mut wire);
+            } else {
+                self.host.on_capture(now, datagram, &mut wire);
+            }
+        }
+    }
+
+    fn serve_client(&mut self, id: ClientId) {
+        for line in self.server.read_lines(id) {
+            let now = self.now();
+            let mut wire = SocketWire(&self.tx);
+            let reply = match api::parse(&line, self.host.addr()) {
+                Ok((rid, req)) => match self.host.request(now, id, req, &mut wire) {
+                    Ok(Value::Object(mut fields)) => {
+                        fields.insert("ok".into(), true.into());
+                        fields.insert("id".into(), rid.unwrap_or(Value::Null));
+                        Value::Object(fields)
+                    }
+                    Ok(other) => json!({"id": rid, "ok": true, "result": other}),
+                    Err(error) => json!({"id": rid, "ok": false, "error": error}),
+                },
+                Err(r) => {
+                    self.host.refused(r.op.as_deref() == Some("send"));
+                    json!({"id": r.id, "ok": false, "error": r.error})
+                }
+            };
+            self.server.reply(id, &reply.to_string());
+        }
+    }
+
+    fn deliver_events(&mut self) {
+        for ev in self.host.take_events() {
+            if !self.server.event(ev.client, &ev.line) {
+                self.host.counters.events_dropped += 1;
+            }
+        }
+    }
+
+    /// Holds exactly the UDP ports the host wants held.
+    fn reconcile_sinks(&mut self) {
+        let wanted = self.host.wanted_ports();
+        self.sinks.retain(|p, _| wanted.contains(p));
+        self.sinks_refused.retain(|p| wanted.contains(p));
+        for p in wanted {
+            if self.sinks.contains_key(&p) || self.sinks_refused.contains(&p) {
+                continue;
+            }
+            match PortSink::bind(p) {
+                Ok(s) => {
+                    emit(Level::Info, "port_held", &[("port", &p)]);
+                    self.sinks.insert(p, s);
+                }
+                Err(e) => {
+                    // Someone else's socket has it: the kernel sends no ICMP for it either.
+                    emit(Level::Info, "port_held_elsewhere", &[("port", &p), ("error", &e)]);
+                    self.sinks_refused.insert(p);
+                }
+            }
+        }
+    }
+
+    fn turn(&mut self, set: &mut PollSet) -> Result<(), String> {
+        set.clear();
+        set.add(self.csp_rx.raw_fd(), Token::Csp, false);
+        set.add(self.capture.raw_fd(), Token::Capture, false);
+        self.server.register(set);
+        for (p, s) in &self.sinks {
+            set.add(s.raw_fd(), Token::Sink(*p), false);
+        }
+        let now = self.now();
+        let wait_ms = self.host.next_deadline().map_or(100, |d| d.saturating_sub(now).div_ceil(1000).min(100)) as i32;
+        set.wait(wait_ms).map_err(|e| format!("poll: {e}"))?;
+        for r in set.ready() {
+            match r.token {
+                Token::Csp | Token::Capture => self.read_raw(r.token),
+                Token::Listener => self.server.accept(),
+                Token::Client(id) if r.readable || r.closed => self.serve_client(id),
+                Token::Client(_) => {} // writable: flushed below
+                Token::Sink(p) => {
+                    if let Some(s) = self.sinks.get(&p) {
+                        self.host.counters.kernel_copies += s.drain();
+                    }
+                }
+            }
+        }
+        let now = self.now();
+        let mut wire = SocketWire(&self.tx);
+        self.host.tick(now, &mut wire);
+        self.deliver_events();
+        self.reconcile_sinks();
+        self.server.flush_all();
+        for id in self.server.reap() {
+            self.host.client_gone(id);
+        }
+        Ok(())
+    }
+}
+
+pub fn run(s: Settings) -> Result<(), String> {
+    let open = |p: u8, what: &str| RawReceiver::open(p).map_err(|e| format!("cannot open the raw socket for {what}: {e} (hostd needs CAP_NET_RAW)"));
+    let csp_rx = open(protocol::CSP, "CSP (protocol 253)")?;
+    let capture = open(protocol::UDP, "UDP capture")?;
+    let tx = RawSender::open().map_err(|e| format!("cannot open the sending raw socket: {e}"))?;
+    let server = Server::bind(&s.socket).map_err(|e| format!("cannot bind the API socket {}: {e}", s.socket.display()))?;
+    let host = Host::new(s.addr, s.csp.clone(), EngineConfig::default());
+    let mut lp = Loop {
+        host,
+        server,
+        csp_rx,
+        capture,
+        tx,
+        sinks: BTreeMap::new(),
+        sinks_refused: BTreeSet::new(),
+        clock: Instant::now(),
+        buf: vec![0; 65536],
+    };
+    stop_on_signals();
+    emit(Level::Info, "started", &[("addr", &s.addr), ("api", &s.socket.display()), ("hold_s", &s.csp.hold_s)]);
+    let mut set = PollSet::new();
+    while !STOP.load(Ordering::SeqCst) {
+        lp.turn(&mut set)?;
+    }
+    let now = lp.now();
+    let mut wire = SocketWire(&lp.tx);
+    lp.host.shutdown(now, &mut wire);
+    lp.deliver_events();
+    lp.server.flush_before_exit();
+    let counters = lp.host.counters.to_json();
+    emit(Level::Info, "stopped", &[("counters", &counters)]);
+    Ok(())
+}

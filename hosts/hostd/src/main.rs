@@ -1,0 +1,99 @@
+//! concast-hostd: the per-host concast agent (docs/hostd.md).
+//!
+//! Runs inside one host's network namespace: the CSP endpoint (raw sockets), sender-side
+//! merging and the receiver's final merge (the merge engine), and the concast API for
+//! applications on a Unix socket. Stops cleanly on SIGTERM or SIGINT, leaving its flows.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use concast_hostd::daemon::{self, Settings};
+use concast_routerd::log::{emit, Level};
+
+#[derive(Parser, Debug)]
+#[command(name = "concast-hostd", version, about = "The per-host concast agent: concast API, CSP endpoint, sender-side and final merging")]
+struct Args {
+    /// Host description written by the topology (JSON: host, addr, socket, run_dir, ...); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// This host's address (source of its CSP and data; R for the groups it serves).
+    /// Default: from --config, else the namespace's only non-loopback IPv4 address.
+    #[arg(long)]
+    addr: Option<Ipv4Addr>,
+    /// API socket path (default: from --config, else /run/concast/hostd.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Hold time (seconds) asked of upstream nodes and granted to children asking for 0;
+    /// refreshes go out every hold/3.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
+    hold: u16,
+    /// First JOIN retransmission delay in milliseconds (doubles on every try, 5 tries).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    join_retry_ms: u64,
+}
+
+/// Every IPv4 address of this namespace but loopback ones.
+fn own_addresses() -> Vec<Ipv4Addr> {
+    let mut found = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return found;
+    }
+    let mut p = ifap;
+    while !p.is_null() {
+        let ifa = unsafe { &*p };
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            let a = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            if !a.is_loopback() {
+                found.push(a);
+            }
+        }
+        p = ifa.ifa_next;
+    }
+    unsafe { libc::freeifaddrs(ifap) };
+    found
+}
+
+fn settings(a: &Args) -> Result<Settings, String> {
+    let cfg: serde_json::Value = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read --config {}: {e}", p.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("--config {} is not JSON: {e}", p.display()))?
+        }
+        None => serde_json::Value::Null,
+    };
+    let s = |k: &str| cfg.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let addr = match (a.addr, s("addr")) {
+        (Some(x), _) => x,
+        (None, Some(text)) => text.parse().map_err(|_| format!("addr {text:?} in --config is not an IPv4 address"))?,
+        (None, None) => match own_addresses().as_slice() {
+            [one] => *one,
+            [] => return Err("this namespace has no IPv4 address: give --addr".into()),
+            many => return Err(format!("this namespace has several addresses ({many:?}): give --addr")),
+        },
+    };
+    let socket = a.socket.clone().or_else(|| s("socket").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/run/concast/hostd.sock"));
+    let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000, ..Default::default() };
+    Ok(Settings { addr, socket, csp })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let s = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("concast-hostd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match daemon::run(s) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            emit(Level::Error, "fatal", &[("error", &e)]);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Speed of the bundled `multiplex` spec (`cargo bench -p concast-engine --bench multiplex`):
+//! small datagrams bundled per second through one flow on one core, the `.wasm` module
+//! against the same Rust run natively in the same engine. Targets (shared/DESIGN.md): at
+//! least 1,000,000 pkt/s; Wasm at most 5x slower than native. Prints a table, then `csv,...` lines like the
+//! engine bench. Needs build/mergespecs/multiplex.wasm (`make specs`).
+//!
+//! The input is what senders' hosts send: one-record MplexPkts (IPv4 + Concast ID option,
+//! 28 + 16 + 8 + 20 = 72 bytes, a TCP ACK inside) from 4,096 senders in turn, in batches of
+//! 64, toward one receiver over a 1500-byte path, so bundles fill to 52 records.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use concast_engine::sdk::wire::build::MplexBuilder;
+use concast_engine::sdk::wire::ipv4::Params;
+use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
+use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, Outputs, SpecRef};
+use concast_spec_multiplex::Multiplex;
+
+const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+const BATCH: usize = 64;
+const SENDERS: usize = 4_096;
+
+/// A sender's one-record MplexPkt carrying a 20-byte TCP header.
+fn one_record(sender: usize, delays: (u32, u32)) -> Vec<u8> {
+    let src = Ipv4Addr::new(10, 1 + (sender >> 8) as u8, sender as u8, 1);
+    let header = HeaderRepr {
+        initial_ttl: 64,
+        max_total_delay: delays.0,
+        delayed_so_far: 0,
+        max_local_delay: delays.1,
+    };
+    let mut buf = vec![0u8; 128];
+    let mut b = MplexBuilder::new(&mut buf, &Params::new(src, R, 254), 1, &header).unwrap();
+    b.push(&RecordRepr {
+        src,
+        ttl: 64,
+        protocol: 6,
+        payload: &[0x50; 20],
+    })
+    .unwrap();
+    let n = b.finish_bundle().unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Datagrams bundled per second, and records per forwarded bundle.
+fn throughput(
+    spec: impl FnOnce(&mut Engine) -> SpecRef,
+    delays: (u32, u32),
+    datagrams: usize,
+) -> (f64, f64) {
+    let mut engine = Engine::new(EngineConfig {
+        node: Ipv4Addr::new(10, 0, 0, 254),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let spec = spec(&mut engine);
+    let flow = engine
+        .add_flow(FlowConfig::new(FlowKey::new(R, 1), spec), 0)
+        .unwrap();
+    let input: Vec<Vec<u8>> = (0..SENDERS).map(|s| one_record(s, delays)).collect();
+    let batches: Vec<&[Vec<u8>]> = input.chunks(BATCH).collect();
+    let mut out = Outputs::new();
+    let mut now = 0;
+    let mut run = |engine: &mut Engine, rounds: usize| {
+        for i in 0..rounds {
+            now += 10;
+            engine
+                .ingest(flow, batches[i % batches.len()], now, &mut out)
+                .unwrap();
+            black_box(out.len());
+            out.clear();
+        }
+    };
+    run(&mut engine, 200); // warm-up
+    let before = engine.stats(flow).unwrap().counters;
+    let rounds = datagrams / BATCH;
+    let started = Instant::now();
+    run(&mut engine, rounds);
+    let secs = started.elapsed().as_secs_f64();
+    let stats = engine.stats(flow).unwrap();
+    assert!(stats.quarantine.is_none(), "{:?}", stats.quarantine);
+    let c = stats.counters;
+    assert_eq!(
+        c.merged - before.merged,
+        (rounds * BATCH) as u64,
+        "every datagram bundled"
+    );
+    let per_bundle = (c.merged - before.merged) as f64 / (c.out - before.out).max(1) as f64;
+    ((rounds * BATCH) as f64 / secs, per_bundle)
+}
+
+fn main() {
+    let datagrams: usize = std::env::var("CONCAST_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000_000);
+    let wasm = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../build/mergespecs/multiplex.wasm"),
+    )
+    .expect("build/mergespecs/multiplex.wasm: run `make specs` first");
+
+    println!(
+        "\nmultiplex spec ({datagrams} one-record MplexPkts per run, batches of {BATCH}, MTU 1500)"
+    );
+    println!(
+        "{:<46} {:>12} {:<6} {:>12} vs peer",
+        "what", "figure", "unit", "recs/bundle"
+    );
+    let mut csv = Vec::new();
+    // Bundles that fill to the MTU while waiting (2 ms local delay), and zero-delay mode where
+    // each batch is bundled at once from the pending queue.
+    for (mode, delays) in [
+        ("2 ms local delay", (20_000, 2_000)),
+        ("zero delay", (0, 0)),
+    ] {
+        let (native, native_per) =
+            throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams);
+        let (wasm_rate, wasm_per) = throughput(|e| e.load_spec(&wasm).unwrap(), delays, datagrams);
+        let ratio = native / wasm_rate;
+        println!(
+            "{:<46} {:>12.0} {:<6} {:>12.1}",
+            format!("multiplex, native Rust (peer), {mode}"),
+            native,
+            "pkt/s",
+            native_per
+        );
+        println!(
+            "{:<46} {:>12.0} {:<6} {:>12.1} {ratio:.2}x slower than native",
+            format!("multiplex.wasm, {mode}"),
+            wasm_rate,
+            "pkt/s",
+            wasm_per
+        );
+        println!(
+            "  targets: >= 1,000,000 pkt/s: {}; wasm <= 5x native: {}",
+            if wasm_rate >= 1e6 { "met" } else { "NOT met" },
+            if ratio <= 5.0 { "met" } else { "NOT met" }
+        );
+        csv.push(format!("csv,multiplex native {mode},{native:.3},pkt/s,,,"));
+        csv.push(format!(
+            "csv,multiplex.wasm {mode},{wasm_rate:.3},pkt/s,native,{native:.3},{ratio:.3}"
+        ));
+    }
+    println!("\ncsv,what,value,unit,peer,peer_value,ratio");
+    for line in csv {
+        println!("{line}");
+    }
+}

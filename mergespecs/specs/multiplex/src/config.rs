@@ -1,0 +1,32 @@
+//! The multiplex spec's flow parameters.
+
+use concast_speckit::config::number;
+
+/// Flow parameters (`key=value` text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Largest datagram (IPv4 total length) that is bundled; for an arriving MplexPkt, the
+    /// largest record, counted as the datagram it stands for (20 + PayloadLength).
+    pub size_threshold: u32,
+    /// MaxLocalDelay given to plain datagrams (µs).
+    pub max_local_delay_us: u32,
+    /// MaxTotalDelay given to plain datagrams (µs).
+    pub max_total_delay_us: u32,
+    /// Raw bytes the engine may hold for one bundle before it is sent (the ABI does not tell
+    /// a spec the engine's held-bytes limit, so an operator who lowers it lowers this too).
+    pub max_held_bytes: u32,
+}
+
+impl Config {
+    pub fn parse(raw: &[u8]) -> Result<Config, &'static str> {
+        const WHY: &str = "multiplex spec: a parameter (size_threshold, max_local_delay_us, \
+                           max_total_delay_us, max_held_bytes) is not a number in range";
+        let u32_max = u64::from(u32::MAX);
+        Ok(Config {
+            size_threshold: number(raw, "size_threshold", 128, 65_535, WHY)? as u32,
+            max_local_delay_us: number(raw, "max_local_delay_us", 2_000, u32_max, WHY)? as u32,
+            max_total_delay_us: number(raw, "max_total_delay_us", 10_000, u32_max, WHY)? as u32,
+            max_held_bytes: number(raw, "max_held_bytes", 1 << 20, u32_max, WHY)? as u32,
+        })
+    }
+}

@@ -1,0 +1,341 @@
+//! Native unit tests of the multiplex spec's pieces, driven through a `TestHost`. The
+//! engine's tests (mergespecs/engine/tests/multiplex.rs) run the whole spec, native and Wasm.
+
+use std::vec::Vec;
+
+use concast_sdk::wire::ipv4::Params;
+use concast_sdk::wire::mplex::{self, HeaderRepr};
+use concast_sdk::wire::options;
+use concast_sdk::{Merge, MergeSpec, Tag};
+use concast_speckit::test_host::make::{self, host, R};
+use concast_speckit::test_host::TestHost;
+
+use crate::input::{classify_datagram, Input};
+use crate::{Config, Multiplex, TAG};
+
+fn config() -> Config {
+    Config::parse(b"").unwrap()
+}
+
+/// A 40-byte TCP ACK's payload (the TCP header).
+const ACK: [u8; 20] = [0x50; 20];
+
+fn ack(n: u8) -> Vec<u8> {
+    make::concast(host(n), 6, 64, &ACK)
+}
+
+fn spec(host: &mut TestHost) -> Multiplex {
+    Multiplex::init(host).expect("parameters parse")
+}
+
+/// Offers `msg` the way the engine does (tag, then merge into the one state).
+fn offer(m: &mut Multiplex, h: &mut TestHost, msg: &[u8]) -> Merge {
+    match m.get_tag(msg, h) {
+        Tag::Merge(TAG) => m.merge(&mut (), msg, h),
+        Tag::Pass => Merge::Pass,
+        Tag::Drop => Merge::Drop,
+        Tag::Merge(t) => panic!("tag {t}"),
+    }
+}
+
+/// Builds and decodes what was emitted: (MplexHdr, records as (src, ttl, protocol, len)).
+fn build(
+    m: &mut Multiplex,
+    h: &mut TestHost,
+) -> (HeaderRepr, Vec<(std::net::Ipv4Addr, u8, u8, usize)>) {
+    m.build(&mut (), h);
+    let (body, out) = h.emitted.last().expect("emitted").clone();
+    assert_eq!((out.protocol, out.dont_fragment), (254, true));
+    let p = mplex::Packet::new_checked(&body[..]).expect("a valid MplexPkt body");
+    assert_eq!(out.ttl, p.initial_ttl(), "outer TTL = initialTTL");
+    let records = p
+        .records()
+        .map(|r| (r.src_addr(), r.ttl(), r.protocol(), r.payload().len()))
+        .collect();
+    (p.header_repr(), records)
+}
+
+#[test]
+fn plain_small_datagrams_are_one_record_with_the_flow_delays() {
+    let msg = ack(1);
+    let Input::Records(p) = classify_datagram(&msg, &config()) else {
+        panic!("a 48-byte datagram is bundled")
+    };
+    assert_eq!((p.live, p.record_bytes, p.expired), (1, 8 + 20, 0));
+    assert_eq!(
+        (
+            p.delays.max_local,
+            p.delays.max_total,
+            p.delays.delayed_so_far
+        ),
+        (2_000, 10_000, 0)
+    );
+    let r = p.records().next().unwrap();
+    assert_eq!(
+        (r.src, r.ttl, r.protocol, r.payload),
+        (host(1), 64, 6, &ACK[..])
+    );
+}
+
+#[test]
+fn never_multiplexed_fragments_options_multicast_and_large() {
+    let cfg = config();
+    let unbundleable = |msg: &[u8]| matches!(classify_datagram(msg, &cfg), Input::Unbundleable(_));
+    let concast_opt = options::concast_area(1);
+    let params = Params::new(host(1), R, 17);
+
+    let fragment = make::ipv4(
+        &Params {
+            more_frags: true,
+            ..params
+        },
+        &concast_opt,
+        &ACK,
+    );
+    let router_alert = make::ipv4(&params, &[0x9E, 6, 0, 0, 0, 1, 0x94, 4, 0, 0], &ACK);
+    let timestamp = make::ipv4(&params, &[0x9E, 6, 0, 0, 0, 1, 0x44, 4, 5, 0], &ACK);
+    let multicast = make::ipv4(
+        &Params {
+            dst: [224, 0, 0, 9].into(),
+            ..params
+        },
+        &concast_opt,
+        &ACK,
+    );
+    let broadcast = make::ipv4(
+        &Params {
+            dst: [255; 4].into(),
+            ..params
+        },
+        &concast_opt,
+        &ACK,
+    );
+    let large = make::concast(host(1), 17, 64, &[0; 101]); // 129 bytes
+    let at_threshold = make::concast(host(1), 17, 64, &[0; 100]); // 128 bytes
+    let nop_padded = make::ipv4(&params, &[1, 0x9E, 6, 0, 0, 0, 1, 1], &ACK);
+    let big_record = make::mplex(
+        host(2),
+        60,
+        HeaderRepr {
+            initial_ttl: 60,
+            ..Default::default()
+        },
+        &[
+            (host(1), 60, 6, &ACK),
+            (host(3), 60, 17, &[0; 109]), // stands for a 129-byte datagram
+        ],
+    );
+    for (what, msg) in [
+        ("fragment", &fragment),
+        ("router alert", &router_alert),
+        ("timestamp option", &timestamp),
+        ("multicast", &multicast),
+        ("broadcast", &broadcast),
+        ("129 bytes", &large),
+        ("an MplexPkt with a 129-byte record", &big_record),
+    ] {
+        assert!(unbundleable(msg), "{what} must pass through");
+    }
+    assert!(
+        !unbundleable(&at_threshold),
+        "128 bytes is the default threshold, inclusive"
+    );
+    assert!(
+        !unbundleable(&nop_padded),
+        "NOP and EOL are not options that count"
+    );
+    assert!(unbundleable(&[0x45, 0, 0]), "not IPv4 at all");
+    let big = Config::parse(b"size_threshold=129").unwrap();
+    assert!(matches!(
+        classify_datagram(&big_record, &big),
+        Input::Records(_)
+    ));
+}
+
+#[test]
+fn records_age_by_the_hops_travelled_and_expired_ones_are_dropped() {
+    // Bundled with initialTTL 64, now at outer TTL 60: 4 hops.
+    let header = HeaderRepr {
+        initial_ttl: 64,
+        max_total_delay: 9_000,
+        delayed_so_far: 700,
+        max_local_delay: 1_000,
+    };
+    let msg = make::mplex(
+        host(9),
+        60,
+        header,
+        &[
+            (host(1), 10, 6, &ACK),
+            (host(2), 4, 6, &ACK),
+            (host(3), 5, 17, b"x"),
+        ],
+    );
+    let Input::Records(p) = classify_datagram(&msg, &config()) else {
+        panic!()
+    };
+    assert_eq!((p.live, p.expired, p.record_bytes), (2, 1, 28 + 9));
+    let ttls: Vec<_> = p.records().map(|r| (r.src, r.ttl)).collect();
+    assert_eq!(ttls, [(host(1), 6), (host(3), 1)]);
+    assert_eq!(
+        (
+            p.delays.max_total,
+            p.delays.delayed_so_far,
+            p.delays.max_local
+        ),
+        (9_000, 700, 1_000)
+    );
+
+    let all_gone = make::mplex(
+        host(9),
+        60,
+        header,
+        &[(host(1), 4, 6, &ACK), (host(2), 3, 6, &ACK)],
+    );
+    assert!(matches!(
+        classify_datagram(&all_gone, &config()),
+        Input::Expired(2)
+    ));
+    // A node that raised the outer TTL above initialTTL: no ageing.
+    let raised = make::mplex(host(9), 70, header, &[(host(1), 1, 6, &ACK)]);
+    assert!(
+        matches!(classify_datagram(&raised, &config()), Input::Records(p) if p.records().next().unwrap().ttl == 1)
+    );
+}
+
+#[test]
+fn bundles_sources_in_arrival_order_until_the_local_delay() {
+    let mut h = TestHost::new("max_local_delay_us=3000 max_total_delay_us=50000");
+    let mut m = spec(&mut h);
+    h.now = 1_000;
+    m.new_state(TAG, &mut h);
+    for n in 1..=3 {
+        assert_eq!(
+            offer(&mut m, &mut h, &make::concast(host(n), 6, 60 + n, &ACK)),
+            Merge::Merged
+        );
+        assert!(!m.done(&mut (), &mut h));
+        h.now += 100;
+    }
+    assert_eq!(
+        h.timer,
+        Some(1_000 + 3_000),
+        "MaxLocalDelay after the first arrival"
+    );
+    h.now = 4_000; // the timer fired
+    assert!(m.timeout(&mut (), &mut h));
+    let (hdr, records) = build(&mut m, &mut h);
+    assert_eq!(
+        records,
+        [
+            (host(1), 61, 6, 20),
+            (host(2), 62, 6, 20),
+            (host(3), 63, 6, 20)
+        ]
+    );
+    assert_eq!(hdr.initial_ttl, 63, "initialTTL = the largest record TTL");
+    assert_eq!(
+        (hdr.max_local_delay, hdr.max_total_delay, hdr.delayed_so_far),
+        (3_000, 50_000, 3_000)
+    );
+}
+
+#[test]
+fn a_second_record_of_a_source_or_a_full_mtu_sends_the_bundle_first() {
+    let mut h = TestHost::new("");
+    h.mtu = 28 + 16 + 2 * 28; // room for two ACK records
+    let mut m = spec(&mut h);
+    m.new_state(TAG, &mut h);
+    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
+    assert_eq!(
+        offer(&mut m, &mut h, &ack(1)),
+        Merge::FlushFirst,
+        "same source"
+    );
+    assert_eq!(offer(&mut m, &mut h, &ack(2)), Merge::Merged);
+    assert!(
+        m.done(&mut (), &mut h),
+        "not even an empty record fits: send now"
+    );
+    assert_eq!(
+        offer(&mut m, &mut h, &ack(3)),
+        Merge::FlushFirst,
+        "over the MTU"
+    );
+    let (_, records) = build(&mut m, &mut h);
+    assert_eq!(records.len(), 2);
+    h.mtu = 28 + 16 + 27;
+    m.new_state(TAG, &mut h);
+    assert_eq!(
+        offer(&mut m, &mut h, &ack(3)),
+        Merge::Pass,
+        "cannot fit even alone"
+    );
+}
+
+#[test]
+fn a_passing_datagram_of_a_bundled_source_waits_for_the_bundle() {
+    let mut h = TestHost::new("");
+    let mut m = spec(&mut h);
+    m.new_state(TAG, &mut h);
+    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
+    let large_from_1 = make::concast(host(1), 6, 64, &[0; 500]);
+    let large_from_2 = make::concast(host(2), 6, 64, &[0; 500]);
+    assert_eq!(offer(&mut m, &mut h, &large_from_2), Merge::Pass);
+    assert_eq!(offer(&mut m, &mut h, &large_from_1), Merge::FlushFirst);
+    build(&mut m, &mut h);
+    m.new_state(TAG, &mut h);
+    assert_eq!(
+        m.merge(&mut (), &large_from_1, &mut h),
+        Merge::Pass,
+        "then it goes as it is"
+    );
+}
+
+#[test]
+fn zero_delay_takes_what_is_pending_and_keeps_each_source_in_order() {
+    let mut h = TestHost::new("max_local_delay_us=0");
+    let mut m = spec(&mut h);
+    let large_from_4 = make::concast(host(4), 6, 64, &[0; 300]);
+    h.pending = [ack(2), ack(3), large_from_4.clone(), ack(4), ack(1), ack(5)].to_vec();
+    m.new_state(TAG, &mut h);
+    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
+    assert!(m.done(&mut (), &mut h), "zero local delay: now");
+    // 4 is blocked behind its large datagram, the second 1 by the bundle's first.
+    assert_eq!(h.taken, [ack(2), ack(3), ack(5)]);
+    assert_eq!(h.pending, [large_from_4, ack(4), ack(1)]);
+    let (_, records) = build(&mut m, &mut h);
+    let sources: Vec<_> = records.iter().map(|r| r.0).collect();
+    assert_eq!(sources, [host(1), host(2), host(3), host(5)]);
+}
+
+#[test]
+fn bad_parameters_refuse_the_flow() {
+    for p in [
+        "size_threshold=70000",
+        "max_local_delay_us=-1",
+        "max_total_delay_us=x",
+    ] {
+        assert!(Multiplex::init(&mut TestHost::new(p)).is_err(), "{p}");
+    }
+    let c = Config::parse(b"size_threshold=200 max_local_delay_us=0 max_held_bytes=4096").unwrap();
+    assert_eq!(
+        (
+            c.size_threshold,
+            c.max_local_delay_us,
+            c.max_total_delay_us,
+            c.max_held_bytes
+        ),
+        (200, 0, 10_000, 4_096)
+    );
+}
+
+#[test]
+fn the_held_bytes_budget_sends_the_bundle_first() {
+    let mut h = TestHost::new("max_held_bytes=100");
+    let mut m = spec(&mut h);
+    m.new_state(TAG, &mut h);
+    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged); // 48 bytes held
+    assert_eq!(offer(&mut m, &mut h, &ack(2)), Merge::Merged); // 96
+    assert_eq!(offer(&mut m, &mut h, &ack(3)), Merge::FlushFirst);
+}

@@ -1,0 +1,41 @@
+//! Pieces the bundled `multiplex`, `nak-suppress` and `gather` specs share, so no spec
+//! carries a copy of another's code. Everything is `no_std` and allocation-free: a spec's
+//! memory is a few fixed buffers whose size is known at compile time.
+//!
+//! - [`buf::FixedBuf`]: a byte buffer with a fixed capacity and a run-time limit (the MTU).
+//! - [`sources::SourceSet`]: which IPv4 sources are in a bundle, O(1) lookup, O(1) clear.
+//! - [`bundle::Bundle`]: one open bundle of a flow (buffer, sources, timer), for the specs
+//!   that forward one datagram per round (`multiplex`, `gather`).
+//! - [`udp`]: the UDP header the NAK and gather payloads ride in.
+//! - [`config`]: reading numeric flow parameters with range checks.
+//! - [`log::log`]: formatted log lines from a fixed buffer.
+//! - [`test_host::TestHost`] (feature `test-host`): a [`concast_sdk::Host`] for native tests.
+#![no_std]
+
+#[cfg(feature = "test-host")]
+extern crate std;
+
+pub mod buf;
+pub mod bundle;
+pub mod config;
+pub mod log;
+pub mod sources;
+pub mod udp;
+
+#[cfg(feature = "test-host")]
+pub mod test_host;
+
+use concast_sdk::wire::build::CONCAST_HEADER_LEN;
+
+/// Largest payload a bundling spec builds, whatever the path MTU. Bundles live in the spec's
+/// own memory and [`concast_sdk::MergeSpec::init`] returns the spec by value on a 64 KiB
+/// Wasm stack, so the buffers stay a few KiB; 4096 covers Ethernet's 1500 with room.
+pub const MAX_BUNDLE: usize = 4096;
+
+/// Payload bytes an emitted datagram may carry on a path of `path_mtu` bytes: the engine
+/// writes a 28-byte header (IHL 7, the Concast ID option) in front of what a spec emits.
+pub fn payload_limit(path_mtu: u32) -> usize {
+    (path_mtu as usize)
+        .saturating_sub(CONCAST_HEADER_LEN)
+        .min(MAX_BUNDLE)
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Added latency of one concast hop with a zero-delay merge spec, over plain forwarding
+(DESIGN.md target: <= 50 us median). Root only; about half a minute.
+
+Network: `line(n_routers=1, senders=1)`, i.e. s1 - r1 - rx on userspace OVS, with routerd on
+r1 started from the run's `--config` plus a preinstalled flow
+`--flow <rx>,7,build/mergespecs/sum.wasm,17,<port> --flow-params fanin=1`: the `sum` spec
+forwards a round as soon as one datagram merged, so a diverted datagram goes through the
+whole merge path (get_tag, new_state, merge, done, build, emit in Wasm; a new datagram from
+r1) without waiting. routerd installs the flow's OVS selector itself.
+
+A UDP client in s1's namespace sends 56-byte aggregate contributions (a 32-byte UDP payload,
+mergespecs/README.md) carrying the Concast ID option (set with the IP_OPTIONS socket option),
+one at a time, to a UDP echo in rx's namespace that answers s1 directly (a merged datagram's
+source is r1), and times each round trip. Three paths, measured in alternating blocks so drift
+and background load hit them alike:
+
+  plain   selector removed: OVS forwards s1 -> rx itself (one OVS pass)
+  pass    selector installed, group 8: OVS diverts to routerd, which has no flow (8) and
+          writes the datagram back unchanged (routerd's I/O path and a second OVS pass)
+  merge   selector installed, group 7: diverted and merged by the zero-delay spec
+  reflect selector installed, but a tc filter on the switch end of the CPU port sends every
+          frame OVS diverts straight back into OVS (u32 + mirred ingress redirect): the data
+          plane's CPU-port round trip alone, without routerd (which never sees the frame)
+
+The concast hop's added latency is merge - plain (what the target names). It splits into
+reflect - plain (userspace OVS's second pass through the CPU port: the data plane's share),
+pass - reflect (routerd's AF_PACKET read and write) and merge - pass (the merge engine).
+Replies are never diverted (the selector matches only datagrams to rx). routerd's counters are
+read per block to check that each block took the path it names.
+
+Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--csv FILE] [--samples-csv FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+
+from concast.topologies import line  # noqa: E402
+
+ROUTERD = ROOT / "target/release/concast-routerd"
+SUM = ROOT / "build/mergespecs/sum.wasm"
+PORT = 7007
+GROUP_MERGE = 7
+GROUP_PASS = 8
+
+# Runs in rx's namespace: echo every contribution straight back to the sender (argv[2]),
+# whatever the source (a merged datagram comes from the router), marking merged ones.
+ECHO = r"""
+import socket, sys
+port, peer = int(sys.argv[1]), sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", port))
+while True:
+    data, (src, sport) = s.recvfrom(2048)
+    if src != peer and len(data) >= 4:
+        data = data[:3] + b"\x01" + data[4:]      # the spec's reserved byte: "came merged"
+    s.sendto(data, (peer, sport))
+"""
+
+# Runs in s1's namespace. stdin: "GROUP N" per block; stdout: one JSON line per block with
+# the round trips in microseconds (null = lost) and how many replies came back merged.
+CLIENT = r"""
+import json, socket, struct, sys, time
+dst, port, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+socks = {}
+def sock(group):
+    if group not in socks:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Concast ID option 9E 06 G, then EOL padding to 8 bytes (IHL 7).
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, b"\x9e\x06" + struct.pack("!I", group) + b"\x00\x00")
+        s.connect((dst, port))
+        s.settimeout(0.25)
+        socks[group] = s
+    return socks[group]
+seq = 0
+ns = time.perf_counter_ns
+for line in sys.stdin:
+    group, n = (int(x) for x in line.split())
+    s = sock(group)
+    rtts, merged = [], 0
+    for _ in range(n):
+        seq = (seq + 1) & 0xFFFFFFFF
+        msg = b"CA\x01\x00" + struct.pack("!IIIq", seq, 1, 0, seq)
+        t0 = ns()
+        s.send(msg)
+        rtt = None
+        try:
+            while True:
+                data = s.recv(2048)
+                if len(data) >= 8 and struct.unpack("!I", data[4:8])[0] == seq:
+                    rtt = (ns() - t0) / 1000.0
+                    merged += data[3] == 1
+                    break
+        except socket.timeout:
+            pass
+        rtts.append(rtt)
+        time.sleep(gap)
+    print(json.dumps({"group": group, "rtts": rtts, "merged": merged}), flush=True)
+"""
+
+
+def mgmt(path: Path, command: str = "stats") -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        s.connect(str(path))
+        s.sendall(command.encode() + b"\n")
+        return json.loads(s.makefile().readline())
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))
+    return xs[k]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=2000, help="round trips per path (default 2000)")
+    ap.add_argument("--block", type=int, default=100, help="round trips per block (default 100)")
+    ap.add_argument("--warmup", type=int, default=10, help="round trips thrown away after each switch")
+    ap.add_argument("--gap-us", type=float, default=200, help="pause between round trips")
+    ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
+    ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench_latency: needs root (Mininet, OVS)", file=sys.stderr)
+        return 2
+    for p in (ROUTERD, SUM):
+        if not p.exists():
+            print(f"bench_latency: {p} missing (cargo build --release -p concast-routerd; "
+                  "bash mergespecs/build.sh)", file=sys.stderr)
+            return 2
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+
+    load = open("/proc/loadavg").read().split()[:3]
+    samples: dict[str, list[float]] = {"plain": [], "reflect": [], "pass": [], "merge": []}
+    lost = {k: 0 for k in samples}
+    merged_replies = {k: 0 for k in samples}
+    wrong_path = {k: 0 for k in samples}
+    rows_raw: list[tuple[str, int, float]] = []
+    block_p50: dict[str, list[float]] = {k: [] for k in samples}   # per round, same order
+    mine: list[subprocess.Popen] = []
+    net = None
+    t_start = time.monotonic()
+    try:
+        net = line(n_routers=1, senders=1).start()
+        rx, s1 = net.ip("rx"), net.ip("s1")
+        r1 = net["r1"]
+        cpu_sw = r1.cpu_switch_iface
+        subprocess.run(["tc", "qdisc", "add", "dev", cpu_sw, "clsact"], check=True, capture_output=True)
+        reflect_on = ["tc", "filter", "add", "dev", cpu_sw, "egress", "pref", "10", "protocol", "ip", "u32",
+                      "match", "u32", "0", "0", "action", "mirred", "ingress", "redirect", "dev", cpu_sw]
+        reflect_off = ["tc", "filter", "del", "dev", cpu_sw, "egress", "pref", "10"]
+        net.start_routerd([str(ROUTERD), "--config", "{config}",
+                           "--flow", f"{rx},{GROUP_MERGE},{SUM},17,{PORT}", "--flow-params", "fanin=1"])
+        sock = net.routerd_socket("r1")
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("routerd did not start: see " + str(net.run_dir / "logs"))
+            time.sleep(0.05)
+        net.daemons.start("rx", [sys.executable, "-c", ECHO, str(PORT), s1], "echo", netns=net.netns("rx"))
+        client = subprocess.Popen(["ip", "netns", "exec", net.netns("s1"), sys.executable, "-u", "-c", CLIENT,
+                                   rx, str(PORT), str(args.gap_us / 1e6)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        mine.append(client)
+        time.sleep(0.3)
+
+        def block(group: int, n: int) -> dict:
+            client.stdin.write(f"{group} {n}\n")
+            client.stdin.flush()
+            line_ = client.stdout.readline()
+            if not line_:
+                raise RuntimeError("the UDP client in s1 died")
+            return json.loads(line_)
+
+        selector_on, reflecting = True, False
+        rounds = -(-args.samples // args.block)
+        for rnd in range(rounds):
+            order = ["plain", "reflect", "pass", "merge"]
+            if rnd % 2:
+                order.reverse()
+            for path in order:
+                want_on = path != "plain"
+                if want_on != selector_on:
+                    if want_on:
+                        r1.add_selector(rx, 17, PORT)
+                    else:
+                        r1.remove_selector(rx, 17, PORT)
+                    selector_on = want_on
+                if (path == "reflect") != reflecting:
+                    subprocess.run(reflect_off if reflecting else reflect_on, check=True, capture_output=True)
+                    reflecting = not reflecting
+                group = GROUP_PASS if path == "pass" else GROUP_MERGE
+                block(group, args.warmup)
+                c0 = mgmt(sock)["counters"]
+                res = block(group, args.block)
+                c1 = mgmt(sock)["counters"]
+                got = [r for r in res["rtts"] if r is not None]
+                samples[path] += got
+                block_p50[path].append(statistics.median(got) if got else float("nan"))
+                rows_raw += [(path, rnd, r) for r in got]
+                lost[path] += len(res["rtts"]) - len(got)
+                merged_replies[path] += res["merged"]
+                d_in = c1["frames_in"] - c0["frames_in"]
+                d_merged = c1["merged_in"] - c0["merged_in"]
+                d_pass = c1["passed_through"] - c0["passed_through"]
+                expect = {"plain": (0, 0, 0), "reflect": (0, 0, 0), "pass": (args.block, 0, args.block),
+                          "merge": (args.block, args.block, 0)}[path]
+                if (d_in, d_merged, d_pass) != expect:
+                    wrong_path[path] += 1
+        stats_end = mgmt(sock)
+    finally:
+        for p in mine:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        if net is not None:
+            net.stop()
+    elapsed = time.monotonic() - t_start
+    load_after = open("/proc/loadavg").read().split()[:3]
+
+    summary = {}
+    for path, xs in samples.items():
+        summary[path] = {"n": len(xs), "p50": statistics.median(xs) if xs else float("nan"),
+                         "p90": pct(xs, 90), "p99": pct(xs, 99), "mean": statistics.fmean(xs) if xs else float("nan"),
+                         "lost": lost[path], "merged_replies": merged_replies[path],
+                         "blocks_off_path": wrong_path[path]}
+    print(f"one concast hop (s1 - r1 - rx, userspace OVS, routerd on r1), {args.block}-sample blocks "
+          f"alternating, {args.gap_us:g} us between round trips, {elapsed:.0f} s")
+    print(f"load average before {' '.join(load)}, after {' '.join(load_after)}")
+    print(f"{'path':<7} {'n':>5} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'mean us':>8} {'lost':>5} "
+          f"{'merged':>6} {'off-path blocks':>15}")
+    for path, s in summary.items():
+        print(f"{path:<7} {s['n']:>5} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['mean']:>8.1f} "
+              f"{s['lost']:>5} {s['merged_replies']:>6} {s['blocks_off_path']:>15}")
+    med = {k: v["p50"] for k, v in summary.items()}
+    d_merge = med["merge"] - med["plain"]
+    verdict = "meets" if d_merge <= 50 else "above"
+    print(f"added latency, difference of medians: concast hop (merge - plain) {d_merge:+.1f} us "
+          f"[target <= 50 us: {verdict}]")
+    print(f"  = OVS CPU-port round trip (reflect - plain) {med['reflect'] - med['plain']:+.1f} us"
+          f" + routerd I/O (pass - reflect) {med['pass'] - med['reflect']:+.1f} us"
+          f" + merge engine (merge - pass) {med['merge'] - med['pass']:+.1f} us")
+    print(f"  routerd's share (merge - reflect) {med['merge'] - med['reflect']:+.1f} us")
+
+    def paired(a: str, b: str) -> float:
+        """Median over rounds of (block median of a - block median of b): drift cancels."""
+        return statistics.median(x - y for x, y in zip(block_p50[a], block_p50[b]))
+    print(f"paired by round (median of per-round block-median differences): "
+          f"merge - plain {paired('merge', 'plain'):+.1f} us, reflect - plain {paired('reflect', 'plain'):+.1f} us, "
+          f"pass - reflect {paired('pass', 'reflect'):+.1f} us, merge - pass {paired('merge', 'pass'):+.1f} us, "
+          f"merge - reflect {paired('merge', 'reflect'):+.1f} us")
+    print(f"routerd at the end: {json.dumps(stats_end['counters'])}")
+    lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
+             "paired_minus_plain_us"]
+    for path, s in summary.items():
+        lines.append(f"{path},{s['n']},{s['p50']:.1f},{s['p90']:.1f},{s['p99']:.1f},{s['mean']:.1f},"
+                     f"{s['lost']},{s['merged_replies']},{s['blocks_off_path']},"
+                     f"{s['p50'] - summary['plain']['p50']:.1f},{paired(path, 'plain'):.1f}")
+    print("# csv")
+    print("\n".join(lines))
+    if args.csv:
+        args.csv.write_text("\n".join(lines) + "\n")
+    if args.samples_csv:
+        args.samples_csv.write_text("path,block,rtt_us\n" + "".join(f"{p},{b},{r:.1f}\n" for p, b, r in rows_raw))
+    ok = (summary["merge"]["merged_replies"] == summary["merge"]["n"]
+          and all(s["blocks_off_path"] == 0 for s in summary.values()))
+    if not ok:
+        print("warning: some blocks did not take the path they name (see merged / off-path blocks)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

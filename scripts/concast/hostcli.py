@@ -1,0 +1,344 @@
+"""The `concast` verbs that talk to running daemons (docs/hostd.md, "Command line"):
+
+    concast send --to R --group G [--sport S] [--dport D] VALUES...   through hostd
+    concast recv --group G [--spec FILE.wasm] [--count N]             stream what reaches R
+    concast spec upload --group G FILE.wasm                           install or replace live
+    concast host status|flows|stats [NODE]                            hostd's API
+    concast router status|flows|stats NODE                            routerd's management socket
+
+NODE is a node name of a running network or a socket path. send, recv and spec upload
+find their hostd by themselves when run inside a host's namespace; elsewhere they take
+--node HOST or --socket PATH. Exit status: 0 done, 1 refused or failed, 2 bad command line.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+import time
+
+MPLEX_GROUP = 1
+QUERIES = ("status", "flows", "stats")
+
+
+class BadUsage(Exception):
+    """A command line that cannot be right (exit 2)."""
+
+
+# --- argument types: each says what is wrong ----------------------------------------------
+def receiver_addr(text: str) -> str:
+    try:
+        a = ipaddress.IPv4Address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+    if a.is_multicast or a.is_loopback or a.is_unspecified or int(a) >> 28 >= 15:
+        raise argparse.ArgumentTypeError(f"{text} is not a unicast host address")
+    return str(a)
+
+
+def group_id(text: str) -> int:
+    try:
+        g = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= g <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{g} is not a 32-bit group ID (0..4294967295)")
+    if g == MPLEX_GROUP:
+        raise argparse.ArgumentTypeError("group 1 is reserved for the multiplex service")
+    return g
+
+
+def key_id(text: str) -> int:
+    try:
+        k = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= k <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{k} is not a 32-bit key")
+    return k
+
+
+def udp_port(text: str) -> int:
+    try:
+        p = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"{p} is not a port (1..65535)")
+    return p
+
+
+def positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return v
+
+
+def parse_values(words: list[str], default_key: int, as_hex: bool) -> list[tuple[str, bytes]]:
+    """VALUES -> [(label, UDP payload)]: `V` or `KEY=V` (aggregate payloads), or hex."""
+    from concast.hosts import aggregate
+    out = []
+    for w in words:
+        if as_hex:
+            try:
+                out.append((w, bytes.fromhex(w)))
+            except ValueError:
+                raise BadUsage(f"value {w!r} is not hex") from None
+            continue
+        key, _, val = w.rpartition("=")
+        try:
+            k = int(key, 0) if key else default_key
+            v = int(val, 0)
+        except ValueError:
+            raise BadUsage(f"value {w!r} is not VALUE or KEY=VALUE with integers") from None
+        if not 0 <= k <= 0xFFFFFFFF or not -(1 << 63) <= v < (1 << 63):
+            raise BadUsage(f"value {w!r}: key must fit 32 bits unsigned, value 64 bits signed")
+        out.append((f"key={k} value={v}", aggregate.encode(k, v)))
+    return out
+
+
+# --- connecting ----------------------------------------------------------------------------
+def add_node_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node", help="host of a running network whose hostd to use (default: the "
+                                  "host whose namespace this runs in)")
+    p.add_argument("--socket", help="hostd's API socket path")
+    p.add_argument("--run", help="run tag, when several networks are running")
+
+
+def connect(ns: argparse.Namespace):
+    from concast.hosts import Client, locate
+    try:
+        path = locate.hostd_socket(ns.socket or ns.node, ns.run)
+    except locate.NotFound as e:
+        raise BadUsage(str(e)) from None
+    try:
+        return Client(path)
+    except OSError as e:
+        raise RuntimeError(f"cannot reach hostd at {path}: {e}") from None
+
+
+def show_event(ev: dict) -> None:
+    print("event " + json.dumps(ev, sort_keys=True), flush=True)
+
+
+# --- send ----------------------------------------------------------------------------------
+def cmd_send(ns: argparse.Namespace) -> int:
+    from concast.hosts import HostdError
+    stream = ns.values == ["-"]
+    batch = [] if stream else parse_values(ns.values, ns.key, ns.hex)
+    rejected = 0
+    with connect(ns) as c:
+        if not ns.no_join:
+            try:
+                r = c.join(ns.to, ns.group, selector=ns.selector, dport=ns.dport)
+            except HostdError as e:
+                print(f"concast send: join refused: {e}", file=sys.stderr)
+                return 1
+            if r["state"] == "joining":
+                ev = c.wait_settled(ns.to, ns.group, ns.wait)
+                if ev is None:
+                    print(f"note: still joining after {ns.wait} s; sending unmerged", flush=True)
+                else:
+                    show_event(ev)
+            else:
+                print(f"joined already: state={r['state']}", flush=True)
+        print("ready", flush=True)
+
+        def send_all(items: list[tuple[str, bytes]]) -> int:
+            bad = 0
+            for label, payload in items:
+                try:
+                    r = c.send(ns.to, ns.group, payload, ns.sport, ns.dport, ns.ttl)
+                    why = f" ({r['why']})" if r.get("why") else ""
+                    print(f"sent {label} as={r['sent']}{why}", flush=True)
+                except HostdError as e:
+                    print(f"rejected {label}: {e}", file=sys.stderr, flush=True)
+                    bad += 1
+            while (ev := c.next_event(0)) is not None:
+                show_event(ev)
+            return bad
+
+        if stream:
+            for line in sys.stdin:
+                try:
+                    items = parse_values(line.split(), ns.key, ns.hex)
+                except BadUsage as e:
+                    print(f"rejected line {line.strip()!r}: {e}", file=sys.stderr, flush=True)
+                    rejected += 1
+                    continue
+                rejected += send_all(items)
+        else:
+            rejected += send_all(batch)
+        if ns.leave and not ns.no_join:
+            c.leave(ns.to, ns.group)
+            print("left", flush=True)
+    return 1 if rejected else 0
+
+
+# --- recv ----------------------------------------------------------------------------------
+def describe_datagram(ev: dict) -> str:
+    from concast.hosts import aggregate
+    head = f"datagram kind={ev['kind']} src={ev['src']} ttl={ev['ttl']}"
+    if "dport" in ev:
+        head += f" dport={ev['dport']}"
+    c = aggregate.decode(bytes.fromhex(ev["payload"]))
+    if c:
+        return f"{head} key={c.key} count={c.count} value={c.value}"
+    return f"{head} payload={ev['payload']}"
+
+
+def cmd_recv(ns: argparse.Namespace) -> int:
+    from concast.hosts import HostdError
+    spec = None
+    if ns.spec:
+        try:
+            spec = open(ns.spec, "rb").read()
+        except OSError as e:
+            raise BadUsage(f"--spec {ns.spec}: {e.strerror}") from None
+    with connect(ns) as c:
+        try:
+            if spec is not None:
+                r = c.install_spec(ns.group, spec)
+                print(f"spec {r['spec'][:16]} installed for group {ns.group}"
+                      f"{' (replaced)' if r['replaced'] else ''}", flush=True)
+            c.subscribe(ns.group, ns.port)
+        except HostdError as e:
+            print(f"concast recv: {e}", file=sys.stderr)
+            return 1
+        print("ready", flush=True)
+        got = 0
+        deadline = time.monotonic() + ns.timeout if ns.timeout else None
+        try:
+            while ns.count is None or got < ns.count:
+                left = 3600.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    break
+                ev = c.next_event(left)
+                if ev is None:
+                    continue
+                if ev["event"] == "datagram":
+                    got += 1
+                    print(json.dumps(ev, sort_keys=True) if ns.json else describe_datagram(ev), flush=True)
+                else:
+                    show_event(ev)
+        except KeyboardInterrupt:
+            pass
+    if ns.count is not None and got < ns.count:
+        print(f"concast recv: {got} of {ns.count} datagrams before the timeout", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- spec upload ---------------------------------------------------------------------------
+def spec_upload(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="concast spec upload",
+                                description="install a merge spec for a group at this receiver's "
+                                            "hostd, or replace the one in force (live)")
+    p.add_argument("--group", type=group_id, required=True)
+    p.add_argument("file", help="the merge spec, a .wasm module")
+    add_node_options(p)
+    ns = p.parse_args(argv)
+    return run_guarded(p, lambda: _upload(ns))
+
+
+def _upload(ns: argparse.Namespace) -> int:
+    from concast.hosts import HostdError
+    try:
+        data = open(ns.file, "rb").read()
+    except OSError as e:
+        raise BadUsage(f"{ns.file}: {e.strerror}") from None
+    with connect(ns) as c:
+        try:
+            r = c.install_spec(ns.group, data)
+        except HostdError as e:
+            print(f"concast spec upload: {e}", file=sys.stderr)
+            return 1
+    state = "replaced the spec in force" if r["replaced"] else "installed"
+    print(f"group {ns.group}: {state}: sha256 {r['spec']} ({r['children']} children told)")
+    return 0
+
+
+# --- host / router queries -----------------------------------------------------------------
+def cmd_host(ns: argparse.Namespace) -> int:
+    ns.socket, ns.node = (ns.target, None) if ns.target and "/" in ns.target else (None, ns.target)
+    with connect(ns) as c:
+        print(json.dumps(c.request(ns.what), indent=1, sort_keys=True))
+    return 0
+
+
+def cmd_router(ns: argparse.Namespace) -> int:
+    from concast.hosts import locate, routerd
+    try:
+        path = locate.routerd_socket(ns.target, ns.run)
+    except locate.NotFound as e:
+        raise BadUsage(str(e)) from None
+    try:
+        reply = routerd.query(path, ns.what)
+    except OSError as e:
+        raise RuntimeError(f"cannot reach routerd at {path}: {e}") from None
+    print(json.dumps(reply, indent=1, sort_keys=True))
+    return 1 if "error" in reply else 0
+
+
+# --- wiring --------------------------------------------------------------------------------
+def run_guarded(p: argparse.ArgumentParser, fn) -> int:
+    try:
+        return fn()
+    except BadUsage as e:
+        p.error(str(e))         # exits 2 with the usage line
+    except (RuntimeError, TimeoutError, ConnectionError) as e:
+        print(f"{p.prog}: {e}", file=sys.stderr)
+        return 1
+    return 1
+
+
+def add_verbs(sub) -> None:
+    """Registers send, recv, host and router on the `concast` parser's subcommands."""
+    s = sub.add_parser("send", help="send values to a concast receiver through hostd",
+                       description="Join (R, G) through this host's hostd and send each VALUE as "
+                                   "one datagram (aggregate payloads: VALUE or KEY=VALUE; `-` reads "
+                                   "lines of VALUES from stdin and sends each line as it comes).")
+    s.add_argument("--to", type=receiver_addr, required=True, metavar="R", help="the receiver")
+    s.add_argument("--group", type=group_id, required=True, metavar="G")
+    s.add_argument("--sport", type=udp_port, default=4000)
+    s.add_argument("--dport", type=udp_port, default=5000)
+    s.add_argument("--ttl", type=int, choices=range(1, 256), metavar="1..255", default=64)
+    s.add_argument("--key", type=key_id, default=1, help="key of bare VALUES (default 1)")
+    s.add_argument("--selector", help="flow selector PROTO/DPORT (default 17/<dport>)")
+    s.add_argument("--hex", action="store_true", help="VALUES are hex UDP payloads")
+    s.add_argument("--no-join", action="store_true", help="send without joining (unmerged)")
+    s.add_argument("--leave", action="store_true", help="leave the flow afterwards")
+    s.add_argument("--wait", type=positive, default=5.0, help="seconds to wait for the join")
+    add_node_options(s)
+    s.add_argument("values", nargs="+", metavar="VALUES")
+    s.set_defaults(func=lambda ns: run_guarded(s, lambda: cmd_send(ns)))
+
+    r = sub.add_parser("recv", help="stream what reaches this receiver for a group",
+                       description="Optionally install a merge spec for G, then print every "
+                                   "datagram of G that reaches this host (after its final merge).")
+    r.add_argument("--group", type=group_id, required=True, metavar="G")
+    r.add_argument("--spec", metavar="FILE.wasm", help="install (or replace) this merge spec first")
+    r.add_argument("--port", type=udp_port, help="also deliver plain UDP to this port (senders "
+                                                 "that fell back to unicast)")
+    r.add_argument("--count", type=int, help="stop after this many datagrams")
+    r.add_argument("--timeout", type=positive, help="stop after this many seconds")
+    r.add_argument("--json", action="store_true", help="print events as JSON")
+    add_node_options(r)
+    r.set_defaults(func=lambda ns: run_guarded(r, lambda: cmd_recv(ns)))
+
+    h = sub.add_parser("host", help="ask a hostd for its status, flows or counters")
+    h.add_argument("what", choices=QUERIES)
+    h.add_argument("target", nargs="?", metavar="NODE", help="host name or socket path")
+    h.add_argument("--run", help="run tag, when several networks are running")
+    h.set_defaults(func=lambda ns: run_guarded(h, lambda: cmd_host(ns)))
+
+    o = sub.add_parser("router", help="ask a routerd for its status, flows or counters")
+    o.add_argument("what", choices=QUERIES)
+    o.add_argument("target", metavar="NODE", help="router name or socket path")
+    o.add_argument("--run", help="run tag, when several networks are running")
+    o.set_defaults(func=lambda ns: run_guarded(o, lambda: cmd_router(ns)))

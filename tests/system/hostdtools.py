@@ -1,0 +1,171 @@
+"""Helpers for the concast system tests: routerd and hostd in a running network, senders
+driven through the `concast send` command line inside their namespaces, the receiver
+through concast.hosts.Client, and routers through their management sockets."""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from concast import ROOT
+from concast.hosts import Client, aggregate, routerd
+from concast.hosts.client import wait_ready
+
+ROUTERD = ROOT / "target" / "release" / "concast-routerd"
+HOSTD = ROOT / "target" / "release" / "concast-hostd"
+SPECS = ROOT / "build" / "mergespecs"
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+HOLD = "3"          # short soft state: refreshes every second, so restarts heal quickly
+
+
+def missing_builds() -> str | None:
+    for path in (ROUTERD, HOSTD, SPECS / "sum.wasm", SPECS / "max.wasm"):
+        if not path.exists():
+            return f"{path.relative_to(ROOT)} is not built (cargo build --release; make specs)"
+    return None
+
+
+def start_routerd(net, routers: list[str] | None = None) -> dict:
+    daemons = net.start_routerd([str(ROUTERD), "--config", "{config}", "--hold", HOLD], routers)
+    for r in daemons:
+        wait_for(lambda r=r: answers(net.routerd_socket(r)), 10, f"routerd on {r} did not start")
+    return daemons
+
+
+def answers(path: Path) -> bool:
+    """A routerd listens there (a crashed one may have left the file behind)."""
+    try:
+        routerd.query(path, "status", timeout=1.0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def start_concast(net) -> dict:
+    """routerd on every capable router, hostd on every host; returns the routerd daemons."""
+    daemons = start_routerd(net)
+    net.start_hostd([str(HOSTD), "--config", "{config}", "--hold", HOLD, "--join-retry-ms", "300"])
+    for h in net.plan.hosts:
+        wait_ready(net.hostd_socket(h))
+    return daemons
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"{what} (waited {timeout} s)")
+
+
+def router(net, name: str, what: str = "stats") -> dict:
+    return routerd.query(net.routerd_socket(name), what)
+
+
+def router_counters(net, names) -> dict[str, dict]:
+    return {r: router(net, r)["counters"] for r in names}
+
+
+def router_flow(net, name: str, group: int) -> dict | None:
+    for f in router(net, name, "flows")["flows"]:
+        if f["group"] == group:
+            return f
+    return None
+
+
+def kill(daemon) -> None:
+    """A crash: SIGKILL to the daemon's own PID (no clean-up of its diversions)."""
+    os.kill(daemon.pid, signal.SIGKILL)
+    daemon.popen.wait(timeout=5)
+
+
+class Senders:
+    """`concast send ... --leave -` running in each sender's namespace: each joins, says
+    `ready`, sends every line written to it as it arrives, and leaves when its stdin closes."""
+
+    def __init__(self, net, hosts: list[str], group: int, dport: int = 5000,
+                 extra: tuple[str, ...] = ()) -> None:
+        self.net, self.group = net, group
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.output: dict[str, list[str]] = collections.defaultdict(list)
+        argv = [PYTHON, "-m", "concast.cli", "send", "--to", net.ip("rx"), "--group", str(group),
+                "--dport", str(dport), "--leave", *extra, "-"]
+        for h in hosts:
+            self.procs[h] = net[h].popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
+        for h, p in self.procs.items():
+            while True:
+                line = p.stdout.readline()
+                assert line, f"concast send in {h} exited: {self.output[h]}"
+                self.output[h].append(line.rstrip())
+                if line.strip() == "ready":
+                    break
+
+    def events(self, host: str) -> list[str]:
+        return [line for line in self.output[host] if line.startswith("event ")]
+
+    def send(self, lines: dict[str, str]) -> None:
+        """Write one line to each sender, back to back, so their datagrams travel together."""
+        for h, line in lines.items():
+            self.procs[h].stdin.write(line + "\n")
+            self.procs[h].stdin.flush()
+
+    def finish(self) -> dict[str, list[str]]:
+        """Close stdin, wait for every sender to exit; returns their output lines."""
+        for p in self.procs.values():
+            p.stdin.close()
+            p.stdin = None          # so communicate() does not flush it
+        for h, p in self.procs.items():
+            out, _ = p.communicate(timeout=30)
+            self.output[h].extend(out.splitlines())
+            assert p.returncode == 0, f"concast send in {h} failed: {self.output[h]}"
+        return self.output
+
+    def kill(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def round_lines(hosts: list[str], keys: list[int], value) -> dict[str, str]:
+    """One line per sender: KEY=VALUE for every key, value(host_index, key)."""
+    return {h: " ".join(f"{k}={value(i, k)}" for k in keys) for i, h in enumerate(hosts)}
+
+
+def collect(rx: Client, group: int, want: dict[int, int], timeout: float = 10.0,
+            settle: float = 0.3):
+    """Datagram events of `group` until every key's counts add up to want[key] (the number
+    of contributions sent), then `settle` seconds more so a late duplicate would show;
+    returns (sum of values per key, count per key, events)."""
+    sums: dict[int, int] = collections.Counter()
+    counts: dict[int, int] = collections.Counter()
+    events = []
+    deadline = time.monotonic() + timeout
+    settling = False
+    while True:
+        if not settling and all(counts[k] >= n for k, n in want.items()):
+            deadline, settling = time.monotonic() + settle, True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ev = rx.next_event(left, lambda e: e.get("event") == "datagram" and e.get("group") == group)
+        if ev is None:
+            break
+        c = aggregate.decode(bytes.fromhex(ev["payload"]))
+        assert c is not None, f"not an aggregate payload: {ev}"
+        sums[c.key] += c.value
+        counts[c.key] += c.count
+        events.append(ev)
+    return dict(sums), dict(counts), events
+
+
+def wasm_from_wat(wat: Path, out_dir: Path) -> Path:
+    out = out_dir / (wat.stem + ".wasm")
+    subprocess.run(["wat2wasm", str(wat), "-o", str(out)], check=True)
+    return out
