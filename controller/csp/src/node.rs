@@ -620,7 +620,8 @@ impl Node {
             },
             Key::Joined(f) => match code {
                 Some(ErrorCode::NoSpec) | Some(ErrorCode::ResourceLimit) | Some(ErrorCode::SpecNotFound) => {
-                    self.fall_back(f, format!("{code:?}: {reason}"), out)
+                    let name = code.map_or_else(|| "unknown error".to_string(), |c| format!("{c:?}"));
+                    self.fall_back(f, format!("{name}: {reason}"), out)
                 }
                 _ => out.push(Action::Log { text: format!("flow {f}: error {code:?} from upstream: {reason}") }),
             },

@@ -354,7 +354,7 @@ impl Router {
                     "children": f.children.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
                     "spec": hex(&f.hash),
                     "engine": engine.map(|s| json!({
-                        "counters": format!("{:?}", s.counters),
+                        "counters": engine_counters(&s.counters),
                         "open_states": s.open_states,
                         "held_bytes": s.held_bytes,
                         "memory_bytes": s.memory_bytes,
@@ -374,6 +374,17 @@ impl Router {
             other => json!({ "error": format!("unknown command {other:?}: try status, flows or stats") }),
         }
     }
+}
+
+/// A flow's merge-engine counters as JSON (names as in `concast_engine::FlowCounters`).
+fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
+    json!({
+        "received": c.received, "merged": c.merged, "taken": c.taken, "dropped": c.dropped,
+        "passed": c.passed, "malformed": c.malformed, "fail_open": c.fail_open,
+        "unmerged_forwarded": c.unmerged_forwarded, "out": c.out, "out_bytes": c.out_bytes,
+        "built_from": c.built_from, "builds": c.builds, "states_created": c.states_created,
+        "timer_fires": c.timer_fires, "traps": c.traps,
+    })
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -209,3 +209,24 @@ fn a_spec_that_fails_to_load_quarantines_the_flow_and_datagrams_flow_on() {
     assert_eq!(lab.feed(vec![good.clone()]), vec![good]);
     assert_eq!(lab.router.counters.quarantined_flows, 1);
 }
+
+#[test]
+fn sum_waits_for_as_many_contributions_as_the_router_has_children() {
+    let mut lab = Lab::new();
+    const C3: &str = "10.1.3.2";
+    for c in [C1, C2, C3] {
+        lab.join(c);
+    }
+    let merged = |out: &[Vec<u8>]| -> Vec<Contribution> {
+        decode(out)
+            .into_iter()
+            .filter_map(|o| if let Out::Concast(_, _, _, p) = o { Contribution::parse(&p) } else { None })
+            .collect()
+    };
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
+    assert!(merged(&out).is_empty(), "three children joined: two contributions are not a round");
+    let out = lab.feed(vec![contribution(C3, 1, 30)]);
+    let m = merged(&out);
+    assert_eq!(m.len(), 1);
+    assert_eq!((m[0].count, m[0].value), (3, 42));
+}

@@ -205,6 +205,10 @@ impl Engine {
                 limit: limits.flows,
             });
         }
+        let mut cfg = cfg;
+        if cfg.params.is_empty() {
+            cfg.params = cfg.spec.info().params.clone(); // the receiver's, from the module
+        }
         if cfg.params.len() > limits.params_bytes {
             return Err(FlowError::ParamsTooLarge {
                 len: cfg.params.len(),

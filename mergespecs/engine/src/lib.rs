@@ -42,6 +42,7 @@ mod linker;
 mod native;
 pub mod offline;
 mod output;
+pub mod params_section;
 mod pending;
 mod sandbox;
 mod spec;

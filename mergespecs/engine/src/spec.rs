@@ -107,6 +107,9 @@ pub struct SpecInfo {
     pub imports: Vec<String>,
     /// Initial linear memory in bytes.
     pub memory_min_bytes: u64,
+    /// Flow parameters embedded by the receiver (custom section `concast.params`); used by
+    /// flows that are given none of their own.
+    pub params: Vec<u8>,
 }
 
 impl SpecInfo {
@@ -153,6 +156,7 @@ impl SpecRef {
             exports: Vec::new(),
             imports: Vec::new(),
             memory_min_bytes: 0,
+            params: Vec::new(),
         };
         SpecRef(Arc::new(SpecInner {
             info,
@@ -330,6 +334,7 @@ pub(crate) fn compile(
         exports,
         imports,
         memory_min_bytes,
+        params: crate::params_section::embedded(bytes).unwrap_or_default(),
     };
     Ok(SpecInner {
         info,

@@ -265,3 +265,35 @@ fn hand_written_wat_sum_matches_the_rust_sum() {
     assert!(rust.len() > 40);
     assert_eq!(rust, run("sum-wat"));
 }
+
+/// Merged outputs of five contributions fed to a flow of `spec` given `params`.
+fn five_through(spec: &[u8], params: &str) -> Vec<concast_aggregate::payload::Contribution> {
+    let mut engine = engine();
+    let flow = add(&mut engine, spec, 7, params);
+    let batch: Vec<Vec<u8>> = (1..=5).map(|i| contribution(i, 7, 3, i64::from(i))).collect();
+    let mut out = Outputs::new();
+    engine.ingest(flow, &batch, 10, &mut out).unwrap();
+    merged(&out).iter().map(|d| read_contribution(d)).collect()
+}
+
+#[test]
+fn parameters_embedded_by_the_receiver_apply_unless_the_flow_has_its_own() {
+    let with = concast_engine::params_section::with_params(&spec_bytes("sum"), b"fanin=5").unwrap();
+    let outs = five_through(&with, "");
+    assert_eq!(outs.len(), 1, "the embedded fan-in of 5 makes one round");
+    assert_eq!((outs[0].count, outs[0].value), (5, 15));
+    assert_eq!(five_through(&with, "fanin=2").len(), 2, "a flow's own parameters win");
+}
+
+#[test]
+fn fanin_follows_the_children_the_node_has_now() {
+    let mut engine = engine();
+    let flow = add(&mut engine, &spec_bytes("sum"), 7, "");
+    engine.set_children(flow, 3).unwrap();
+    let batch: Vec<Vec<u8>> = (1..=3).map(|i| contribution(i, 7, 3, i64::from(i))).collect();
+    let mut out = Outputs::new();
+    engine.ingest(flow, &batch[..2], 10, &mut out).unwrap();
+    assert!(merged(&out).is_empty(), "3 children: 2 contributions are not a round");
+    engine.ingest(flow, &batch[2..], 20, &mut out).unwrap();
+    assert_eq!(merged(&out).iter().map(|d| read_contribution(d).count).collect::<Vec<_>>(), vec![3]);
+}

@@ -17,6 +17,7 @@ usage:
   concast-spec run SPEC.wasm --input FILE [--output FILE] [--param KEY=VALUE]...
                    [--params-hex HEX] [--children N] [--mtu N] [--node ADDR]
                    [--drain-us N] [--no-flush] [--json]
+  concast-spec embed SPEC.wasm [--param KEY=VALUE]... [--params-hex HEX] --output OUT.wasm
   concast-spec help
 
 check  validates SPEC.wasm against the concast merge-spec ABI (docs/mergespec-abi.md) and
@@ -26,6 +27,10 @@ run    feeds the datagrams of FILE (JSON lines or pcap; see mergespecs/README.md
        the engine in virtual time and prints the forwarded datagrams and per-flow counters.
        --output writes the forwarded datagrams to a file instead (.pcap: raw-IP pcap,
        otherwise JSON lines). Records with the same t_us arrive as one batch.
+embed  writes OUT.wasm: SPEC.wasm with the given parameters embedded (custom section
+       `concast.params`, replacing any there; none given = removed). Every node that runs
+       the spec uses them for flows given no parameters of their own: this is how a
+       receiver's parameters reach the routers.
 
 options:
   --param KEY=VALUE   flow parameter (repeatable; joined as text lines)
@@ -62,9 +67,9 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, BadCommand
     let command = argv
         .next()
         .ok_or_else(|| bad("no command given (check or run)".into()))?;
-    if command != "check" && command != "run" {
+    if !matches!(command.as_str(), "check" | "run" | "embed") {
         return Err(bad(format!(
-            "unknown command `{command}` (expected check or run)"
+            "unknown command `{command}` (expected check, run or embed)"
         )));
     }
     let defaults = RunOptions::default();
@@ -84,6 +89,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, BadCommand
     };
     let mut spec = None;
     let run = args.command == "run";
+    let embed = args.command == "embed";
     while let Some(arg) = argv.next() {
         let mut value = |name: &str| {
             argv.next()
@@ -108,7 +114,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, BadCommand
                     Some(input::parse_hex(&hex).map_err(|e| bad(format!("--params-hex: {e}")))?);
             }
             "--input" if run => args.input = Some(value("--input")?.into()),
-            "--output" if run => args.output = Some(value("--output")?.into()),
+            "--output" if run || embed => args.output = Some(value("--output")?.into()),
             "--children" if run => args.children = number("--children", value("--children")?)?,
             "--mtu" if run => args.mtu = number("--mtu", value("--mtu")?)?,
             "--node" if run => {
@@ -130,6 +136,9 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, BadCommand
         }
     }
     args.spec = spec.ok_or_else(|| bad(format!("{} needs a SPEC.wasm file", args.command)))?;
+    if embed && args.output.is_none() {
+        return Err(bad("embed needs --output OUT.wasm".into()));
+    }
     if run && args.input.is_none() {
         return Err(bad("run needs --input FILE".into()));
     }
@@ -145,6 +154,27 @@ impl Args {
             .clone()
             .unwrap_or_else(|| self.params.join("\n").into_bytes())
     }
+}
+
+fn params_text(params: &[u8]) -> String {
+    if params.is_empty() {
+        "none embedded".into()
+    } else {
+        format!("{:?} (embedded)", String::from_utf8_lossy(params))
+    }
+}
+
+/// `embed`: the module with the parameters embedded, checked by loading it before writing.
+fn embed(args: &Args) -> Result<(), String> {
+    let bytes = read_file(&args.spec, "spec")?;
+    let out = concast_engine::params_section::with_params(&bytes, &args.params())
+        .map_err(|e| format!("{}: {e}", args.spec.display()))?;
+    let mut engine = Engine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+    let spec = engine.load_spec(&out).map_err(|e| format!("the result would not load: {e}"))?;
+    let path = args.output.as_ref().expect("checked in parse_args");
+    std::fs::write(path, &out).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("{}: sha256 {}, params {}", path.display(), spec.info().sha256_hex(), params_text(&spec.info().params));
+    Ok(())
 }
 
 fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, String> {
@@ -188,6 +218,7 @@ fn check(args: &Args) -> Result<(), String> {
             "valid": true, "file": name.to_string(), "sha256": info.sha256_hex(), "size": info.size,
             "abi_version": info.abi_version, "exports": info.exports, "imports": info.imports,
             "memory_min_bytes": info.memory_min_bytes,
+            "embedded_params": String::from_utf8_lossy(&info.params),
             "limits": {
                 "cpu": limits.cpu.describe(), "memory_bytes": limits.memory_bytes, "module_bytes": limits.module_bytes,
                 "states": limits.states, "held_bytes": limits.held_bytes, "output_bytes": limits.output_bytes,
@@ -208,6 +239,7 @@ fn check(args: &Args) -> Result<(), String> {
         };
         println!("  imports      {imports}");
         println!("  memory       {} bytes initially", info.memory_min_bytes);
+        println!("  params       {}", params_text(&info.params));
         println!("  limits       {}", limits_text(limits));
         println!(
             "  init         ok with parameters {:?}",
@@ -391,6 +423,8 @@ fn main() -> ExitCode {
     };
     let result = if args.command == "check" {
         check(&args).map(|()| ExitCode::SUCCESS)
+    } else if args.command == "embed" {
+        embed(&args).map(|()| ExitCode::SUCCESS)
     } else {
         run(&args)
     };

@@ -78,7 +78,8 @@ impl Fold for Max {
 pub struct Config {
     /// Forward once the state stands for this many contributions (0 = no such rule).
     pub k: u32,
-    /// Forward once this many messages were merged here (default: the node's children, else 2).
+    /// Forward once this many messages were merged here; 0 (the default) follows the node's
+    /// current number of children, else 2, so a router waits for exactly the subtrees it has.
     pub fanin: u32,
     /// Forward what there is this long after the first message of a round.
     pub timeout_us: u64,
@@ -87,7 +88,7 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn parse(raw: &[u8], children: u32) -> Result<Config, &'static str> {
+    pub fn parse(raw: &[u8]) -> Result<Config, &'static str> {
         let num = |key: &str, default: u64, max: u64| -> Result<u64, &'static str> {
             match params::get_u64(raw, key) {
                 None => Ok(default),
@@ -95,13 +96,23 @@ impl Config {
                 Some(_) => Err("aggregate spec: a parameter (k, fanin, timeout_us, ttl) is not a number in range"),
             }
         };
-        let default_fanin = if children > 0 { u64::from(children) } else { 2 };
         Ok(Config {
             k: num("k", 0, u64::from(u32::MAX))? as u32,
-            fanin: num("fanin", default_fanin, u64::from(u32::MAX))?.max(1) as u32,
+            fanin: num("fanin", 0, u64::from(u32::MAX))? as u32,
             timeout_us: num("timeout_us", 10_000, 3_600_000_000)?,
             ttl: num("ttl", 0, 255)? as u8,
         })
+    }
+}
+
+impl Config {
+    /// The fan-in in force when the node has `children` CSP children (they come and go).
+    pub fn fanin(&self, children: u32) -> u32 {
+        match (self.fanin, children) {
+            (0, 0) => 2,
+            (0, c) => c,
+            (f, _) => f,
+        }
     }
 }
 
@@ -146,7 +157,7 @@ impl<F: Fold> MergeSpec for Aggregate<F> {
     type State = State;
 
     fn init(host: &mut impl Host) -> Result<Self, &'static str> {
-        let config = Config::parse(host.params(), host.children())?;
+        let config = Config::parse(host.params())?;
         Ok(Aggregate {
             config,
             fold: core::marker::PhantomData,
@@ -193,7 +204,7 @@ impl<F: Fold> MergeSpec for Aggregate<F> {
 
     fn done(&mut self, s: &mut State, host: &mut impl Host) -> bool {
         let cfg = &self.config;
-        if (cfg.k > 0 && s.count >= cfg.k) || s.messages >= cfg.fanin {
+        if (cfg.k > 0 && s.count >= cfg.k) || s.messages >= cfg.fanin(host.children()) {
             return true;
         }
         if !s.timer_armed {
@@ -217,7 +228,7 @@ impl<F: Fold> MergeSpec for Aggregate<F> {
             s.ttl.max(1)
         };
         host.emit(&c.encode(), OutHeader::udp().with_ttl(ttl));
-        if s.messages < self.config.fanin && (self.config.k == 0 || s.count < self.config.k) {
+        if s.messages < self.config.fanin(host.children()) && (self.config.k == 0 || s.count < self.config.k) {
             host.log(
                 Level::Debug,
                 "aggregate: timeout, forwarding a partial round",

@@ -31,7 +31,7 @@ const SOURCE_SLOTS: usize = 512;
 /// Flow parameters (`key=value` text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
-    /// Senders per round (default: the node's children, else 2).
+    /// Senders per round; 0 (the default) follows the node's current children, else 2.
     pub n: u32,
     /// Longest a round waits for its senders (µs).
     pub timeout_us: u64,
@@ -40,15 +40,24 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn parse(raw: &[u8], children: u32) -> Result<Config, &'static str> {
+    pub fn parse(raw: &[u8]) -> Result<Config, &'static str> {
         const WHY: &str =
             "gather spec: a parameter (n up to 384, timeout_us, ttl) is not a number in range";
         let most = concast_speckit::sources::SourceSet::<SOURCE_SLOTS>::CAPACITY as u64;
         Ok(Config {
-            n: number(raw, "n", children_or_two(children).min(most), most, WHY)?.max(1) as u32,
+            n: number(raw, "n", 0, most, WHY)? as u32,
             timeout_us: number(raw, "timeout_us", 10_000, 3_600_000_000, WHY)?,
             ttl: number(raw, "ttl", 0, 255, WHY)? as u8,
         })
+    }
+
+    /// Senders per round when the node has `children` CSP children (they come and go).
+    pub fn senders(&self, children: u32) -> usize {
+        let most = concast_speckit::sources::SourceSet::<SOURCE_SLOTS>::CAPACITY as u64;
+        match self.n {
+            0 => children_or_two(children).min(most) as usize,
+            n => n as usize,
+        }
     }
 }
 
@@ -77,7 +86,7 @@ impl MergeSpec for Gather {
 
     fn init(host: &mut impl Host) -> Result<Self, &'static str> {
         Ok(Gather {
-            config: Config::parse(host.params(), host.children())?,
+            config: Config::parse(host.params())?,
             round: Bundle::new(),
             messages: 0,
             ports: (0, 0),
@@ -136,7 +145,7 @@ impl MergeSpec for Gather {
         let Some(opened) = self.round.opened_at() else {
             return true; // nothing held
         };
-        if self.round.sources.len() >= self.config.n as usize {
+        if self.round.sources.len() >= self.config.senders(host.children()) {
             return true;
         }
         self.round

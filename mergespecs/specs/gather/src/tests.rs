@@ -141,16 +141,11 @@ fn layout_checks_and_parameters() {
         "trailing bytes"
     );
     let mut h = TestHost::new("");
-    h.children = 5;
-    assert_eq!(
-        Gather::init(&mut h).unwrap().config(),
-        Config {
-            n: 5,
-            timeout_us: 10_000,
-            ttl: 0
-        }
-    );
-    assert_eq!(Gather::init(&mut TestHost::new("")).unwrap().config().n, 2);
+    let cfg = Gather::init(&mut h).unwrap().config();
+    assert_eq!(cfg, Config { n: 0, timeout_us: 10_000, ttl: 0 });
+    // Without `n`, a round is as many senders as the node has children now, else 2.
+    assert_eq!((cfg.senders(0), cfg.senders(5)), (2, 5));
+    assert_eq!(Gather::init(&mut TestHost::new("n=3")).unwrap().config().senders(5), 3);
     assert!(Gather::init(&mut TestHost::new("n=1000")).is_err());
     let mut h = TestHost::new("");
     let mut g = Gather::init(&mut h).unwrap();
