@@ -28,33 +28,8 @@ pub struct Selector {
     pub dport: u16,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u16)]
-pub enum ErrorCode {
-    NoSpec = 1,
-    SpecRejected = 2,
-    UnknownFlow = 3,
-    SpecNotFound = 4,
-    Malformed = 5,
-    FlowQuarantined = 6,
-    ResourceLimit = 7,
-}
-
-impl ErrorCode {
-    pub fn from_u16(v: u16) -> Option<Self> {
-        use ErrorCode::*;
-        Some(match v {
-            1 => NoSpec,
-            2 => SpecRejected,
-            3 => UnknownFlow,
-            4 => SpecNotFound,
-            5 => Malformed,
-            6 => FlowQuarantined,
-            7 => ResourceLimit,
-            _ => return None,
-        })
-    }
-}
+/// CSP ERROR codes: the wire crate's, so names and numbers exist once.
+pub use concast_wire::csp::ErrorCode;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinBody {
