@@ -13,7 +13,7 @@ P4C      := $(shell command -v p4c-bm2-ss 2>/dev/null)
 all: build
 
 help:
-	@echo "make run     - install what is needed, build, run the main experiment"
+	@echo "make run     - install what is needed, build, run the ACK multiplexing experiment"
 	@echo "make test    - install what is needed, build, run every test"
 	@echo "make bench   - speed benchmarks (figures and ratios to their peers)"
 	@echo "make build   - build the Rust workspace, the merge specs and (with p4c) the P4 program"
@@ -57,8 +57,9 @@ test-python:
 	$(PY) tests/vectors/generate.py --check
 	$(PY) -m pytest tests
 
+# The main job: TCP ACK multiplexing on a Mininet network, on and off (docs/multiplex.md).
 run: build
-	$(PY) -m concast.cli demo
+	$(PY) -m concast.cli exp mplex
 
 # Speed figures with the ratio to their peer measured in the same run (docs/benchmarks.md).
 # The network benchmarks need root; results/ gets their CSV.

@@ -1,6 +1,7 @@
 """tcpdump inside a host's namespace, written to a pcap, read back with Scapy."""
 from __future__ import annotations
 
+import re
 import select
 import subprocess
 import time
@@ -11,10 +12,13 @@ class Capture:
     """`with Capture(host, "rx-eth0", path, "ip proto 17") as cap: ...; cap.packets()`.
     Entering returns once tcpdump is listening, so nothing sent after it is missed."""
 
-    def __init__(self, host, iface: str, path: Path, bpf: str = "", snaplen: int = 0) -> None:
+    def __init__(self, host, iface: str, path: Path, bpf: str = "", snaplen: int = 0,
+                 extra: tuple[str, ...] = ()) -> None:
         self.host, self.iface, self.path, self.bpf = host, iface, Path(path), bpf
         self.snaplen = snaplen
+        self.extra = tuple(extra)       # more tcpdump options, e.g. ("-Q", "in")
         self.proc: subprocess.Popen | None = None
+        self.kernel_drops: int | None = None     # tcpdump's own count, once stopped
 
     def start(self, timeout: float = 10.0) -> "Capture":
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,6 +28,7 @@ class Capture:
                 "-w", str(self.path)]
         if self.snaplen:
             argv += ["-s", str(self.snaplen)]
+        argv += self.extra
         if self.bpf:
             argv.append(self.bpf)
         self.proc = self.host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -48,7 +53,13 @@ class Capture:
                 self.proc.kill()
                 self.proc.wait()
         if self.proc and self.proc.stderr:
+            try:
+                tail = self.proc.stderr.read().decode(errors="replace")
+            except (OSError, ValueError):
+                tail = ""
             self.proc.stderr.close()
+            m = re.search(r"(\d+) packets? dropped by kernel", tail)
+            self.kernel_drops = int(m.group(1)) if m else None
 
     def packets(self):
         import scapy.layers.inet  # noqa: F401  (registers Ethernet, IPv4, UDP, TCP, ICMP)

@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from concast import hostcli
     hostcli.add_verbs(sub)                  # send, recv, host, router
+    from concast import expcli, mplexcli
+    mplexcli.add_verbs(sub)                 # mplex
+    expcli.add_verbs(sub)                   # exp
     return p
 
 

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::api::{self, ClientId, Server};
 use crate::host::{Host, Wire};
+use crate::mplex::MplexGlue;
 use crate::rawsock::{PortSink, RawReceiver, RawSender};
 use crate::reactor::{PollSet, Token};
 
@@ -55,6 +56,7 @@ const BURST: usize = 256;
 
 struct Loop {
     host: Host,
+    mplex: MplexGlue,
     server: Server,
     csp_rx: RawReceiver,
     capture: RawReceiver,
@@ -93,9 +95,8 @@ impl Loop {
     fn serve_client(&mut self, id: ClientId) {
         for line in self.server.read_lines(id) {
             let now = self.now();
-            let mut wire = SocketWire(&self.tx);
             let reply = match api::parse(&line, self.host.addr()) {
-                Ok((rid, req)) => match self.host.request(now, id, req, &mut wire) {
+                Ok((rid, req)) => match self.request(now, id, req) {
                     Ok(Value::Object(mut fields)) => {
                         fields.insert("ok".into(), true.into());
                         fields.insert("id".into(), rid.unwrap_or(Value::Null));
@@ -113,8 +114,24 @@ impl Loop {
         }
     }
 
+    /// Mplex_Control goes to the multiplex module; `stats` gets its counters too.
+    fn request(&mut self, now: u64, id: ClientId, req: api::Request) -> Result<Value, String> {
+        let mut wire = SocketWire(&self.tx);
+        let is_stats = req == api::Request::Stats;
+        let mut reply = match req {
+            api::Request::Mplex(m) => self.mplex.request(&mut self.host, now, id, m, &mut wire),
+            req => self.host.request(now, id, req, &mut wire),
+        };
+        if let (true, Ok(Value::Object(fields))) = (is_stats, &mut reply) {
+            fields.insert("mplex".into(), self.mplex.service.stats());
+        }
+        reply
+    }
+
     fn deliver_events(&mut self) {
-        for ev in self.host.take_events() {
+        let changes = self.host.take_flow_changes();
+        self.mplex.on_flow_changes(&self.host, changes);
+        for ev in self.host.take_events().into_iter().chain(self.mplex.take_events()) {
             if !self.server.event(ev.client, &ev.line) {
                 self.host.counters.events_dropped += 1;
             }
@@ -152,6 +169,9 @@ impl Loop {
         for (p, s) in &self.sinks {
             set.add(s.raw_fd(), Token::Sink(*p), false);
         }
+        for (fd, source) in self.mplex.service.descriptors() {
+            set.add(fd, Token::Mplex(source), false);
+        }
         let now = self.now();
         let wait_ms = self.host.next_deadline().map_or(100, |d| d.saturating_sub(now).div_ceil(1000).min(100)) as i32;
         set.wait(wait_ms).map_err(|e| format!("poll: {e}"))?;
@@ -161,6 +181,11 @@ impl Loop {
                 Token::Listener => self.server.accept(),
                 Token::Client(id) if r.readable || r.closed => self.serve_client(id),
                 Token::Client(_) => {} // writable: flushed below
+                Token::Mplex(source) => {
+                    if let Err(e) = self.mplex.service.on_ready(source) {
+                        emit(Level::Error, "mplex_io_failed", &[("source", &format!("{source:?}")), ("error", &e)]);
+                    }
+                }
                 Token::Sink(p) => {
                     if let Some(s) = self.sinks.get(&p) {
                         self.host.counters.kernel_copies += s.drain();
@@ -190,6 +215,7 @@ pub fn run(s: Settings) -> Result<(), String> {
     let host = Host::new(s.addr, s.csp.clone(), EngineConfig::default());
     let mut lp = Loop {
         host,
+        mplex: MplexGlue::new(concast_mplex::Options::default()),
         server,
         csp_rx,
         capture,
@@ -205,6 +231,8 @@ pub fn run(s: Settings) -> Result<(), String> {
     while !STOP.load(Ordering::SeqCst) {
         lp.turn(&mut set)?;
     }
+    // Rules first: from here on the kernel's ACKs go out plain.
+    lp.mplex.shutdown();
     let now = lp.now();
     let mut wire = SocketWire(&lp.tx);
     lp.host.shutdown(now, &mut wire);

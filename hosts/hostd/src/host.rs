@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::api::{ClientId, Request};
 use crate::counters::Counters;
+use crate::mplex::FlowChange;
 use crate::receiver::{self, Kind, Receiver, Served, Subscription};
 use crate::sender::{self, Phase, Route, Senders};
 use crate::udp::{self, Addressing};
@@ -49,6 +50,8 @@ pub struct Host {
     pub receiver: Receiver,
     pub counters: Counters,
     events: Vec<Event>,
+    /// Joins that became active or fell back, for the multiplex module (daemon).
+    flow_changes: Vec<FlowChange>,
     out: Outputs,
     csp_buf: Vec<u8>,
 }
@@ -75,6 +78,7 @@ impl Host {
             receiver: Receiver::default(),
             counters: Counters::default(),
             events: Vec::new(),
+            flow_changes: Vec::new(),
             out: Outputs::new(),
             csp_buf: vec![0; codec::MAX_DATAGRAM],
         }
@@ -86,6 +90,10 @@ impl Host {
 
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    pub fn take_flow_changes(&mut self) -> Vec<FlowChange> {
+        std::mem::take(&mut self.flow_changes)
     }
 
     fn tell(&mut self, clients: impl IntoIterator<Item = ClientId>, line: &str) {
@@ -341,6 +349,7 @@ impl Host {
         }
         emit(Level::Info, "flow_joined", &[("flow", &flow), ("spec", &hex(&hash[..6])), ("merging_here", &engine.is_some())]);
         let name = if switched { "spec_changed" } else { "active" };
+        self.flow_changes.push(FlowChange::Active(flow));
         let line = sender::flow_event(name, &flow, json!({"spec": hex(&hash), "merging_here": engine.is_some(), "problem": problem}));
         self.tell(watchers, &line);
     }
@@ -360,6 +369,7 @@ impl Host {
         s.phase = Phase::Unicast { reason: reason.clone() };
         let watchers: Vec<ClientId> = s.watchers.iter().copied().collect();
         self.counters.fallbacks += 1;
+        self.flow_changes.push(FlowChange::Fallback(flow, reason.clone()));
         emit(Level::Warn, "fallback", &[("flow", &flow), ("reason", &reason)]);
         let line = sender::flow_event("fallback", &flow, json!({"reason": reason, "now_sending": "plain UDP, no Concast ID option"}));
         self.tell(watchers, &line);
@@ -409,6 +419,7 @@ impl Host {
             Request::Status => Ok(self.status()),
             Request::Flows => Ok(self.flows_json()),
             Request::Stats => Ok(json!({"node": self.addr.to_string(), "counters": self.counters.to_json()})),
+            Request::Mplex(_) => Err("the multiplex module runs in the daemon, not in Host".into()),
         };
         if result.is_err() {
             self.counters.api_errors += 1;
@@ -430,7 +441,7 @@ impl Host {
         self.receiver.forget_client(client);
     }
 
-    fn join(&mut self, now: u64, client: ClientId, flow: FlowId, selector: Selector, wire: &mut dyn Wire) -> Result<Value, String> {
+    pub fn join(&mut self, now: u64, client: ClientId, flow: FlowId, selector: Selector, wire: &mut dyn Wire) -> Result<Value, String> {
         if let Some(s) = self.senders.get_mut(&flow) {
             if s.selector != selector {
                 return Err(format!(
@@ -455,7 +466,7 @@ impl Host {
         Ok(json!({"state": "joining"}))
     }
 
-    fn leave(&mut self, now: u64, flow: FlowId, wire: &mut dyn Wire) -> Result<Value, String> {
+    pub fn leave(&mut self, now: u64, flow: FlowId, wire: &mut dyn Wire) -> Result<Value, String> {
         if !self.senders.flows.contains_key(&flow) {
             return Err(format!("not joined to {flow}"));
         }
@@ -501,7 +512,7 @@ impl Host {
 
     /// Serves `group` with `spec` (or replaces the spec in force: children get SPEC_UPDATE and
     /// the final merge switches; what the old spec held is delivered first).
-    fn install_spec(&mut self, now: u64, group: u32, spec: Vec<u8>, wire: &mut dyn Wire) -> Result<Value, String> {
+    pub fn install_spec(&mut self, now: u64, group: u32, spec: Vec<u8>, wire: &mut dyn Wire) -> Result<Value, String> {
         let flow = FlowId { receiver: self.addr, group };
         let children = self.children_of(group);
         let engine = engine_of(&mut self.engine, &self.engine_cfg)?;
@@ -543,7 +554,7 @@ impl Host {
         Ok(json!({"group": group, "spec": hex(&hash), "replaced": replaced.unwrap_or(false), "children": children}))
     }
 
-    fn remove_spec(&mut self, now: u64, group: u32, wire: &mut dyn Wire) -> Result<Value, String> {
+    pub fn remove_spec(&mut self, now: u64, group: u32, wire: &mut dyn Wire) -> Result<Value, String> {
         let Some(s) = self.receiver.served.remove(&group) else {
             return Err(format!("group {group} has no spec here"));
         };

@@ -5,12 +5,14 @@
 //! - [`sender`], [`receiver`]: the two sides' state.
 //! - [`api`]: the JSON-lines Unix socket (requests checked in `api::request`).
 //! - [`rawsock`], [`udp`]: the network end: raw IPv4 sockets and the datagrams hostd builds.
+//! - [`mplex`]: Mplex_Control, the multiplex module (`concast-mplex`) paired with CSP.
 //! - [`reactor`], [`daemon`]: the poll loop that ties sockets, timers and clients together.
 
 pub mod api;
 pub mod counters;
 pub mod daemon;
 pub mod host;
+pub mod mplex;
 pub mod rawsock;
 pub mod reactor;
 pub mod receiver;

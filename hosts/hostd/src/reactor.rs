@@ -19,6 +19,8 @@ pub enum Token {
     Client(u64),
     /// A UDP port held against ICMP port unreachable.
     Sink(u16),
+    /// A descriptor of the multiplex module (NFQUEUE, protocol-254 socket, TUN device).
+    Mplex(concast_mplex::Source),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

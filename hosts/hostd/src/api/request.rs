@@ -26,6 +26,8 @@ pub enum Request {
     Status,
     Flows,
     Stats,
+    /// Mplex_Control (docs/multiplex.md), carried out by the daemon's multiplex module.
+    Mplex(crate::mplex::MplexRequest),
 }
 
 /// A line that could not be turned into a request: the `id` to echo (if one was readable)
@@ -207,9 +209,10 @@ fn parse_fields(f: &Fields, own: Ipv4Addr) -> Result<Request, String> {
         "status" => Request::Status,
         "flows" => Request::Flows,
         "stats" => Request::Stats,
+        "mplex" => Request::Mplex(crate::mplex::parse(f, own, || spec_bytes(f))?),
         other => {
             return Err(format!(
-                "unknown op {other:?}: join, leave, send, install_spec, remove_spec, subscribe, unsubscribe, status, flows, stats"
+                "unknown op {other:?}: join, leave, send, install_spec, remove_spec, subscribe, unsubscribe, status, flows, stats, mplex"
             ))
         }
     })

@@ -1,0 +1,161 @@
+//! The parameters of Mplex_Control (Calvert et al.: enable multiplexing toward R with these
+//! delays), checked once so every refusal names what is wrong.
+
+use std::net::Ipv4Addr;
+
+use crate::encap::Delays;
+
+/// Default size threshold (IPv4 total length), as in docs/protocol.md section 3.4.
+pub const DEFAULT_SIZE_THRESHOLD: u16 = 128;
+/// A threshold above this would let an encapsulated datagram (52 bytes more) exceed a
+/// 1500-byte MTU; pure ACKs are at most 80 bytes anyway.
+pub const MAX_SIZE_THRESHOLD: u16 = 1448;
+/// Longest delay accepted (ms): an ACK held longer than this has long made its sender's
+/// TCP retransmit, so a larger value is a mistake, not a policy.
+pub const MAX_DELAY_MS: f64 = 10_000.0;
+
+/// A sender flow: capture pure ACKs toward `receiver` and send them in group `group`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderConfig {
+    pub receiver: Ipv4Addr,
+    pub group: u32,
+    pub delays: Delays,
+    pub size_threshold: u16,
+}
+
+impl SenderConfig {
+    /// Checks every field; `own` is this host's address (it cannot multiplex to itself).
+    pub fn new(
+        receiver: Ipv4Addr,
+        own: Ipv4Addr,
+        group: u64,
+        max_local_delay_ms: f64,
+        max_total_delay_ms: f64,
+        size_threshold: Option<u64>,
+    ) -> Result<SenderConfig, String> {
+        if let Some(why) = receiver_problem(receiver, own) {
+            return Err(format!("receiver {receiver}: {why}"));
+        }
+        Ok(SenderConfig {
+            receiver,
+            group: check_group(group)?,
+            delays: delays_from_ms(max_local_delay_ms, max_total_delay_ms)?,
+            size_threshold: check_threshold(
+                size_threshold.unwrap_or(u64::from(DEFAULT_SIZE_THRESHOLD)),
+            )?,
+        })
+    }
+}
+
+/// Why `a` cannot be a receiver R, if it cannot.
+pub fn receiver_problem(a: Ipv4Addr, own: Ipv4Addr) -> Option<&'static str> {
+    let o = a.octets();
+    if a.is_unspecified() || o[0] == 0 {
+        Some("not a host address (0.0.0.0/8)")
+    } else if a.is_loopback() {
+        Some("a loopback address never crosses a router")
+    } else if a.is_multicast() || a.is_broadcast() || o[0] >= 240 {
+        Some("not a unicast address")
+    } else if a == own {
+        Some("that is this host")
+    } else {
+        None
+    }
+}
+
+pub fn check_group(g: u64) -> Result<u32, String> {
+    match u32::try_from(g) {
+        Ok(0) => Err("group 0 is not a multiplex group (the well-known one is 1)".into()),
+        Ok(g) => Ok(g),
+        Err(_) => Err(format!("group {g} does not fit in 32 bits")),
+    }
+}
+
+/// MaxLocalDelay and MaxTotalDelay from milliseconds (fractions allowed) to microseconds.
+pub fn delays_from_ms(local_ms: f64, total_ms: f64) -> Result<Delays, String> {
+    for (name, v) in [("max-local-delay", local_ms), ("max-total-delay", total_ms)] {
+        if !v.is_finite() || !(0.0..=MAX_DELAY_MS).contains(&v) {
+            return Err(format!(
+                "{name} must be between 0 and {MAX_DELAY_MS} ms, not {v}"
+            ));
+        }
+    }
+    if local_ms > total_ms {
+        return Err(format!(
+            "max-local-delay ({local_ms} ms) exceeds max-total-delay ({total_ms} ms): no node may hold a packet longer than the whole path may"
+        ));
+    }
+    let us = |ms: f64| (ms * 1000.0).round() as u32;
+    Ok(Delays {
+        max_local_us: us(local_ms),
+        max_total_us: us(total_ms),
+    })
+}
+
+pub fn check_threshold(t: u64) -> Result<u16, String> {
+    let min = u64::from(crate::iptables::MIN_TCP_DATAGRAM);
+    if (min..=u64::from(MAX_SIZE_THRESHOLD)).contains(&t) {
+        Ok(t as u16)
+    } else {
+        Err(format!("size-threshold must be between {min} (the smallest TCP segment) and {MAX_SIZE_THRESHOLD} bytes, not {t}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWN: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
+    const R: Ipv4Addr = Ipv4Addr::new(10, 2, 1, 2);
+
+    #[test]
+    fn good_parameters() {
+        let c = SenderConfig::new(R, OWN, 1, 2.0, 10.0, None).unwrap();
+        assert_eq!(
+            c.delays,
+            Delays {
+                max_local_us: 2000,
+                max_total_us: 10_000
+            }
+        );
+        assert_eq!(c.size_threshold, 128);
+        let c = SenderConfig::new(R, OWN, 7, 0.5, 0.5, Some(80)).unwrap();
+        assert_eq!(
+            (c.group, c.delays.max_local_us, c.size_threshold),
+            (7, 500, 80)
+        );
+    }
+
+    #[test]
+    fn every_refusal_says_why() {
+        let e = |r| SenderConfig::new(r, OWN, 1, 2.0, 10.0, None).unwrap_err();
+        assert!(e(OWN).contains("this host"));
+        assert!(e(Ipv4Addr::new(224, 0, 0, 1)).contains("unicast"));
+        assert!(e(Ipv4Addr::new(127, 0, 0, 1)).contains("loopback"));
+        assert!(e(Ipv4Addr::UNSPECIFIED).contains("host address"));
+        assert!(SenderConfig::new(R, OWN, 0, 2.0, 10.0, None)
+            .unwrap_err()
+            .contains("group 0"));
+        assert!(SenderConfig::new(R, OWN, 1 << 32, 2.0, 10.0, None)
+            .unwrap_err()
+            .contains("32 bits"));
+        assert!(SenderConfig::new(R, OWN, 1, 20.0, 10.0, None)
+            .unwrap_err()
+            .contains("exceeds"));
+        assert!(SenderConfig::new(R, OWN, 1, -1.0, 10.0, None)
+            .unwrap_err()
+            .contains("max-local-delay"));
+        assert!(SenderConfig::new(R, OWN, 1, 1.0, f64::NAN, None)
+            .unwrap_err()
+            .contains("max-total-delay"));
+        assert!(SenderConfig::new(R, OWN, 1, 1.0, 99_999.0, None)
+            .unwrap_err()
+            .contains("max-total-delay"));
+        assert!(SenderConfig::new(R, OWN, 1, 1.0, 2.0, Some(39))
+            .unwrap_err()
+            .contains("size-threshold"));
+        assert!(SenderConfig::new(R, OWN, 1, 1.0, 2.0, Some(1449))
+            .unwrap_err()
+            .contains("size-threshold"));
+    }
+}

@@ -1,0 +1,18 @@
+"""`concast exp NAME [...]`: run one of the experiments in topologies/experiments/."""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundle sizes, "
+                        "transfer times, with and without (results/mplex.*)"}
+
+
+def add_verbs(sub) -> None:
+    e = sub.add_parser("exp", help="run an experiment on a Mininet network (root)",
+                       description="; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
+    e.add_argument("name", choices=sorted(EXPERIMENTS))
+    e.add_argument("args", nargs=argparse.REMAINDER, help="the experiment's own options "
+                                                          "(concast exp NAME --help)")
+    e.set_defaults(func=lambda ns: importlib.import_module(
+        f"concast.topologies.experiments.{ns.name}").main(ns.args))

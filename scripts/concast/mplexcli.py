@@ -1,0 +1,166 @@
+"""`concast mplex`: Mplex_Control through a host's hostd (docs/multiplex.md).
+
+    concast mplex on  --role sender   --to R --max-local-delay MS --max-total-delay MS
+                      [--group 1] [--size-threshold BYTES] [--wait S]
+    concast mplex off --role sender   --to R
+    concast mplex on  --role receiver [--group 1] [--spec FILE.wasm]
+    concast mplex off --role receiver [--group 1]
+    concast mplex status [--json]
+
+A sender's `on` joins (R, G) and waits (up to --wait seconds; 0 = do not wait) until
+capture runs, which is once the join is active: prints `capturing` and exits 0, or says
+why not (R has no multiplex spec: the flow fell back) and exits 1. Like `concast send`,
+it finds its hostd by itself inside a host's namespace, else takes --node or --socket.
+Exit status: 0 done, 1 refused or failed, 2 a bad command line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from concast import hostcli
+from concast.hostcli import BadUsage, receiver_addr
+
+MPLEX_GROUP = 1
+
+
+def group_id(text: str) -> int:
+    try:
+        g = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= g <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{g} is not a multiplex group (1..4294967295; the "
+                                         "well-known one is 1)")
+    return g
+
+
+def delay_ms(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not 0 <= v <= 10_000:
+        raise argparse.ArgumentTypeError(f"{text} ms is not between 0 and 10000 ms")
+    return v
+
+
+def threshold(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if not 40 <= v <= 1448:
+        raise argparse.ArgumentTypeError(f"{v} is not between 40 (the smallest TCP segment) "
+                                         "and 1448 bytes")
+    return v
+
+
+def request_fields(ns: argparse.Namespace) -> dict:
+    """The API request for `on`/`off`, after the checks argparse cannot express."""
+    f = {"action": ns.action, "role": ns.role, "group": ns.group}
+    if ns.role == "sender":
+        if not ns.to:
+            raise BadUsage("a sender needs --to R")
+        f["receiver"] = ns.to
+        if ns.action == "on":
+            if ns.max_local_delay is None or ns.max_total_delay is None:
+                raise BadUsage("a sender needs --max-local-delay and --max-total-delay")
+            if ns.max_local_delay > ns.max_total_delay:
+                raise BadUsage(f"--max-local-delay ({ns.max_local_delay} ms) exceeds "
+                               f"--max-total-delay ({ns.max_total_delay} ms)")
+            f.update(max_local_delay_ms=ns.max_local_delay, max_total_delay_ms=ns.max_total_delay,
+                     size_threshold=ns.size_threshold)
+    else:
+        given = [o for o, v in (("--to", ns.to), ("--max-local-delay", ns.max_local_delay),
+                                ("--max-total-delay", ns.max_total_delay),
+                                ("--size-threshold", ns.size_threshold)) if v is not None]
+        if given:
+            raise BadUsage(f"a receiver takes no {', '.join(given)}: R is this host, and the "
+                           "delays and threshold are each sender's")
+        if ns.action == "on":
+            from concast import tools
+            try:
+                f["spec_path"] = str(ns.spec or tools.spec_module("multiplex"))
+            except tools.MissingTool as e:
+                raise RuntimeError(str(e)) from None
+    return f
+
+
+def wait_capture(client, receiver: str, group: int, timeout: float) -> tuple[bool, str]:
+    """After a sender's `on`: (capturing?, what to print)."""
+    def ours(ev: dict) -> bool:
+        return ev.get("receiver") == receiver and ev.get("group") == group and \
+            ev.get("event") in ("mplex", "fallback")
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ev = client.next_event(left, ours)
+        if ev is None:
+            break
+        if ev["event"] == "fallback":
+            return False, f"not multiplexing: the join fell back ({ev.get('reason')}); " \
+                          f"is `concast mplex on --role receiver` running at {receiver}?"
+        if ev.get("state") == "capturing":
+            return True, f"capturing: pure ACKs toward {receiver} now travel in group {group}"
+        return False, f"not multiplexing: {ev.get('reason')}"
+    return False, f"still joining after {timeout:g} s (capture starts once the join is active)"
+
+
+def cmd_mplex(ns: argparse.Namespace) -> int:
+    if ns.action == "status":
+        with hostcli.connect(ns) as c:
+            st = c.request("mplex", action="status")
+        st.pop("id", None), st.pop("ok", None)
+        print(json.dumps(st, indent=1 if not ns.json else None, sort_keys=True))
+        return 0
+    if ns.role is None:
+        raise BadUsage("on/off need --role sender or --role receiver")
+    fields = request_fields(ns)
+    from concast.hosts import HostdError
+    with hostcli.connect(ns) as c:
+        try:
+            reply = c.request("mplex", timeout=15, **fields)
+        except HostdError as e:
+            raise RuntimeError(str(e)) from None
+        if ns.role == "receiver":
+            what = "receiving" if ns.action == "on" else "stopped receiving"
+            print(f"{what}: group {ns.group}" + (f", injecting into {reply.get('tun')}"
+                                                  if ns.action == "on" else ""))
+            return 0
+        if ns.action == "off":
+            print("off: " + json.dumps(reply.get("counters"), sort_keys=True))
+            return 0
+        if reply.get("state") == "capturing":
+            print(f"capturing: pure ACKs toward {ns.to} now travel in group {ns.group}")
+            return 0
+        if ns.wait == 0:
+            print(f"joining: capture starts once the join of ({ns.to}, {ns.group}) is active")
+            return 0
+        ok, text = wait_capture(c, ns.to, ns.group, ns.wait)
+    print(text)
+    return 0 if ok else 1
+
+
+def add_verbs(sub) -> None:
+    m = sub.add_parser("mplex", help="turn the multiplex service on or off at a host "
+                                     "(Mplex_Control), or show its counters",
+                       description=__doc__.split("\n\n")[0])
+    m.add_argument("action", choices=("on", "off", "status"))
+    m.add_argument("--role", choices=("sender", "receiver"))
+    m.add_argument("--group", type=group_id, default=MPLEX_GROUP, metavar="G",
+                   help="multiplex group (default 1, the well-known one)")
+    m.add_argument("--to", type=receiver_addr, metavar="R", help="the receiver (senders)")
+    m.add_argument("--max-local-delay", type=delay_ms, metavar="MS",
+                   help="most time one node may hold an ACK for bundling")
+    m.add_argument("--max-total-delay", type=delay_ms, metavar="MS",
+                   help="most time, end to end, an ACK may be held")
+    m.add_argument("--size-threshold", type=threshold, metavar="BYTES",
+                   help="largest datagram taken (IPv4 total length, default 128)")
+    m.add_argument("--spec", metavar="FILE.wasm",
+                   help="receiver: the multiplex spec (default build/mergespecs/multiplex.wasm)")
+    m.add_argument("--wait", type=float, default=10.0, metavar="S",
+                   help="sender on: seconds to wait for capture to start (0: do not wait)")
+    m.add_argument("--json", action="store_true", help="status: one line of JSON")
+    hostcli.add_node_options(m)
+    m.set_defaults(func=lambda ns: hostcli.run_guarded(m, lambda: cmd_mplex(ns)))
