@@ -4,7 +4,8 @@
 pub mod counters;
 pub mod cpu_port;
 pub mod dataplane;
-pub mod log;
+/// The shared logger, re-exported so `concast_routerd::log` keeps working.
+pub use concast_daemon::log;
 pub mod mgmt;
 pub mod router;
 

@@ -8,7 +8,6 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use clap::Parser;
@@ -112,13 +111,7 @@ struct Settings {
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
-    let cfg: serde_json::Value = match &a.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read --config {}: {e}", p.display()))?;
-            serde_json::from_str(&text).map_err(|e| format!("--config {} is not JSON: {e}", p.display()))?
-        }
-        None => serde_json::Value::Null,
-    };
+    let cfg = concast_daemon::read_config(a.config.as_deref())?;
     let s = |k: &str| cfg.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let cpu_iface = a.cpu_iface.clone().or_else(|| s("cpu_iface")).ok_or("no CPU port: give --cpu-iface or --config")?;
     let addr = match a.addr {
@@ -138,12 +131,6 @@ fn settings(a: &Args) -> Result<Settings, String> {
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
     Ok(Settings { cpu_iface, addr, router_mac, bridge, mgmt })
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
 }
 
 struct PortSink<'a> {
@@ -186,16 +173,13 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_par
         router.add_static_flow(0, f.flow, f.selector, bytes, flow_params.as_bytes()).map_err(|e| format!("--flow: {e}"))?;
     }
     let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
-    unsafe {
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-    }
+    concast_daemon::stop_on_signals();
     let desc = router.dataplane().describe();
     emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("mgmt", &s.mgmt.display())]);
 
     let clock = Instant::now();
     let now = || clock.elapsed().as_micros() as u64;
-    while !STOP.load(Ordering::SeqCst) {
+    while !concast_daemon::stopping() {
         let t = now();
         let wait_ms = router.next_deadline().map_or(100, |d| (d.saturating_sub(t)).div_ceil(1000).min(100)) as i32;
         let mut fds = [

@@ -14,16 +14,7 @@ pub struct Mgmt {
 
 impl Mgmt {
     pub fn bind(path: &Path) -> io::Result<Mgmt> {
-        if path.exists() {
-            // A socket left by a routerd that died; only ever our own path.
-            std::fs::remove_file(path)?;
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let listener = UnixListener::bind(path)?;
-        listener.set_nonblocking(true)?;
-        Ok(Mgmt { listener, path: path.to_path_buf() })
+        Ok(Mgmt { listener: concast_daemon::bind_unix(path)?, path: path.to_path_buf() })
     }
 
     pub fn raw_fd(&self) -> RawFd {

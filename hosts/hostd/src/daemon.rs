@@ -5,12 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use concast_csp::Config as CspConfig;
 use concast_engine::EngineConfig;
-use concast_routerd::log::{emit, Level};
+use concast_daemon::log::{emit, Level};
 use concast_wire::ipv4::protocol;
 use serde_json::{json, Value};
 
@@ -26,21 +25,6 @@ pub struct Settings {
     pub addr: Ipv4Addr,
     pub socket: PathBuf,
     pub csp: CspConfig,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-pub fn stop_on_signals() {
-    unsafe {
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        // A client that vanishes mid-write must not kill the daemon.
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
 }
 
 struct SocketWire<'a>(&'a RawSender);
@@ -225,10 +209,10 @@ pub fn run(s: Settings) -> Result<(), String> {
         clock: Instant::now(),
         buf: vec![0; 65536],
     };
-    stop_on_signals();
+    concast_daemon::stop_on_signals();
     emit(Level::Info, "started", &[("addr", &s.addr), ("api", &s.socket.display()), ("hold_s", &s.csp.hold_s)]);
     let mut set = PollSet::new();
-    while !STOP.load(Ordering::SeqCst) {
+    while !concast_daemon::stopping() {
         lp.turn(&mut set)?;
     }
     // Rules first: from here on the kernel's ACKs go out plain.

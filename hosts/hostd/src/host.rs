@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 
 use concast_csp::{codec, Action, Body, Config as CspConfig, ErrorCode, FlowId, Node, Role, Selector, SpecHash};
 use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, OutputKind, Outputs};
-use concast_routerd::log::{emit, Level};
+use concast_daemon::log::{emit, Level};
 use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::protocol;
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use concast_hostd::daemon::{self, Settings};
-use concast_routerd::log::{emit, Level};
+use concast_daemon::log::{emit, Level};
 
 #[derive(Parser, Debug)]
 #[command(name = "concast-hostd", version, about = "The per-host concast agent: concast API, CSP endpoint, sender-side and final merging")]
@@ -58,13 +58,7 @@ fn own_addresses() -> Vec<Ipv4Addr> {
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
-    let cfg: serde_json::Value = match &a.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read --config {}: {e}", p.display()))?;
-            serde_json::from_str(&text).map_err(|e| format!("--config {} is not JSON: {e}", p.display()))?
-        }
-        None => serde_json::Value::Null,
-    };
+    let cfg = concast_daemon::read_config(a.config.as_deref())?;
     let s = |k: &str| cfg.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let addr = match (a.addr, s("addr")) {
         (Some(x), _) => x,

@@ -19,7 +19,7 @@ use std::net::Ipv4Addr;
 
 use concast_csp::{FlowId, Selector};
 use concast_mplex::{config, Mplex, Options, SenderConfig, SenderState};
-use concast_routerd::log::{emit, Level};
+use concast_daemon::log::{emit, Level};
 use concast_wire::ipv4::protocol;
 use serde_json::{json, Map, Value};
 

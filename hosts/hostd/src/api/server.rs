@@ -36,15 +36,7 @@ pub struct Server {
 
 impl Server {
     pub fn bind(path: &Path) -> io::Result<Server> {
-        if path.exists() {
-            // Left by a hostd that died; only ever our own path.
-            std::fs::remove_file(path)?;
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let listener = UnixListener::bind(path)?;
-        listener.set_nonblocking(true)?;
+        let listener = concast_daemon::bind_unix(path)?;
         Ok(Server { listener, path: path.to_path_buf(), clients: BTreeMap::new(), next_id: 1 })
     }
 
