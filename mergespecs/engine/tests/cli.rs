@@ -34,8 +34,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A file in cargo's scratch directory for integration tests (under target/, so nothing is
+/// left in /tmp).
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("concast-spec-test-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("concast-spec-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
