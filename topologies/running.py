@@ -17,7 +17,12 @@ from concast.topologies import addressing, leftovers, naming, registry
 from concast.topologies.capture import Capture
 from concast.topologies.model import Topology
 
-RUNS_DIR = Path("/tmp/concast/runs")
+RUNS_DIR = Path("/tmp/concast/runs")  # logs, configs and sockets of each run; kept for reading
+
+
+def runs_dir() -> Path:
+    """Where runs go: $CONCAST_RUNS_DIR if set (the tests use pytest's temporary space)."""
+    return Path(os.environ.get("CONCAST_RUNS_DIR", RUNS_DIR))
 _live: "weakref.WeakSet[RunningNet]" = weakref.WeakSet()
 
 
@@ -50,7 +55,7 @@ class RunningNet:
         self.record = registry.RunRecord.reserve()
         self.tag = self.record.tag
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.run_dir = Path(run_dir) if run_dir else RUNS_DIR / f"{stamp}-{self.tag}"
+        self.run_dir = Path(run_dir) if run_dir else runs_dir() / f"{stamp}-{self.tag}"
         self.daemons = Daemons(self.run_dir / "logs", on_start=self._record_daemon)
         _live.add(self)
         try:

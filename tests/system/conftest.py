@@ -34,6 +34,13 @@ def why_not_mininet() -> str | None:
     return None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def runs_in_pytest_tmp(tmp_path_factory):
+    """Networks keep their run directories (logs, configs, sockets) in pytest's temporary
+    space, which pytest prunes, rather than adding one to /tmp/concast/runs per test."""
+    os.environ["CONCAST_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+
+
 def pytest_configure(config):
     # Debian's Mininet compares OVS versions with distutils; not our warning to fix.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:mininet.node")
