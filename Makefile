@@ -6,7 +6,15 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PY       := .venv/bin/python
 CARGO    := cargo
 BUILD    := build
+# p4c and BMv2 are in no registry: where someone built them into P4_PREFIX (see
+# docs/dataplane-bmv2.md), its bin/ joins PATH; elsewhere the P4 build and tests skip.
+P4_PREFIX ?= /opt/p4
+ifneq ($(wildcard $(P4_PREFIX)/bin/p4c-bm2-ss),)
+export PATH := $(P4_PREFIX)/bin:$(PATH)
+P4C      := $(P4_PREFIX)/bin/p4c-bm2-ss
+else
 P4C      := $(shell command -v p4c-bm2-ss 2>/dev/null)
+endif
 
 .PHONY: all setup build rust specs p4 vectors test test-rust test-python run bench clean help
 
@@ -37,7 +45,7 @@ ifeq ($(wildcard p4src/concast.p4),)
 else
 ifneq ($(P4C),)
 	@mkdir -p $(BUILD)/p4
-	p4c-bm2-ss --arch v1model -o $(BUILD)/p4/concast.json \
+	$(P4C) --arch v1model -o $(BUILD)/p4/concast.json \
 	    --p4runtime-files $(BUILD)/p4/concast.p4info.txtpb p4src/concast.p4
 else
 	@echo "[p4] p4c-bm2-ss not on PATH: skipping the P4 build (BMv2 tests will skip)"
