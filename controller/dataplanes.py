@@ -5,7 +5,7 @@ import importlib
 
 BACKENDS = {
     "ovs": ("concast.controller.ovs.dataplane", "OvsDataplane"),
-    "bmv2": ("concast.controller.bmv2.dataplane", "Bmv2Dataplane"),
+    "bmv2": ("concast.controller.p4.dataplane", "Bmv2Dataplane"),
 }
 
 

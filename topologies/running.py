@@ -74,6 +74,8 @@ class RunningNet:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tag, plan = self.tag, self.plan
         self.backend = dataplanes.backend(self.dataplane_name)(tag, plan)
+        if hasattr(self.backend, "attach"):     # BMv2: switch PIDs go into the run record
+            self.backend.attach(self.record)
         bridges, dp_ifaces = self.backend.planned_names()
         link_ifaces = [naming.port_iface(tag, r.name, p.ofport)
                        for r in plan.routers.values() for p in r.ports]
@@ -201,6 +203,8 @@ class RunningNet:
             cfg = {k: v for k, v in self.router_fields(name).items() if k != "config"}
             cfg.update(capable=r.capable, dataplane=self.dataplane_name,
                        addresses=[str(a) for a in r.plan.own_addresses()])
+            if self.dataplane_name == "bmv2":
+                cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line())
             (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",

@@ -7,6 +7,7 @@
 - `router`   -- `P4Router`, the per-router handle the control plane and routerd use
                (install the base entries, add/remove concast_flows entries, read counters);
 - `switch`   -- start/stop one simple_switch_grpc process (by PID) for tests and topologies;
+- `dataplane` -- `Bmv2Dataplane`: `ConcastNet(dataplane="bmv2")`, one switch per router;
 - `__main__` -- `python -m concast.controller.p4 --switch ADDR flow add|del|list ... | counters`,
                run-time changes as a second P4Runtime controller (what routerd can call).
 

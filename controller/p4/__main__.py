@@ -4,6 +4,14 @@
     python -m concast.controller.p4 --switch unix:/run/x.sock flow del 10.1.1.2 7
     python -m concast.controller.p4 --switch unix:/run/x.sock flow list
     python -m concast.controller.p4 --switch unix:/run/x.sock counters
+    python -m concast.controller.p4 --switch unix:/run/x.sock divert R G [PROTO DPORT]
+    python -m concast.controller.p4 --switch unix:/run/x.sock undivert R G
+    python -m concast.controller.p4 --switch unix:/run/x.sock clear
+
+divert/undivert/clear are routerd's `--dataplane-cmd` interface (docs/dataplane-bmv2.md):
+idempotent (an entry already there, or already gone, is not an error); PROTO and DPORT
+are accepted and ignored (the P4 program matches the flow itself, by R and G); clear
+deletes every concast_flows entry.
 
 It connects as a second P4Runtime controller with a higher election id (default 2), so it
 is primary for the moment it writes, and disconnects; the control plane's connection
@@ -20,6 +28,13 @@ from ipaddress import IPv4Address
 from concast.controller.p4 import pipeline as P
 
 
+def _key(te) -> tuple[int, int]:
+    """(R, G) of a concast_flows entry (match fields in id order: R, then G)."""
+    f = {m.field_id: m.exact.value for m in te.match}
+    r, g = (int.from_bytes(f[i], "big") for i in sorted(f))
+    return r, g
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m concast.controller.p4", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -33,6 +48,14 @@ def main(argv=None) -> int:
     flow.add_argument("receiver", nargs="?")
     flow.add_argument("group", nargs="?", type=lambda s: int(s, 0))
     sub.add_parser("counters", help="every counter, as JSON")
+    dv = sub.add_parser("divert", help="routerd: flow (R, G) active (idempotent)")
+    dv.add_argument("receiver")
+    dv.add_argument("group", type=lambda s: int(s, 0))
+    dv.add_argument("selector", nargs="*", help="PROTO DPORT (ignored)")
+    ud = sub.add_parser("undivert", help="routerd: flow (R, G) gone (idempotent)")
+    ud.add_argument("receiver")
+    ud.add_argument("group", type=lambda s: int(s, 0))
+    sub.add_parser("clear", help="routerd: delete every concast_flows entry")
     args = ap.parse_args(argv)
 
     from concast.controller.p4.p4rt import P4RuntimeClient
@@ -42,10 +65,22 @@ def main(argv=None) -> int:
         client.use_p4info(args.p4info)
         if args.cmd == "counters":
             print(json.dumps(P4Router(client).counters(), indent=1))
+        elif args.cmd in ("divert", "undivert"):
+            entry = P.concast_flow_entry(args.receiver, args.group)
+            present = any(_key(te) == (P.ip_int(args.receiver), args.group)
+                          for te in client.read_table(P.T_CONCAST_FLOWS))
+            if args.cmd == "divert" and not present:
+                client.insert([entry])
+            elif args.cmd == "undivert" and present:
+                client.delete([entry])
+        elif args.cmd == "clear":
+            entries = [P.concast_flow_entry(str(IPv4Address(r)), g)
+                       for r, g in map(_key, client.read_table(P.T_CONCAST_FLOWS))]
+            if entries:
+                client.delete(entries)
         elif args.op == "list":
             for te in client.read_table(P.T_CONCAST_FLOWS):
-                f = {m.field_id: m.exact.value for m in te.match}
-                r, g = (int.from_bytes(f[i], "big") for i in sorted(f))
+                r, g = _key(te)
                 print(IPv4Address(r), g)
         else:
             if args.receiver is None or args.group is None:

@@ -27,7 +27,8 @@ class Switch:
     """One simple_switch_grpc. `ports` maps BMv2 port numbers to interface names."""
 
     def __init__(self, name: str, ports: dict[int, str], netns: str | None = None,
-                 device_id: int = 0, rundir: str | Path = "/tmp", log: bool = False):
+                 device_id: int = 0, rundir: str | Path = "/tmp", log: bool = False,
+                 thrift_port: int | None = None):
         self.name = name
         self.ports = dict(ports)
         self.netns = netns
@@ -37,6 +38,7 @@ class Switch:
         self.notify = self.rundir / f"{name}.notify.ipc"
         self.logfile = self.rundir / f"{name}.log"
         self.log = log
+        self.thrift_port = thrift_port  # several switches in one namespace need their own
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -49,6 +51,8 @@ class Switch:
             cmd += ["ip", "netns", "exec", self.netns]
         cmd += ["simple_switch_grpc", "--device-id", str(self.device_id), "--no-p4",
                 "--notifications-addr", f"ipc://{self.notify}"]
+        if self.thrift_port is not None:
+            cmd += ["--thrift-port", str(self.thrift_port)]
         if self.log:
             cmd += ["--log-file", str(self.logfile.with_suffix("")), "--log-flush",
                     "--log-level", "debug"]

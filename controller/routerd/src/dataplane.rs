@@ -38,6 +38,56 @@ impl Dataplane for Static {
     }
 }
 
+/// Any data plane behind an external program (BMv2: `python -m concast.controller.p4 --switch
+/// ADDR`): `PROGRAM divert R G PROTO DPORT`, `PROGRAM undivert R G`, `PROGRAM clear`, each run to
+/// completion; a non-zero exit is an error. The program is idempotent (docs/dataplane-bmv2.md).
+pub struct External {
+    /// The command line, split on whitespace (no quoting): program, then its own arguments.
+    argv: Vec<String>,
+}
+
+impl External {
+    pub fn new(cmdline: &str) -> io::Result<External> {
+        let argv: Vec<String> = cmdline.split_whitespace().map(str::to_string).collect();
+        if argv.is_empty() {
+            return Err(io::Error::other("empty data plane command"));
+        }
+        Ok(External { argv })
+    }
+
+    /// The full argument vector for one operation.
+    pub fn argv(&self, op: &[String]) -> Vec<String> {
+        self.argv.iter().chain(op).cloned().collect()
+    }
+
+    fn run(&self, op: &[String]) -> io::Result<()> {
+        let argv = self.argv(op);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err.trim().lines().last().unwrap_or("").to_string();
+            Err(io::Error::other(format!("{} ({}): {last}", argv.join(" "), out.status)))
+        }
+    }
+}
+
+impl Dataplane for External {
+    fn divert(&mut self, flow: FlowId, sel: Selector) -> io::Result<()> {
+        self.run(&["divert".into(), flow.receiver.to_string(), flow.group.to_string(), sel.proto.to_string(), sel.dport.to_string()])
+    }
+    fn undivert(&mut self, flow: FlowId) -> io::Result<()> {
+        self.run(&["undivert".into(), flow.receiver.to_string(), flow.group.to_string()])
+    }
+    fn clear(&mut self) -> io::Result<()> {
+        self.run(&["clear".into()])
+    }
+    fn describe(&self) -> String {
+        format!("command {}", self.argv.join(" "))
+    }
+}
+
 /// The OpenFlow selector rules of one OVS bridge, through `ovs-ofctl`.
 pub struct Ovs {
     bridge: String,
@@ -116,6 +166,28 @@ impl Dataplane for Ovs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_external_command_gets_the_documented_arguments() {
+        let dir = std::env::temp_dir().join(format!("routerd-dp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("calls");
+        let script = dir.join("dp.sh");
+        std::fs::write(&script, format!("#!/bin/sh\necho \"$@\" >> {}\n[ \"$1\" != fail ]\n", log.display())).unwrap();
+        let mut dp = External::new(&format!("/bin/sh {} --switch unix:/x", script.display())).unwrap();
+        let flow = FlowId { receiver: "10.1.1.2".parse().unwrap(), group: 7 };
+        dp.clear().unwrap();
+        dp.divert(flow, Selector { proto: 17, dport: 5000 }).unwrap();
+        dp.undivert(flow).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "--switch unix:/x clear\n--switch unix:/x divert 10.1.1.2 7 17 5000\n--switch unix:/x undivert 10.1.1.2 7\n"
+        );
+        let mut bad = External::new(&format!("/bin/sh {} fail", script.display())).unwrap();
+        assert!(bad.clear().is_err());
+        assert!(External::new("  ").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn selector_rules_match_the_documented_format() {

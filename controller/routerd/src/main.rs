@@ -37,6 +37,11 @@ struct Args {
     /// OVS bridge whose flow selectors routerd manages; without it diversion is static.
     #[arg(long)]
     bridge: Option<String>,
+    /// Program that installs and removes diversions (`PROGRAM divert R G PROTO DPORT`,
+    /// `undivert R G`, `clear`; split on whitespace); overrides --bridge. From --config:
+    /// `dataplane_cmd`, or on `dataplane: "bmv2"` `python3 -m concast.controller.p4 --switch <p4_switch>`.
+    #[arg(long)]
+    dataplane_cmd: Option<String>,
     /// OpenFlow port number of the CPU port on the bridge.
     #[arg(long, default_value_t = 1000)]
     cpu_ofport: u32,
@@ -107,6 +112,7 @@ struct Settings {
     addr: Ipv4Addr,
     router_mac: [u8; 6],
     bridge: Option<String>,
+    dataplane_cmd: Option<String>,
     mgmt: PathBuf,
 }
 
@@ -125,12 +131,17 @@ fn settings(a: &Args) -> Result<Settings, String> {
         Some(m) => m,
         None => parse_mac(&s("router_mac").unwrap_or_else(|| "02:00:00:00:00:01".into()))?,
     };
-    let bridge = a.bridge.clone().or_else(|| s("bridge"));
+    let bmv2 = s("dataplane").as_deref() == Some("bmv2");
+    let dataplane_cmd = a.dataplane_cmd.clone().or_else(|| s("dataplane_cmd")).or_else(|| {
+        s("p4_switch").filter(|_| bmv2).map(|sw| format!("python3 -m concast.controller.p4 --switch {sw}"))
+    });
+    // On BMv2 the config's `bridge` is only a name prefix, not an OVS bridge.
+    let bridge = a.bridge.clone().or_else(|| if bmv2 { None } else { s("bridge") });
     let mgmt = a.mgmt.clone().unwrap_or_else(|| match (s("run_dir"), s("router")) {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, mgmt })
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, mgmt })
 }
 
 struct PortSink<'a> {
@@ -159,9 +170,10 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_par
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
     let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
-    let dataplane: Box<dyn dataplane::Dataplane> = match &s.bridge {
-        Some(b) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
-        None => Box::new(dataplane::Static),
+    let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.bridge) {
+        (Some(c), _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
+        (None, Some(b)) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
+        (None, None) => Box::new(dataplane::Static),
     };
     let csp = concast_csp::Config { hold_s: hold, ..Default::default() };
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);

@@ -1,0 +1,208 @@
+"""The BMv2 data plane of a concast network: one `simple_switch_grpc` per router, on the
+router's root-namespace veths (named like the OVS ones), programmed over P4Runtime
+(docs/dataplane-bmv2.md, "In a concast network").
+
+Each router is a Mininet switch node in the root namespace that does nothing itself
+(`Bmv2Node`): Mininet creates and deletes its link veths; the switch process is started
+by `configure()` after `mn.start()`, tracked by PID and start time in the run record
+(so leftovers cleanup stops it after a crash) and stopped by PID in `teardown()`.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from concast.controller.p4 import pipeline as P
+from concast.controller.routes import all_routes
+from concast.topologies import naming, procs
+from concast.topologies.addressing import Plan, RouterPlan
+from concast.topologies.sysfs import disable_ipv6
+
+# Unix socket paths hold at most 107 bytes, and run directories under pytest's temporary
+# space are long: the switches' sockets and logs go here, one folder per run.
+SOCKET_DIR = Path("/run/concast/p4")
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node_class():
+    from mininet.node import Switch
+
+    class Bmv2Node(Switch):
+        """A Mininet switch node in the root namespace that runs nothing: the data plane
+        starts simple_switch_grpc on its interfaces itself."""
+
+        def __init__(self, name, **params):
+            params["inNamespace"] = False
+            super().__init__(name, **params)
+
+        def start(self, controllers):
+            pass
+
+        def stop(self, deleteIntfs=True):
+            super().stop(deleteIntfs)
+
+    return Bmv2Node
+
+
+@dataclass
+class Bmv2Router:
+    """One BMv2 router: names (as OvsRouter has them, for router_fields), the switch and
+    its P4Runtime handle (`p4`: a P4Router, primary controller with election id 1)."""
+    plan: RouterPlan
+    bridge: str                     # Mininet node name = prefix of the port names
+    cpu_switch_iface: str | None    # the CPU port, BMv2 port 255
+    cpu_iface: str | None           # its peer: the end routerd opens with AF_PACKET
+    switch: object = None           # concast.controller.p4.switch.Switch
+    client: object = None           # P4RuntimeClient
+    p4: object = None               # P4Router
+
+    name = property(lambda self: self.plan.name)
+    capable = property(lambda self: self.plan.capable)
+    router_id = property(lambda self: self.plan.router_id)
+    mac = property(lambda self: self.plan.mac)
+    cpu_ofport = P.CPU_PORT
+
+    @property
+    def address(self) -> str:
+        """The switch's P4Runtime address (unix:PATH)."""
+        return self.switch.address
+
+    def ports_map(self, tag: str) -> dict[int, str]:
+        ports = {p.ofport: naming.port_iface(tag, self.name, p.ofport) for p in self.plan.ports}
+        if self.cpu_switch_iface:
+            ports[P.CPU_PORT] = self.cpu_switch_iface
+        return ports
+
+    # --- run time (the same calls routerd's command makes) ------------------------------
+    def add_flow(self, receiver, group: int) -> None:
+        self.p4.add_flow(receiver, group)
+
+    def remove_flow(self, receiver, group: int) -> None:
+        self.p4.remove_flow(receiver, group)
+
+    def disable_diversion(self) -> None:
+        self.p4.disable_diversion()
+
+    def enable_diversion(self) -> None:
+        self.p4.enable_diversion()
+
+    def flows(self) -> list[tuple[str, int]]:
+        """(R, G) of every concast_flows entry on the switch (also those routerd wrote)."""
+        from ipaddress import IPv4Address
+        out = []
+        for te in self.client.read_table(P.T_CONCAST_FLOWS):
+            f = {m.field_id: m.exact.value for m in te.match}
+            r, g = (int.from_bytes(f[i], "big") for i in sorted(f))
+            out.append((str(IPv4Address(r)), g))
+        return sorted(out)
+
+    def ports(self) -> dict:
+        """The pipeline's counters (BMv2 has no per-port counters over P4Runtime here)."""
+        return self.p4.counters()
+
+    def counters(self) -> dict:
+        return self.p4.counters()
+
+    def command_line(self) -> str:
+        """What routerd runs for divert/undivert/clear (--dataplane-cmd, whitespace-split)."""
+        return (f"{sys.executable} -m concast.controller.p4 --switch {self.address}"
+                f" --p4info {P.P4INFO_PATH}")
+
+
+class Bmv2Dataplane:
+    name = "bmv2"
+
+    def __init__(self, tag: str, plan: Plan) -> None:
+        self.tag = tag
+        self.plan = plan
+        self.record = None          # the run record, given by RunningNet (attach)
+        self.dir = SOCKET_DIR / naming.run_prefix(tag)
+        self.routers: dict[str, Bmv2Router] = {}
+        for r in plan.routers.values():
+            self.routers[r.name] = Bmv2Router(
+                r, naming.bridge(tag, r.name),
+                naming.cpu_switch_iface(tag, r.name) if r.capable else None,
+                naming.cpu_routerd_iface(tag, r.name) if r.capable else None)
+
+    def attach(self, record) -> None:
+        """The run record: switch PIDs go into its `daemons` list."""
+        self.record = record
+
+    def planned_names(self) -> tuple[list[str], list[str]]:
+        """(bridges, root-namespace interfaces): no bridges, only the CPU veths."""
+        ifaces = [i for r in self.routers.values() for i in (r.cpu_switch_iface, r.cpu_iface) if i]
+        return [], ifaces
+
+    def add_routers(self, mn) -> dict:
+        cls = _node_class()
+        return {r.name: mn.addSwitch(r.bridge, cls=cls) for r in self.routers.values()}
+
+    def configure(self, owner_pid: int, owner_start: int | None) -> dict[str, Bmv2Router]:
+        from concast.controller.p4.p4rt import P4RuntimeClient
+        from concast.controller.p4.router import P4Router
+        from concast.controller.p4.switch import Switch
+        import subprocess
+        for path in (P.JSON_PATH, P.P4INFO_PATH):
+            if not Path(path).exists():
+                raise RuntimeError(f"{path} is missing: run `make p4` (p4c-bm2-ss on PATH)")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for r in self.routers.values():
+            if r.capable:
+                sw, rd = r.cpu_switch_iface, r.cpu_iface
+                for argv in (["ip", "link", "add", sw, "address", r.plan.cpu_switch_mac,
+                              "type", "veth", "peer", "name", rd, "address", r.plan.cpu_routerd_mac],
+                             ["ip", "link", "set", sw, "up"], ["ip", "link", "set", rd, "up"]):
+                    subprocess.run(argv, check=True, capture_output=True, timeout=10)
+                for i in (sw, rd):   # BMv2 reads and writes whole frames: no offload
+                    subprocess.run(["ethtool", "-K", i, "tx", "off", "rx", "off"],
+                                   capture_output=True, timeout=10)
+            ports = r.ports_map(self.tag)
+            disable_ipv6(list(ports.values()) + ([r.cpu_iface] if r.cpu_iface else []))
+            # Thrift (unused here, but always opened) on a free loopback port: the
+            # switches share the root namespace, where 9090 may be taken.
+            r.switch = Switch(r.bridge, ports, rundir=self.dir, thrift_port=_free_port())
+            try:
+                r.switch.start(timeout=30)
+            except RuntimeError as e:
+                out = self.dir / f"{r.bridge}.out"
+                tail = out.read_text(errors="replace")[-1500:] if out.exists() else ""
+                raise RuntimeError(f"{r.name}: {e}: {tail}") from None
+            if self.record is not None:
+                pid = r.switch.proc.pid
+                self.record.extend("daemons", [{"router": r.name, "name": "simple_switch_grpc",
+                                                "pid": pid, "start": procs.start_time(pid)}])
+        routes = all_routes(self.plan)
+        for r in self.routers.values():
+            r.client = P4RuntimeClient(r.switch.address, 0, 1)
+            r.client.set_pipeline(P.P4INFO_PATH, P.JSON_PATH)
+            r.p4 = P4Router(r.client)
+            if r.capable:
+                r.p4.install(r.plan, routes[r.name])
+            else:
+                r.client.insert(P.base_entries(r.plan, routes[r.name]))
+        return self.routers
+
+    def teardown(self) -> None:
+        """Close P4Runtime, stop the switches by PID, delete the CPU ports (Mininet removes
+        the link veths)."""
+        import subprocess
+        for r in self.routers.values():
+            if r.client is not None:
+                try:
+                    r.client.close()
+                except Exception:
+                    pass
+            if r.switch is not None:
+                r.switch.stop()
+            if r.cpu_switch_iface:
+                subprocess.run(["ip", "link", "del", r.cpu_switch_iface],
+                               capture_output=True, timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
