@@ -66,8 +66,10 @@ test-python:
 	$(PY) -m pytest tests
 
 # The main job: TCP ACK multiplexing on a Mininet network, on and off (docs/multiplex.md).
+# DATAPLANE=bmv2 runs the routers on BMv2 instead of Open vSwitch (needs p4c and BMv2).
+DATAPLANE ?= ovs
 run: build
-	$(PY) -m concast.cli exp mplex
+	$(PY) -m concast.cli exp mplex --dataplane $(DATAPLANE)
 
 # Speed figures with the ratio to their peer measured in the same run (docs/benchmarks.md).
 # The network benchmarks need root; results/ gets their CSV.

@@ -72,6 +72,7 @@ class Settings:
     max_total_delay_ms: float = 10.0
     size_threshold: int = 128
     group: int = 1
+    dataplane: str = "ovs"
 
 
 @dataclass
@@ -187,8 +188,10 @@ class Testbed:
     def start(self) -> "Testbed":
         from concast.hosts.client import wait_ready
         from concast.hosts import routerd
-        say(f"starting dumbbell(clients={self.s.clients}) on Open vSwitch")
-        self.net = dumbbell(clients=self.s.clients).start(run_dir=self.run_dir)
+        plane = {"ovs": "Open vSwitch", "bmv2": "BMv2 (P4)"}[self.s.dataplane]
+        say(f"starting dumbbell(clients={self.s.clients}) on {plane}")
+        self.net = dumbbell(clients=self.s.clients, dataplane=self.s.dataplane).start(
+            run_dir=self.run_dir)
         net = self.net
         say("starting routerd on r1, r2 and hostd on every host")
         net.start_routerd([str(tools.rust_binary("concast-routerd")), "--config", "{config}",
@@ -612,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each mode, interleaved and added up (default 3)")
     p.add_argument("--out", type=Path, default=tools.RESULTS, help="where results go (default results/)")
+    p.add_argument("--dataplane", choices=("ovs", "bmv2"), default=d.dataplane,
+                   help="routers on Open vSwitch (default) or BMv2, which needs p4c and "
+                        "simple_switch_grpc on PATH")
     ns = p.parse_args(argv)
     modes = tuple(m.strip() for m in ns.modes.split(",") if m.strip())
     if not modes or any(m not in ("on", "off") for m in modes):
@@ -622,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"concast exp mplex: {why}", file=sys.stderr)
         return 1
-    s = Settings(ns.clients, ns.size, ns.max_local_delay, ns.max_total_delay, ns.size_threshold)
+    s = Settings(ns.clients, ns.size, ns.max_local_delay, ns.max_total_delay, ns.size_threshold,
+                 dataplane=ns.dataplane)
     t0 = time.monotonic()
     phases = run(s, modes, ns.repeat)
     written = save(ns.out, s, phases)
