@@ -126,16 +126,7 @@ impl Queue {
         })?;
         // Bursts of ACKs from several connections: a deep buffer (best effort; fail-open
         // covers an overflow anyway).
-        let size: libc::c_int = 8 << 20;
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &size as *const _ as *const libc::c_void,
-                4,
-            );
-        }
+        crate::sockets::force_rcvbuf(fd.as_raw_fd(), 8 << 20);
         let mut q = Queue {
             fd,
             num,
@@ -144,17 +135,17 @@ impl Queue {
             verdicts: Builder::new(),
             stats: QueueStats::default(),
         };
-        q.configure(
+        q.configure(&[(
             NFQA_CFG_CMD,
             &[NFQNL_CFG_CMD_BIND, 0, 0, libc::AF_INET as u8],
-        )?;
+        )])?;
         let mut params = 0xffffu32.to_be_bytes().to_vec(); // copy range: the whole datagram
         params.push(NFQNL_COPY_PACKET);
-        q.configure(NFQA_CFG_PARAMS, &params)?;
-        q.configure(NFQA_CFG_QUEUE_MAXLEN, &QUEUE_MAXLEN.to_be_bytes())?;
-        let mut flags = NFQA_CFG_F_FAIL_OPEN.to_be_bytes().to_vec();
-        flags.extend_from_slice(&NFQA_CFG_F_FAIL_OPEN.to_be_bytes());
-        q.configure_pair(NFQA_CFG_FLAGS, NFQA_CFG_MASK, &flags)?;
+        q.configure(&[(NFQA_CFG_PARAMS, &params)])?;
+        q.configure(&[(NFQA_CFG_QUEUE_MAXLEN, &QUEUE_MAXLEN.to_be_bytes())])?;
+        // Flags and mask travel in one message (the kernel needs both to change flags).
+        let fail_open = NFQA_CFG_F_FAIL_OPEN.to_be_bytes();
+        q.configure(&[(NFQA_CFG_FLAGS, &fail_open), (NFQA_CFG_MASK, &fail_open)])?;
         Ok(q)
     }
 
@@ -166,7 +157,8 @@ impl Queue {
         self.fd.as_raw_fd()
     }
 
-    fn configure(&mut self, attr: u16, value: &[u8]) -> io::Result<()> {
+    /// One NFQNL_MSG_CONFIG message carrying `attrs`, acknowledged by the kernel.
+    fn configure(&mut self, attrs: &[(u16, &[u8])]) -> io::Result<()> {
         let mut b = Builder::new();
         self.seq += 1;
         b.message(
@@ -175,29 +167,10 @@ impl Queue {
             self.seq,
             libc::AF_UNSPEC as u8,
             self.num,
-        )
-        .attr(attr, value);
-        self.request(&b)
-    }
-
-    /// Flags and mask travel in one message (the kernel needs both to change flags).
-    fn configure_pair(
-        &mut self,
-        flags_attr: u16,
-        mask_attr: u16,
-        flags_then_mask: &[u8],
-    ) -> io::Result<()> {
-        let mut b = Builder::new();
-        self.seq += 1;
-        b.message(
-            msg_type(NFQNL_MSG_CONFIG),
-            NLM_F_REQUEST | NLM_F_ACK,
-            self.seq,
-            libc::AF_UNSPEC as u8,
-            self.num,
-        )
-        .attr(flags_attr, &flags_then_mask[..4])
-        .attr(mask_attr, &flags_then_mask[4..]);
+        );
+        for (attr, value) in attrs {
+            b.attr(*attr, value);
+        }
         self.request(&b)
     }
 

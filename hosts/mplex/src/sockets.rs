@@ -11,6 +11,20 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// Sets a socket's receive buffer past rmem_max (root only); best effort: a smaller buffer
+/// only makes bursts more likely to overflow.
+pub fn force_rcvbuf(fd: RawFd, bytes: libc::c_int) {
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &bytes as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 fn raw_socket(protocol: libc::c_int) -> io::Result<OwnedFd> {
     let fd = unsafe {
         libc::socket(
@@ -37,16 +51,7 @@ impl Arrivals {
     pub fn open() -> io::Result<Arrivals> {
         let fd = raw_socket(libc::c_int::from(concast_wire::ipv4::protocol::MPLEX))?;
         // Bundles from several routers arrive in bursts; a deep buffer absorbs them.
-        let size: libc::c_int = 4 << 20;
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &size as *const _ as *const libc::c_void,
-                4,
-            )
-        };
+        force_rcvbuf(fd.as_raw_fd(), 4 << 20);
         Ok(Arrivals { fd })
     }
 
