@@ -204,9 +204,10 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_par
             if n == 0 {
                 break;
             }
-            let frames: Vec<Vec<u8>> = (0..n).map(|i| port.frame(i).to_vec()).collect();
+            // Frames are read in place from the port's receive buffers; sending needs only a
+            // shared borrow of the port too.
             let mut sink = PortSink { port: &port, queue: Vec::with_capacity(n) };
-            router.handle_batch(now(), frames.iter().map(|f| f.as_slice()), &mut sink);
+            router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
             sink.flush();
         }
         let mut sink = PortSink { port: &port, queue: Vec::new() };
