@@ -28,13 +28,6 @@ from ipaddress import IPv4Address
 from concast.controller.p4 import pipeline as P
 
 
-def _key(te) -> tuple[int, int]:
-    """(R, G) of a concast_flows entry (match fields in id order: R, then G)."""
-    f = {m.field_id: m.exact.value for m in te.match}
-    r, g = (int.from_bytes(f[i], "big") for i in sorted(f))
-    return r, g
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m concast.controller.p4", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,24 +56,20 @@ def main(argv=None) -> int:
 
     with P4RuntimeClient(args.switch, args.device_id, args.election_id) as client:
         client.use_p4info(args.p4info)
+        router = P4Router(client)
         if args.cmd == "counters":
-            print(json.dumps(P4Router(client).counters(), indent=1))
+            print(json.dumps(router.counters(), indent=1))
         elif args.cmd in ("divert", "undivert"):
             entry = P.concast_flow_entry(args.receiver, args.group)
-            present = any(_key(te) == (P.ip_int(args.receiver), args.group)
-                          for te in client.read_table(P.T_CONCAST_FLOWS))
+            present = (P.ip_int(args.receiver), args.group) in router.flows_on_switch()
             if args.cmd == "divert" and not present:
                 client.insert([entry])
             elif args.cmd == "undivert" and present:
                 client.delete([entry])
         elif args.cmd == "clear":
-            entries = [P.concast_flow_entry(str(IPv4Address(r)), g)
-                       for r, g in map(_key, client.read_table(P.T_CONCAST_FLOWS))]
-            if entries:
-                client.delete(entries)
+            router.clear_flows()
         elif args.op == "list":
-            for te in client.read_table(P.T_CONCAST_FLOWS):
-                r, g = _key(te)
+            for r, g in router.flows_on_switch():
                 print(IPv4Address(r), g)
         else:
             if args.receiver is None or args.group is None:

@@ -97,12 +97,7 @@ class Bmv2Router:
     def flows(self) -> list[tuple[str, int]]:
         """(R, G) of every concast_flows entry on the switch (also those routerd wrote)."""
         from ipaddress import IPv4Address
-        out = []
-        for te in self.client.read_table(P.T_CONCAST_FLOWS):
-            f = {m.field_id: m.exact.value for m in te.match}
-            r, g = (int.from_bytes(f[i], "big") for i in sorted(f))
-            out.append((str(IPv4Address(r)), g))
-        return sorted(out)
+        return [(str(IPv4Address(r)), g) for r, g in self.p4.flows_on_switch()]
 
     def ports(self) -> dict:
         """The pipeline's counters (BMv2 has no per-port counters over P4Runtime here)."""

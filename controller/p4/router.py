@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+from ipaddress import IPv4Address
+
 from concast.controller.p4 import pipeline as P
 from concast.controller.p4.p4rt import P4RuntimeClient
 
@@ -41,11 +43,27 @@ class P4Router:
         self.client.delete([P.concast_flow_entry(receiver, group)])
         self.flows.discard(key)
 
+    def flows_on_switch(self) -> list[tuple[int, int]]:
+        """(R, G) of every concast_flows entry on the switch, whoever wrote it (routerd's
+        `--dataplane-cmd` writes from its own connection)."""
+        out = []
+        for te in self.client.read_table(P.T_CONCAST_FLOWS):
+            f = {m.field_id: m.exact.value for m in te.match}
+            r, g = (int.from_bytes(f[i], "big") for i in sorted(f))   # ids in order: R, G
+            out.append((r, g))
+        return sorted(out)
+
+    def clear_flows(self):
+        """Delete every concast_flows entry on the switch."""
+        entries = [P.concast_flow_entry(str(IPv4Address(r)), g) for r, g in self.flows_on_switch()]
+        if entries:
+            self.client.delete(entries)
+        self.flows.clear()
+
     def disable_diversion(self):
         """routerd is gone: remove static diversion and every flow entry."""
         self.client.delete(self.static_diversion)
-        self.client.delete([P.concast_flow_entry(r, g) for r, g in sorted(self.flows)])
-        self.flows.clear()
+        self.clear_flows()
 
     def enable_diversion(self):
         self.client.insert(self.static_diversion)

@@ -94,7 +94,8 @@ def test_eight_senders_get_exact_sums_through_merging_routers(net, rx):
     after = router_counters(net, ROUTERS)
     for r in ROUTERS:
         merged_in, merged_out = merged_delta(before[r], after[r])
-        assert merged_in > merged_out > 0, f"{r} did not merge: in {merged_in}, out {merged_out}"
+        assert merged_in > merged_out > 0, (f"{r} did not merge: in {merged_in}, out {merged_out}; "
+                                            f"before {before[r]} after {after[r]} flows {router(net, r, 'flows')}")
     assert all(e["kind"] == "merged" for e in events)
 
 

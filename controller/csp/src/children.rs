@@ -8,6 +8,14 @@ pub struct Child {
     pub expires_at: u64,
     /// Sequence number of a JOIN not yet answered.
     pub unanswered: Option<u32>,
+    /// It sent LEAVE; `expires_at` is then the end of its leave delay.
+    pub left: bool,
+}
+
+impl Child {
+    pub fn joined(expires_at: u64, unanswered: Option<u32>) -> Child {
+        Child { expires_at, unanswered, left: false }
+    }
 }
 
 #[derive(Default, Debug)]
@@ -28,6 +36,19 @@ impl Children {
         self.map.remove(addr).is_some()
     }
 
+    /// A LEAVE from `addr`: it goes at `until` (at once when `until <= now`). Returns whether
+    /// it was removed now.
+    pub fn leave(&mut self, addr: &Ipv4Addr, now: u64, until: u64) -> bool {
+        if until <= now {
+            return self.remove(addr);
+        }
+        if let Some(c) = self.map.get_mut(addr) {
+            c.expires_at = c.expires_at.min(until);
+            c.left = true;
+        }
+        false
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -44,11 +65,12 @@ impl Children {
         self.map.iter_mut()
     }
 
-    /// Drops children whose hold time ran out; returns them.
-    pub fn expire(&mut self, now: u64) -> Vec<Ipv4Addr> {
-        let gone: Vec<Ipv4Addr> =
-            self.map.iter().filter(|(_, c)| c.expires_at <= now).map(|(a, _)| *a).collect();
-        for a in &gone {
+    /// Drops children whose hold time (or leave delay) ran out; returns them and whether
+    /// each had left.
+    pub fn expire(&mut self, now: u64) -> Vec<(Ipv4Addr, bool)> {
+        let gone: Vec<(Ipv4Addr, bool)> =
+            self.map.iter().filter(|(_, c)| c.expires_at <= now).map(|(a, c)| (*a, c.left)).collect();
+        for (a, _) in &gone {
             self.map.remove(a);
         }
         gone

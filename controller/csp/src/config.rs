@@ -16,6 +16,10 @@ pub struct Config {
     pub max_flows: usize,
     /// Most children per flow.
     pub max_children: usize,
+    /// How long a child that sent LEAVE still counts (0 = removed at once). Data the child
+    /// sent before its LEAVE can arrive after it (data planes reorder flows within a batch);
+    /// meanwhile it still merges, with the fan-in that child was part of.
+    pub leave_delay_us: u64,
 }
 
 impl Default for Config {
@@ -29,6 +33,7 @@ impl Default for Config {
             chunk_window: 16,
             max_flows: 10_000,
             max_children: 1024,
+            leave_delay_us: 100_000,
         }
     }
 }

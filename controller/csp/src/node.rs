@@ -215,12 +215,14 @@ impl Node {
     pub fn leave(&mut self, flow: FlowId) -> Out {
         let mut out = Vec::new();
         if let Some(s) = self.joined.remove(&flow) {
+            // What the sender-side merge holds goes out before the LEAVE: the upstream router
+            // forgets the flow when its last child leaves, and would pass later data unmerged.
+            if s.state == SState::Joined {
+                out.push(Action::Deactivate { flow });
+            }
             if s.state != SState::Unicast {
                 let seq = self.next_seq();
                 send(&mut out, flow.receiver, Msg { flow, seq, body: Body::Leave });
-            }
-            if s.state == SState::Joined {
-                out.push(Action::Deactivate { flow });
             }
         }
         out
@@ -330,7 +332,7 @@ impl Node {
                     send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::ResourceLimit, msg.body.type_num(), "too many children"));
                     return out;
                 }
-                served.children.upsert(src, Child { expires_at: hold(b, &self.cfg), unanswered: None });
+                served.children.upsert(src, Child::joined(hold(b, &self.cfg), None));
                 if is_join || !known || b.hash != hash {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, spec_size: size, hash } });
@@ -338,9 +340,11 @@ impl Node {
                 self.schedule(Key::Served(group));
             }
             Body::Leave => {
+                let until = now + self.cfg.leave_delay_us;
                 if let Some(s) = self.served.get_mut(&group) {
-                    s.children.remove(&src);
+                    s.children.leave(&src, now, until);
                 }
+                self.schedule(Key::Served(group));
             }
             _ => {}
         }
@@ -379,7 +383,7 @@ impl Node {
                 let settled = matches!(r.state, RState::Active | RState::Quarantined);
                 let answer_now = settled && (!known || b.hash != r.up.hash || is_join);
                 let unanswered = if settled { None } else { Some(msg.seq) };
-                r.children.upsert(src, Child { expires_at, unanswered });
+                r.children.upsert(src, Child::joined(expires_at, unanswered));
                 if answer_now {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
@@ -387,9 +391,10 @@ impl Node {
                 }
             }
             Body::Leave => {
+                let until = now + self.cfg.leave_delay_us;
                 if let Some(r) = self.routed.get_mut(&flow) {
-                    r.children.remove(&src);
-                    if r.children.is_empty() {
+                    // Pruned when its leave delay ends (routed_timers), or now without one.
+                    if r.children.leave(&src, now, until) && r.children.is_empty() {
                         self.teardown(flow, &mut out, "last child left");
                     }
                 }
@@ -662,8 +667,11 @@ impl Node {
                 Key::Routed(f) => self.routed_timers(now, f, &mut out),
                 Key::Joined(f) => self.joined_timers(now, f, &mut out),
                 Key::Served(g) => {
-                    if let Some(s) = self.served.get_mut(&g) {
-                        s.children.expire(now);
+                    let gone = self.served.get_mut(&g).map(|s| s.children.expire(now)).unwrap_or_default();
+                    if !gone.is_empty() {
+                        // Also the cue for the host to recount the final merge's children.
+                        let names: Vec<String> = gone.iter().map(|(a, left)| format!("{a}{}", if *left { " (left)" } else { "" })).collect();
+                        out.push(Action::Log { text: format!("group {g}: children gone: {}", names.join(",")) });
                     }
                 }
             }
@@ -730,9 +738,16 @@ impl Node {
         let Some(r) = self.routed.get_mut(&flow) else { return };
         let gone = r.children.expire(now);
         if !gone.is_empty() {
-            out.push(Action::Log { text: format!("flow {flow}: children expired: {gone:?}") });
+            let (left, expired): (Vec<_>, Vec<_>) = gone.iter().partition(|(_, left)| *left);
+            let names = |v: &[&(Ipv4Addr, bool)]| v.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(",");
+            if !expired.is_empty() {
+                out.push(Action::Log { text: format!("flow {flow}: children expired: {}", names(&expired)) });
+            }
             if r.children.is_empty() {
-                self.teardown(flow, out, "every child expired");
+                let why = if expired.is_empty() { "last child left" } else { "every child expired" };
+                self.teardown(flow, out, why);
+            } else if !left.is_empty() {
+                out.push(Action::Log { text: format!("flow {flow}: children left: {}", names(&left)) });
             }
         }
     }

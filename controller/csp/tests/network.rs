@@ -263,10 +263,71 @@ fn leave_prunes_hop_by_hop() {
         assert!(out.iter().any(|a| matches!(a, Action::Deactivate { .. })));
         net.apply(*s, out);
     }
-    net.run_until(200 * MS);
+    net.run_until(150 * MS);
+    let a = &net.nodes[&ip("10.0.5.1")].flows()[0];
+    assert_eq!(a.children.len(), 2, "within the leave delay, the children still count");
+    net.run_until(400 * MS);
     assert!(net.state(ip("10.0.5.1")).is_empty(), "a lost both children and pruned itself");
     assert!(net.actions(ip("10.0.5.1")).iter().any(|a| matches!(a, Action::Deactivate { .. })));
     assert_eq!(net.nodes[&ip("10.0.5.3")].flows()[0].children, vec![ip("10.0.5.2")]);
+}
+
+#[test]
+fn without_a_leave_delay_a_leave_prunes_at_once() {
+    let mut net = Net::tree(true);
+    let cfg = Config { leave_delay_us: 0, ..Config::default() };
+    let a = ip("10.0.5.1");
+    net.nodes.insert(a, Node::new(a, Role::Router, cfg));
+    net.node(Net::r()).install_spec(7, spec(100, 4));
+    net.join_all();
+    net.run_until(100 * MS);
+    for s in &Net::senders()[..2] {
+        let out = net.node(*s).leave(Net::flow());
+        net.apply(*s, out);
+        net.run_until(100 * MS);
+    }
+    assert!(net.state(a).is_empty(), "pruned without waiting");
+}
+
+#[test]
+fn a_child_that_joins_again_within_its_leave_delay_stays() {
+    let mut net = Net::tree(true);
+    net.node(Net::r()).install_spec(7, spec(100, 4));
+    net.join_all();
+    net.run_until(100 * MS);
+    let s1 = Net::senders()[0];
+    let out = net.node(s1).leave(Net::flow());
+    net.apply(s1, out);
+    net.run_until(130 * MS);
+    let now = net.now;
+    let out = net.node(s1).join(now, Net::flow(), Selector { proto: 17, dport: 6000 });
+    net.apply(s1, out);
+    net.run_until(1000 * MS);
+    assert_eq!(net.nodes[&ip("10.0.5.1")].flows()[0].children.len(), 2);
+}
+
+/// Merge state is flushed before the LEAVE goes upstream, so what a leaving node held
+/// reaches its upstream router while that router still merges the flow.
+#[test]
+fn leaving_flushes_before_the_leave_is_sent() {
+    let mut net = Net::tree(true);
+    net.node(Net::r()).install_spec(7, spec(100, 4));
+    net.join_all();
+    net.run_until(100 * MS);
+    let is_leave = |a: &Action| matches!(a, Action::Send { msg, .. } if msg.body == Body::Leave);
+    let deactivate = |a: &Action| matches!(a, Action::Deactivate { .. });
+    for s in &Net::senders()[..2] {
+        let out = net.node(*s).leave(Net::flow());
+        let flush = out.iter().position(deactivate).expect("sender flushes");
+        let leave = out.iter().position(is_leave).expect("sender sends LEAVE");
+        assert!(flush < leave, "sender {s}: {out:?}");
+        net.apply(*s, out);
+    }
+    net.run_until(200 * MS);
+    let a = net.actions(ip("10.0.5.1"));
+    let flush = a.iter().position(|x| deactivate(x)).expect("router a flushes");
+    let leave = a.iter().position(|x| is_leave(x)).expect("router a sends LEAVE");
+    assert!(flush < leave, "router a: {a:?}");
 }
 
 #[test]

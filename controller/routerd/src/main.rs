@@ -51,6 +51,10 @@ struct Args {
     /// Hold time (seconds) asked of upstream nodes and granted to children asking for 0.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
     hold: u16,
+    /// How long (ms) a child that sent LEAVE still counts, so data it sent just before the
+    /// LEAVE and that arrives after it is still merged (0 = prune at once).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    leave_delay_ms: u64,
     /// A flow merged from the start without CSP: RECEIVER,GROUP,SPEC.wasm[,PROTO[,DPORT]] (repeatable).
     #[arg(long = "flow", value_parser = parse_static_flow)]
     flows: Vec<StaticFlow>,
@@ -166,7 +170,7 @@ impl PortSink<'_> {
     }
 }
 
-fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
+fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
     let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
@@ -175,7 +179,6 @@ fn run(s: Settings, hold: u16, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_par
         (None, Some(b)) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
         (None, None) => Box::new(dataplane::Static),
     };
-    let csp = concast_csp::Config { hold_s: hold, ..Default::default() };
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
@@ -234,7 +237,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(s, args.hold, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
+    let csp = concast_csp::Config { hold_s: args.hold, leave_delay_us: args.leave_delay_ms * 1000, ..Default::default() };
+    match run(s, csp, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             emit(Level::Error, "fatal", &[("error", &e)]);

@@ -111,6 +111,9 @@ impl Router {
                     self.counters.count_malformed(e.name());
                 }
                 Ok(Datagram::Csp { ip: hdr, message }) => {
+                    // CSP can end or change a flow: the datagrams before it go first, or a
+                    // LEAVE would overtake the data its sender sent ahead of it.
+                    self.ingest_batches(now, &frames, sink);
                     self.counters.csp_in += 1;
                     let msg = codec::decode(&message);
                     let actions = self.node.handle(now, hdr.src_addr(), hdr.dst_addr(), msg);
@@ -151,22 +154,30 @@ impl Router {
                 }
             }
         }
+        self.ingest_batches(now, &frames, sink);
+    }
+
+    /// Hands the concast datagrams gathered so far (`batches`, indices into `frames`) to the
+    /// engine, one call per flow, and empties the batches.
+    fn ingest_batches(&mut self, now: u64, frames: &[&[u8]], sink: &mut impl Sink) {
         let ids: Vec<concast_engine::FlowId> =
             self.batches.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
         for id in ids {
-            let idx = std::mem::take(self.batches.get_mut(&id).unwrap());
+            let mut idx = std::mem::take(self.batches.get_mut(&id).unwrap());
             let batch: Vec<&[u8]> = idx.iter().map(|&i| &frames[i][ETH_HEADER..]).collect();
             self.out.clear();
-            if self.engine.ingest(id, &batch, now, &mut self.out).is_err() {
-                // The flow vanished under us (removed by CSP in this batch): forward as is.
+            if self.engine.ingest(id, &batch, now, &mut self.out).is_ok() {
+                self.counters.merged_in += batch.len() as u64;
+            } else {
+                // The flow is gone from the engine: forward as is.
                 for f in &batch {
                     self.counters.forwarded_unmerged += 1;
                     let mut scratch = Vec::with_capacity(f.len() + ETH_HEADER);
                     self.ethernet(f, sink, &mut scratch);
                 }
             }
-            self.counters.merged_in += batch.len() as u64;
             self.flush_outputs(now, sink);
+            idx.clear();
             *self.batches.get_mut(&id).unwrap() = idx;
         }
     }

@@ -75,8 +75,12 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
+        Lab::with(Config::default())
+    }
+
+    fn with(csp: Config) -> Lab {
         let engine = Engine::new(EngineConfig { node: ip(ROUTER), ..EngineConfig::default() }).unwrap();
-        let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], Config::default(), engine, Box::new(dataplane::Static));
+        let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], csp, engine, Box::new(dataplane::Static));
         let mut receiver = Node::new(ip(RX), Role::Host, Config::default());
         receiver.install_spec(7, spec_bytes("sum"));
         Lab { router, receiver, now: 1_000 }
@@ -112,6 +116,20 @@ impl Lab {
         let body = Body::Join(JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH });
         self.feed(vec![csp_frame(child, RX, &Msg { flow, seq: 11, body })])
     }
+}
+
+fn leave(child: &str) -> Vec<u8> {
+    let flow = FlowId { receiver: ip(RX), group: 7 };
+    csp_frame(child, RX, &Msg { flow, seq: 12, body: Body::Leave })
+}
+
+/// (count, value) of every concast datagram among `out` that carries a contribution.
+fn contributions(out: &[Vec<u8>]) -> Vec<(u32, i64)> {
+    decode(out)
+        .into_iter()
+        .filter_map(|o| if let Out::Concast(_, _, _, p) = o { Contribution::parse(&p) } else { None })
+        .map(|c| (c.count, c.value))
+        .collect()
 }
 
 #[test]
@@ -229,4 +247,36 @@ fn sum_waits_for_as_many_contributions_as_the_router_has_children() {
     let m = merged(&out);
     assert_eq!(m.len(), 1);
     assert_eq!((m[0].count, m[0].value), (3, 42));
+}
+
+#[test]
+fn data_ahead_of_a_leave_in_the_same_batch_is_merged_before_the_leave() {
+    let mut lab = Lab::with(Config { leave_delay_us: 0, ..Config::default() });
+    lab.join(C1);
+    lab.join(C2);
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7), leave(C1), leave(C2)]);
+    assert_eq!(contributions(&out), vec![(2, 12)], "one merged datagram, built before the flow went");
+    assert_eq!((lab.router.counters.merged_in, lab.router.counters.forwarded_unmerged), (2, 0));
+    assert!(lab.router.node.flows().is_empty(), "no leave delay: pruned at once");
+}
+
+#[test]
+fn a_leave_that_overtakes_its_senders_data_still_lets_the_data_merge() {
+    let mut lab = Lab::new();
+    lab.join(C1);
+    lab.join(C2);
+    // The data plane put C2's LEAVE ahead of the datagram C2 sent before it.
+    let out = lab.feed(vec![contribution(C1, 1, 5), leave(C1), leave(C2), contribution(C2, 1, 7)]);
+    assert_eq!(contributions(&out), vec![(2, 12)]);
+    assert_eq!(lab.router.node.flows()[0].children.len(), 2, "both still count during the leave delay");
+
+    let mut sink: Vec<Vec<u8>> = Vec::new();
+    let end = lab.now + Config::default().leave_delay_us;
+    lab.router.tick(end, &mut sink);
+    assert!(lab.router.node.flows().is_empty(), "pruned when the leave delay ended");
+    let leaves = decode(&sink)
+        .into_iter()
+        .filter(|o| matches!(o, Out::Csp(_, dst, Msg { body: Body::Leave, .. }) if *dst == ip(RX)))
+        .count();
+    assert_eq!(leaves, 1, "and left upstream");
 }

@@ -470,9 +470,10 @@ impl Host {
         if !self.senders.flows.contains_key(&flow) {
             return Err(format!("not joined to {flow}"));
         }
+        // Held contributions first, then LEAVE (docs/protocol.md 2.4).
+        self.stop_merging(now, flow, wire);
         let actions = self.node.leave(flow);
         self.apply(now, actions, wire);
-        self.stop_merging(now, flow, wire);
         self.senders.flows.remove(&flow);
         emit(Level::Info, "leave", &[("flow", &flow)]);
         Ok(json!({"left": true}))

@@ -32,6 +32,10 @@ struct Args {
     /// First JOIN retransmission delay in milliseconds (doubles on every try, 5 tries).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     join_retry_ms: u64,
+    /// How long (ms) a child that sent LEAVE still counts, so data it sent just before the
+    /// LEAVE and that arrives after it is still merged (0 = prune at once).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    leave_delay_ms: u64,
 }
 
 /// Every IPv4 address of this namespace but loopback ones.
@@ -70,7 +74,8 @@ fn settings(a: &Args) -> Result<Settings, String> {
         },
     };
     let socket = a.socket.clone().or_else(|| s("socket").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/run/concast/hostd.sock"));
-    let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000, ..Default::default() };
+    let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000,
+                                     leave_delay_us: a.leave_delay_ms * 1000, ..Default::default() };
     Ok(Settings { addr, socket, csp })
 }
 
