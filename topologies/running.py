@@ -205,6 +205,8 @@ class RunningNet:
                        addresses=[str(a) for a in r.plan.own_addresses()])
             if self.dataplane_name == "bmv2":
                 cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line())
+            elif r.capable:
+                cfg.update(egress_routes=r.egress_routes())
             (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",

@@ -1,7 +1,7 @@
 """One running OVS router: its names, and the run-time operations on it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 
 from concast.controller.routes import Route
@@ -17,6 +17,7 @@ class OvsRouter:
     bridge: str
     cpu_switch_iface: str | None    # the CPU port, a port of the bridge (OpenFlow port 1000)
     cpu_iface: str | None           # its peer: the end routerd opens with AF_PACKET
+    routes: list[Route] = field(default_factory=list)   # as last programmed
 
     name = property(lambda self: self.plan.name)
     capable = property(lambda self: self.plan.capable)
@@ -29,6 +30,14 @@ class OvsRouter:
         """Replace every rule with the pipeline for these routes (selectors are dropped)."""
         ofctl.del_flows(self.bridge)
         ofctl.add_flows(self.bridge, pipeline.router_flows(self.plan, routes))
+        self.routes = list(routes)
+
+    def egress_routes(self) -> list[dict]:
+        """The forwarding routes for routerd's direct egress (docs/routerd.md): prefix, the
+        port's interface (the bridge's end of the link, in the root namespace) and next-hop
+        MAC, exactly as table 1 forwards."""
+        return [{"prefix": str(r.prefix), "iface": f"{self.bridge}-{r.ofport}",
+                 "mac": r.next_hop_mac} for r in self.routes if r.ofport is not None]
 
     def disable_diversion(self) -> None:
         """Forward like an oblivious router (routerd gone): drop the CSP, own-address and

@@ -323,3 +323,32 @@ def test_a_crashed_routerd_is_bypassed_and_rebuilt_from_refreshes(net, rx):
     assert sums == want and counts == {k: len(hosts) for k in keys}
     merged_in, merged_out = merged_delta(before, router(net, "r2")["counters"])
     assert merged_in > merged_out > 0, "merging resumed at r2"
+
+
+def test_routerd_forwards_what_it_writes_straight_out_of_the_port_with_ttl_rules(net, rx):
+    """OVS routers get egress_routes: routerd sends out of the port itself (no second OVS
+    pass), decrementing TTL like table 1 and dropping what would leave with TTL 0."""
+    group, port = 16, 5016
+    rx.install_spec(group, tolerant("sum"))
+    rx.subscribe(group, port=port)
+    joined = Senders(net, ["s1"], group, dport=port)    # selectors for port 5016 on r2, r1
+    try:
+        wait_for(lambda: (router_flow(net, "r1", group) or {}).get("state") == "active", 10,
+                 "r1 did not activate the flow")
+        before = router_counters(net, ["r1", "r2"])
+        with net.capture("rx", f"udp dst port {port}", name="egress-ttl") as cap:
+            # Plain UDP caught by both routers' selectors, passed back by routerd each time.
+            send_raw(net["s3"], net.ip("rx"), dport=port, ttl=3, payload="aa" * 8)
+            send_raw(net["s3"], net.ip("rx"), dport=port, ttl=2, payload="bb" * 8)
+            wait_for(lambda: router(net, "r1")["counters"]["egress_ttl_expired"]
+                     > before["r1"]["egress_ttl_expired"], 5, "r1 did not drop the TTL-2 datagram")
+        joined.finish()
+    finally:
+        joined.kill()
+    # (first payload byte, TTL) of what reached rx: raw IPv4 datagrams, 20-byte headers.
+    got = [(ip[28], ip[8]) for ip in udp_datagrams(cap.packets(), port)]
+    assert got == [(0xAA, 1)], got
+    after = router_counters(net, ["r1", "r2"])
+    for r in ("r1", "r2"):
+        assert after[r]["egress_sent"] > before[r]["egress_sent"], f"{r} sent through its CPU port"
+        assert after[r]["passed_through"] >= before[r]["passed_through"] + (1 if r == "r1" else 2)

@@ -50,13 +50,22 @@ fn read_mac(name: &str) -> io::Result<[u8; 6]> {
 impl CpuPort {
     /// Opens `name` for IPv4 frames only; frames this socket sends are not read back.
     pub fn open(name: &str) -> io::Result<CpuPort> {
+        CpuPort::open_with(name, ETH_P_IP)
+    }
+
+    /// Opens `name` for sending only (protocol 0: the socket is handed no frames).
+    pub fn open_tx(name: &str) -> io::Result<CpuPort> {
+        CpuPort::open_with(name, 0)
+    }
+
+    fn open_with(name: &str, protocol: u16) -> io::Result<CpuPort> {
         let ifindex = ifindex(name)?;
-        let proto = ETH_P_IP.to_be() as libc::c_int;
+        let proto = protocol.to_be() as libc::c_int;
         let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto) })?;
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_IP.to_be();
+        sll.sll_protocol = protocol.to_be();
         sll.sll_ifindex = ifindex;
         check(unsafe {
             libc::bind(fd.as_raw_fd(), &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)

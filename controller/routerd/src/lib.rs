@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod cpu_port;
 pub mod dataplane;
+pub mod egress;
 /// The shared logger, re-exported so `concast_routerd::log` keeps working.
 pub use concast_daemon::log;
 pub mod mgmt;

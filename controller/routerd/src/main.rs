@@ -11,10 +11,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
+use serde_json::{json, Value};
 use concast_engine::{Engine, EngineConfig};
 
 use concast_routerd::cpu_port::CpuPort;
 use concast_routerd::dataplane;
+use concast_routerd::egress::{self, Egress};
 use concast_routerd::log::{emit, Level};
 use concast_routerd::mgmt::Mgmt;
 use concast_routerd::{Router, Sink};
@@ -61,6 +63,13 @@ struct Args {
     /// Parameters given to every --flow spec (the receiver's text, e.g. "fanin=1" or "fanin=4,timeout_us=5000").
     #[arg(long, default_value = "")]
     flow_params: String,
+    /// Where routerd sends the datagrams it writes: `ports` = straight out of the router's
+    /// port toward the next hop (the config's `egress_routes`, written by the OVS control
+    /// plane), falling back to the CPU port for anything without a route; `cpu` = always back
+    /// through the CPU port, for the data plane to forward. Default: ports when the config
+    /// has egress routes.
+    #[arg(long, value_parser = ["ports", "cpu"])]
+    egress: Option<String>,
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
@@ -118,6 +127,8 @@ struct Settings {
     bridge: Option<String>,
     dataplane_cmd: Option<String>,
     mgmt: PathBuf,
+    /// Direct egress: the routes and their port interfaces.
+    egress: Option<(egress::Table, Vec<String>)>,
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
@@ -145,22 +156,42 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, mgmt })
+    let routes = cfg.get("egress_routes").filter(|v| !v.is_null());
+    let egress = match (a.egress.as_deref(), routes) {
+        (Some("cpu"), _) => None,
+        (Some(_), None) => return Err("--egress ports needs egress_routes in --config".into()),
+        (_, Some(v)) => Some(egress::parse_routes(v, router_mac, parse_mac).map_err(|e| format!("--config: {e}"))?),
+        (None, None) => None,
+    };
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, mgmt, egress })
 }
 
+/// Where frames routerd writes go: out of their port when direct egress routes them, else
+/// back through the CPU port.
 struct PortSink<'a> {
     port: &'a CpuPort,
+    egress: Option<&'a mut Egress>,
     queue: Vec<Vec<u8>>,
 }
 
 impl Sink for PortSink<'_> {
     fn frame(&mut self, frame: &[u8]) {
+        if let Some(e) = self.egress.as_deref_mut() {
+            if e.take(frame) {
+                return;
+            }
+        }
         self.queue.push(frame.to_vec());
     }
 }
 
 impl PortSink<'_> {
     fn flush(&mut self) {
+        if let Some(e) = self.egress.as_deref_mut() {
+            if let Err(err) = e.flush() {
+                emit(Level::Error, "send_failed", &[("path", &"egress"), ("error", &err)]);
+            }
+        }
         if !self.queue.is_empty() {
             if let Err(e) = self.port.send_batch(&self.queue) {
                 emit(Level::Error, "send_failed", &[("error", &e), ("frames", &self.queue.len())]);
@@ -180,6 +211,11 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
         (None, None) => Box::new(dataplane::Static),
     };
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
+    let mut egress = match &s.egress {
+        Some((table, ifaces)) => Some(Egress::open(table.clone(), ifaces)?),
+        None => None,
+    };
+    let egress_desc = egress.as_ref().map_or("cpu port".to_string(), |e| format!("{} ports", e.ports()));
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
     }
@@ -190,7 +226,7 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
     let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
     concast_daemon::stop_on_signals();
     let desc = router.dataplane().describe();
-    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("mgmt", &s.mgmt.display())]);
+    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("egress", &egress_desc), ("mgmt", &s.mgmt.display())]);
 
     let clock = Instant::now();
     let now = || clock.elapsed().as_micros() as u64;
@@ -209,23 +245,33 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
             }
             // Frames are read in place from the port's receive buffers; sending needs only a
             // shared borrow of the port too.
-            let mut sink = PortSink { port: &port, queue: Vec::with_capacity(n) };
+            let mut sink = PortSink { port: &port, egress: egress.as_mut(), queue: Vec::with_capacity(n) };
             router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
             sink.flush();
         }
-        let mut sink = PortSink { port: &port, queue: Vec::new() };
+        let mut sink = PortSink { port: &port, egress: egress.as_mut(), queue: Vec::new() };
         router.tick(now(), &mut sink);
         sink.flush();
         if fds[1].revents != 0 {
-            mgmt.serve(|cmd| router.answer(cmd));
+            mgmt.serve(|cmd| with_egress_counters(router.answer(cmd), egress.as_ref()));
         }
     }
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
     }
-    let counters = router.counters.to_json();
+    let counters = with_egress_counters(json!({"counters": router.counters.to_json()}), egress.as_ref())["counters"].clone();
     emit(Level::Info, "stopped", &[("counters", &counters)]);
     Ok(())
+}
+
+/// Adds direct egress's counters to an answer's `counters` (absent without direct egress).
+fn with_egress_counters(mut answer: Value, egress: Option<&Egress>) -> Value {
+    if let (Some(e), Some(c)) = (egress, answer.get_mut("counters").and_then(Value::as_object_mut)) {
+        c.insert("egress_sent".into(), json!(e.sent));
+        c.insert("egress_ttl_expired".into(), json!(e.ttl_expired));
+        c.insert("egress_send_errors".into(), json!(e.send_errors));
+    }
+    answer
 }
 
 fn main() -> ExitCode {
