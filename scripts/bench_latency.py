@@ -12,28 +12,30 @@ r1) without waiting. routerd installs the flow's OVS selector itself.
 A UDP client in s1's namespace sends 56-byte aggregate contributions (a 32-byte UDP payload,
 mergespecs/README.md) carrying the Concast ID option (set with the IP_OPTIONS socket option),
 one at a time, to a UDP echo in rx's namespace that answers s1 directly (a merged datagram's
-source is r1), and times each round trip. Three paths, measured in alternating blocks so drift
+source is r1), and times each round trip. Six paths, measured in alternating blocks so drift
 and background load hit them alike:
 
-  plain   selector removed: OVS forwards s1 -> rx itself (one OVS pass)
-  pass    selector installed, group 8: OVS diverts to routerd, which has no flow (8) and
-          writes the datagram back unchanged (routerd's I/O path and a second OVS pass)
-  merge   selector installed, group 7: diverted and merged by the zero-delay spec
-  reflect selector installed, but a tc filter on the switch end of the CPU port sends every
-          frame OVS diverts straight back into OVS (u32 + mirred ingress redirect): the data
-          plane's CPU-port round trip alone, without routerd (which never sees the frame)
+  plain     selector removed: OVS forwards s1 -> rx itself (one OVS pass)
+  reflect   selector installed, but a tc filter on the switch end of the CPU port sends every
+            frame OVS diverts straight back into OVS (u32 + mirred ingress redirect): the data
+            plane's CPU-port round trip alone, without routerd (which never sees the frame)
+  pass-cpu  selector installed, group 8: OVS diverts to routerd, which has no flow (8) and
+            writes the datagram back unchanged through the CPU port (a second OVS pass)
+  merge-cpu selector installed, group 7: diverted, merged by the zero-delay spec, written back
+            through the CPU port
+  pass      as pass-cpu, but routerd sends straight out of r1's port toward rx (its default
+            on OVS, `--egress ports`; switched per block with the management command
+            `egress ports|cpu`)
+  merge     as merge-cpu, out of the port: the concast hop as routerd runs by default
 
-The concast hop's added latency is merge - plain (what the target names). routerd runs with
-`--egress ports` by default: what it writes leaves straight out of r1's port toward rx, so
-merge - plain = diversion to routerd and its I/O (pass - plain) + the merge engine (merge - pass).
-With `--egress cpu` routerd writes back through the CPU port and OVS forwards it in a second
-pass; then the hop splits into reflect - plain (that second pass: the data plane's share),
-pass - reflect (routerd's AF_PACKET read and write) and merge - pass (the merge engine).
+The concast hop's added latency is merge - plain (what the target names) = pass - plain
+(diversion, routerd's AF_PACKET read and write) + merge - pass (the merge engine). Through the
+CPU port it is merge-cpu - plain = reflect - plain (OVS's second pass: the data plane's share)
++ pass-cpu - reflect (routerd's I/O) + merge-cpu - pass-cpu (the engine).
 Replies are never diverted (the selector matches only datagrams to rx). routerd's counters are
 read per block to check that each block took the path it names.
 
-Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--egress ports|cpu]
-                                        [--csv FILE] [--samples-csv FILE]
+Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--csv FILE] [--samples-csv FILE]
 """
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ SUM = ROOT / "build/mergespecs/sum.wasm"
 PORT = 7007
 GROUP_MERGE = 7
 GROUP_PASS = 8
+# Measured in this order (reversed every other round); -cpu: routerd writes through the CPU port.
+PATHS = ("plain", "reflect", "pass-cpu", "merge-cpu", "pass", "merge")
 
 # Runs in rx's namespace: echo every contribution straight back to the sender (argv[2]),
 # whatever the source (a merged datagram comes from the router), marking merged ones.
@@ -137,9 +141,6 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=100, help="round trips per block (default 100)")
     ap.add_argument("--warmup", type=int, default=10, help="round trips thrown away after each switch")
     ap.add_argument("--gap-us", type=float, default=200, help="pause between round trips")
-    ap.add_argument("--egress", choices=("ports", "cpu"), default="ports",
-                    help="routerd's --egress: datagrams it writes go straight out of r1's port "
-                         "(ports, the default on OVS) or back through the CPU port (cpu)")
     ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
     ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
     args = ap.parse_args()
@@ -158,7 +159,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     load = open("/proc/loadavg").read().split()[:3]
-    samples: dict[str, list[float]] = {"plain": [], "reflect": [], "pass": [], "merge": []}
+    samples: dict[str, list[float]] = {p: [] for p in PATHS}
     lost = {k: 0 for k in samples}
     merged_replies = {k: 0 for k in samples}
     wrong_path = {k: 0 for k in samples}
@@ -176,7 +177,7 @@ def main() -> int:
         reflect_on = ["tc", "filter", "add", "dev", cpu_sw, "egress", "pref", "10", "protocol", "ip", "u32",
                       "match", "u32", "0", "0", "action", "mirred", "ingress", "redirect", "dev", cpu_sw]
         reflect_off = ["tc", "filter", "del", "dev", cpu_sw, "egress", "pref", "10"]
-        net.start_routerd([str(ROUTERD), "--config", "{config}", "--egress", args.egress,
+        net.start_routerd([str(ROUTERD), "--config", "{config}",
                            "--flow", f"{rx},{GROUP_MERGE},{SUM},17,{PORT}", "--flow-params", "fanin=1"])
         sock = net.routerd_socket("r1")
         deadline = time.monotonic() + 10
@@ -200,13 +201,19 @@ def main() -> int:
                 raise RuntimeError("the UDP client in s1 died")
             return json.loads(line_)
 
-        selector_on, reflecting = True, False
+        selector_on, reflecting, egress = True, False, "ports"
         rounds = -(-args.samples // args.block)
         for rnd in range(rounds):
-            order = ["plain", "reflect", "pass", "merge"]
+            order = list(PATHS)
             if rnd % 2:
                 order.reverse()
             for path in order:
+                want_egress = "cpu" if path.endswith("-cpu") else "ports"
+                if want_egress != egress:
+                    answer = mgmt(sock, f"egress {want_egress}")
+                    if "error" in answer:
+                        raise RuntimeError(f"routerd: {answer['error']}")
+                    egress = want_egress
                 want_on = path != "plain"
                 if want_on != selector_on:
                     if want_on:
@@ -217,7 +224,7 @@ def main() -> int:
                 if (path == "reflect") != reflecting:
                     subprocess.run(reflect_off if reflecting else reflect_on, check=True, capture_output=True)
                     reflecting = not reflecting
-                group = GROUP_PASS if path == "pass" else GROUP_MERGE
+                group = GROUP_PASS if path.startswith("pass") else GROUP_MERGE
                 block(group, args.warmup)
                 c0 = mgmt(sock)["counters"]
                 res = block(group, args.block)
@@ -231,9 +238,12 @@ def main() -> int:
                 d_in = c1["frames_in"] - c0["frames_in"]
                 d_merged = c1["merged_in"] - c0["merged_in"]
                 d_pass = c1["passed_through"] - c0["passed_through"]
-                expect = {"plain": (0, 0, 0), "reflect": (0, 0, 0), "pass": (args.block, 0, args.block),
-                          "merge": (args.block, args.block, 0)}[path]
-                if (d_in, d_merged, d_pass) != expect:
+                d_egress = c1["egress_sent"] - c0["egress_sent"]
+                n = args.block
+                expect = {"plain": (0, 0, 0, 0), "reflect": (0, 0, 0, 0),
+                          "pass-cpu": (n, 0, n, 0), "merge-cpu": (n, n, 0, 0),
+                          "pass": (n, 0, n, n), "merge": (n, n, 0, n)}[path]
+                if (d_in, d_merged, d_pass, d_egress) != expect:
                     wrong_path[path] += 1
         stats_end = mgmt(sock)
     finally:
@@ -252,39 +262,33 @@ def main() -> int:
                          "p90": pct(xs, 90), "p99": pct(xs, 99), "mean": statistics.fmean(xs) if xs else float("nan"),
                          "lost": lost[path], "merged_replies": merged_replies[path],
                          "blocks_off_path": wrong_path[path]}
-    print(f"one concast hop (s1 - r1 - rx, userspace OVS, routerd on r1, egress via {args.egress}), "
-          f"{args.block}-sample blocks "
+    print(f"one concast hop (s1 - r1 - rx, userspace OVS, routerd on r1), {args.block}-sample blocks "
           f"alternating, {args.gap_us:g} us between round trips, {elapsed:.0f} s")
     print(f"load average before {' '.join(load)}, after {' '.join(load_after)}")
-    print(f"{'path':<7} {'n':>5} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'mean us':>8} {'lost':>5} "
+    print(f"{'path':<9} {'n':>5} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'mean us':>8} {'lost':>5} "
           f"{'merged':>6} {'off-path blocks':>15}")
     for path, s in summary.items():
-        print(f"{path:<7} {s['n']:>5} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['mean']:>8.1f} "
+        print(f"{path:<9} {s['n']:>5} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['mean']:>8.1f} "
               f"{s['lost']:>5} {s['merged_replies']:>6} {s['blocks_off_path']:>15}")
     med = {k: v["p50"] for k, v in summary.items()}
-    d_merge = med["merge"] - med["plain"]
-    verdict = "meets" if d_merge <= 50 else "above"
-    print(f"added latency, difference of medians: concast hop (merge - plain) {d_merge:+.1f} us "
-          f"[target <= 50 us: {verdict}]")
-    if args.egress == "cpu":
-        print(f"  = OVS CPU-port round trip (reflect - plain) {med['reflect'] - med['plain']:+.1f} us"
-              f" + routerd I/O (pass - reflect) {med['pass'] - med['reflect']:+.1f} us"
-              f" + merge engine (merge - pass) {med['merge'] - med['pass']:+.1f} us")
-        print(f"  routerd's share (merge - reflect) {med['merge'] - med['reflect']:+.1f} us")
-    else:
-        # routerd's writes skip OVS's second pass, which `reflect` still measures.
-        print(f"  = diversion and routerd I/O, no second OVS pass (pass - plain) "
-              f"{med['pass'] - med['plain']:+.1f} us + merge engine (merge - pass) "
-              f"{med['merge'] - med['pass']:+.1f} us; for reference, OVS's CPU-port round trip "
-              f"that direct egress avoids (reflect - plain) {med['reflect'] - med['plain']:+.1f} us")
 
     def paired(a: str, b: str) -> float:
         """Median over rounds of (block median of a - block median of b): drift cancels."""
         return statistics.median(x - y for x, y in zip(block_p50[a], block_p50[b]))
-    print(f"paired by round (median of per-round block-median differences): "
-          f"merge - plain {paired('merge', 'plain'):+.1f} us, reflect - plain {paired('reflect', 'plain'):+.1f} us, "
-          f"pass - reflect {paired('pass', 'reflect'):+.1f} us, merge - pass {paired('merge', 'pass'):+.1f} us, "
-          f"merge - reflect {paired('merge', 'reflect'):+.1f} us")
+
+    def diff(a: str, b: str) -> str:
+        return f"{med[a] - med[b]:+.1f} us (paired {paired(a, b):+.1f})"
+    d_merge = med["merge"] - med["plain"]
+    verdict = "meets" if d_merge <= 50 else "above"
+    print(f"concast hop, routerd's default direct egress (merge - plain): {diff('merge', 'plain')} "
+          f"[target <= 50 us: {verdict}]")
+    print(f"  = diversion and routerd I/O (pass - plain) {diff('pass', 'plain')}"
+          f" + merge engine (merge - pass) {diff('merge', 'pass')}")
+    print(f"concast hop, writing back through the CPU port (merge-cpu - plain): {diff('merge-cpu', 'plain')}")
+    print(f"  = OVS's second pass through the CPU port (reflect - plain) {diff('reflect', 'plain')}"
+          f" + routerd I/O (pass-cpu - reflect) {diff('pass-cpu', 'reflect')}"
+          f" + merge engine (merge-cpu - pass-cpu) {diff('merge-cpu', 'pass-cpu')}")
+    print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
     print(f"routerd at the end: {json.dumps(stats_end['counters'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
              "paired_minus_plain_us"]
@@ -298,7 +302,7 @@ def main() -> int:
         args.csv.write_text("\n".join(lines) + "\n")
     if args.samples_csv:
         args.samples_csv.write_text("path,block,rtt_us\n" + "".join(f"{p},{b},{r:.1f}\n" for p, b, r in rows_raw))
-    ok = (summary["merge"]["merged_replies"] == summary["merge"]["n"]
+    ok = (all(summary[m]["merged_replies"] == summary[m]["n"] for m in ("merge", "merge-cpu"))
           and all(s["blocks_off_path"] == 0 for s in summary.values()))
     if not ok:
         print("warning: some blocks did not take the path they name (see merged / off-path blocks)")

@@ -216,6 +216,8 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
         None => None,
     };
     let egress_desc = egress.as_ref().map_or("cpu port".to_string(), |e| format!("{} ports", e.ports()));
+    // Switched by the management command `egress ports|cpu` (benchmarks compare both).
+    let mut use_egress = egress.is_some();
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
     }
@@ -245,15 +247,18 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
             }
             // Frames are read in place from the port's receive buffers; sending needs only a
             // shared borrow of the port too.
-            let mut sink = PortSink { port: &port, egress: egress.as_mut(), queue: Vec::with_capacity(n) };
+            let mut sink = PortSink { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::with_capacity(n) };
             router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
             sink.flush();
         }
-        let mut sink = PortSink { port: &port, egress: egress.as_mut(), queue: Vec::new() };
+        let mut sink = PortSink { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::new() };
         router.tick(now(), &mut sink);
         sink.flush();
         if fds[1].revents != 0 {
-            mgmt.serve(|cmd| with_egress_counters(router.answer(cmd), egress.as_ref()));
+            mgmt.serve(|cmd| match cmd.strip_prefix("egress ") {
+                Some(mode) => switch_egress(mode, egress.is_some(), &mut use_egress),
+                None => with_egress_counters(router.answer(cmd), egress.as_ref()),
+            });
         }
     }
     if let Err(e) = router.dataplane().clear() {
@@ -262,6 +267,18 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
     let counters = with_egress_counters(json!({"counters": router.counters.to_json()}), egress.as_ref())["counters"].clone();
     emit(Level::Info, "stopped", &[("counters", &counters)]);
     Ok(())
+}
+
+/// The management command `egress ports|cpu`: where routerd's frames go from now on.
+fn switch_egress(mode: &str, have_routes: bool, use_egress: &mut bool) -> Value {
+    match (mode.trim(), have_routes) {
+        ("cpu", _) => *use_egress = false,
+        ("ports", true) => *use_egress = true,
+        ("ports", false) => return json!({"error": "no egress routes: started with --egress cpu or without egress_routes"}),
+        (other, _) => return json!({"error": format!("egress {other:?}: say ports or cpu")}),
+    }
+    emit(Level::Info, "egress_switched", &[("egress", &mode.trim())]);
+    json!({"egress": mode.trim()})
 }
 
 /// Adds direct egress's counters to an answer's `counters` (absent without direct egress).
