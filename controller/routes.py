@@ -111,3 +111,11 @@ def _hop_count(plan: Plan, a: str, b: str) -> int:
         node = first_hops(plan, node)[b].neighbour
         n += 1
     return n
+
+
+def egress_table(routes: list[Route], bridge: str) -> list[dict]:
+    """The forwarding routes for routerd's direct egress (docs/routerd.md): prefix, the port's
+    interface (`<bridge>-<port>`, the router's end of the link in the root namespace) and
+    next-hop MAC, exactly as the data plane forwards."""
+    return [{"prefix": str(r.prefix), "iface": f"{bridge}-{r.ofport}", "mac": r.next_hop_mac}
+            for r in routes if r.ofport is not None]

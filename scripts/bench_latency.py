@@ -60,6 +60,7 @@ SUM = ROOT / "build/mergespecs/sum.wasm"
 PORT = 7007
 GROUP_MERGE = 7
 GROUP_PASS = 8
+GROUP_PLAIN = 9     # BMv2: no concast_flows entry, so forwarded by the P4 program alone
 # Measured in this order (reversed every other round); -cpu: routerd writes through the CPU port.
 PATHS = ("plain", "reflect", "pass-cpu", "merge-cpu", "pass", "merge")
 
@@ -141,6 +142,9 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=100, help="round trips per block (default 100)")
     ap.add_argument("--warmup", type=int, default=10, help="round trips thrown away after each switch")
     ap.add_argument("--gap-us", type=float, default=200, help="pause between round trips")
+    ap.add_argument("--dataplane", choices=("ovs", "bmv2"), default="ovs",
+                    help="r1's data plane (bmv2 needs p4c-bm2-ss and simple_switch_grpc on PATH; "
+                         "it has no direct egress, so only the -cpu paths run)")
     ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
     ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
     args = ap.parse_args()
@@ -159,7 +163,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     load = open("/proc/loadavg").read().split()[:3]
-    samples: dict[str, list[float]] = {p: [] for p in PATHS}
+    bmv2 = args.dataplane == "bmv2"
+    paths = ("plain", "reflect", "pass-cpu", "merge-cpu") if bmv2 else PATHS
+    samples: dict[str, list[float]] = {p: [] for p in paths}
     lost = {k: 0 for k in samples}
     merged_replies = {k: 0 for k in samples}
     wrong_path = {k: 0 for k in samples}
@@ -169,7 +175,7 @@ def main() -> int:
     net = None
     t_start = time.monotonic()
     try:
-        net = line(n_routers=1, senders=1).start()
+        net = line(n_routers=1, senders=1, dataplane=args.dataplane).start()
         rx, s1 = net.ip("rx"), net.ip("s1")
         r1 = net["r1"]
         cpu_sw = r1.cpu_switch_iface
@@ -185,6 +191,10 @@ def main() -> int:
             if time.monotonic() > deadline:
                 raise RuntimeError("routerd did not start: see " + str(net.run_dir / "logs"))
             time.sleep(0.05)
+        if bmv2:
+            # BMv2 diverts by (R, G) entry: group 8 diverted (routerd has no flow for it),
+            # group 9 never; routerd installs group 7's entry itself (after clearing all).
+            r1.add_flow(rx, GROUP_PASS)
         net.daemons.start("rx", [sys.executable, "-c", ECHO, str(PORT), s1], "echo", netns=net.netns("rx"))
         client = subprocess.Popen(["ip", "netns", "exec", net.netns("s1"), sys.executable, "-u", "-c", CLIENT,
                                    rx, str(PORT), str(args.gap_us / 1e6)],
@@ -204,18 +214,18 @@ def main() -> int:
         selector_on, reflecting, egress = True, False, "ports"
         rounds = -(-args.samples // args.block)
         for rnd in range(rounds):
-            order = list(PATHS)
+            order = list(paths)
             if rnd % 2:
                 order.reverse()
             for path in order:
                 want_egress = "cpu" if path.endswith("-cpu") else "ports"
-                if want_egress != egress:
+                if not bmv2 and want_egress != egress:
                     answer = mgmt(sock, f"egress {want_egress}")
                     if "error" in answer:
                         raise RuntimeError(f"routerd: {answer['error']}")
                     egress = want_egress
                 want_on = path != "plain"
-                if want_on != selector_on:
+                if not bmv2 and want_on != selector_on:
                     if want_on:
                         r1.add_selector(rx, 17, PORT)
                     else:
@@ -225,6 +235,8 @@ def main() -> int:
                     subprocess.run(reflect_off if reflecting else reflect_on, check=True, capture_output=True)
                     reflecting = not reflecting
                 group = GROUP_PASS if path.startswith("pass") else GROUP_MERGE
+                if bmv2 and path == "plain":
+                    group = GROUP_PLAIN
                 block(group, args.warmup)
                 c0 = mgmt(sock)["counters"]
                 res = block(group, args.block)
@@ -238,7 +250,7 @@ def main() -> int:
                 d_in = c1["frames_in"] - c0["frames_in"]
                 d_merged = c1["merged_in"] - c0["merged_in"]
                 d_pass = c1["passed_through"] - c0["passed_through"]
-                d_egress = c1["egress_sent"] - c0["egress_sent"]
+                d_egress = c1.get("egress_sent", 0) - c0.get("egress_sent", 0)
                 n = args.block
                 expect = {"plain": (0, 0, 0, 0), "reflect": (0, 0, 0, 0),
                           "pass-cpu": (n, 0, n, 0), "merge-cpu": (n, n, 0, 0),
@@ -262,7 +274,8 @@ def main() -> int:
                          "p90": pct(xs, 90), "p99": pct(xs, 99), "mean": statistics.fmean(xs) if xs else float("nan"),
                          "lost": lost[path], "merged_replies": merged_replies[path],
                          "blocks_off_path": wrong_path[path]}
-    print(f"one concast hop (s1 - r1 - rx, userspace OVS, routerd on r1), {args.block}-sample blocks "
+    where = "BMv2 (simple_switch_grpc)" if bmv2 else "userspace OVS"
+    print(f"one concast hop (s1 - r1 - rx, {where}, routerd on r1), {args.block}-sample blocks "
           f"alternating, {args.gap_us:g} us between round trips, {elapsed:.0f} s")
     print(f"load average before {' '.join(load)}, after {' '.join(load_after)}")
     print(f"{'path':<9} {'n':>5} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'mean us':>8} {'lost':>5} "
@@ -278,17 +291,20 @@ def main() -> int:
 
     def diff(a: str, b: str) -> str:
         return f"{med[a] - med[b]:+.1f} us (paired {paired(a, b):+.1f})"
-    d_merge = med["merge"] - med["plain"]
-    verdict = "meets" if d_merge <= 50 else "above"
-    print(f"concast hop, routerd's default direct egress (merge - plain): {diff('merge', 'plain')} "
-          f"[target <= 50 us: {verdict}]")
-    print(f"  = diversion and routerd I/O (pass - plain) {diff('pass', 'plain')}"
-          f" + merge engine (merge - pass) {diff('merge', 'pass')}")
-    print(f"concast hop, writing back through the CPU port (merge-cpu - plain): {diff('merge-cpu', 'plain')}")
-    print(f"  = OVS's second pass through the CPU port (reflect - plain) {diff('reflect', 'plain')}"
+    hop = "merge-cpu" if bmv2 else "merge"
+    verdict = "meets" if med[hop] - med["plain"] <= 50 else "above"
+    if not bmv2:
+        print(f"concast hop, routerd's default direct egress (merge - plain): {diff('merge', 'plain')} "
+              f"[target <= 50 us: {verdict}]")
+        print(f"  = diversion and routerd I/O (pass - plain) {diff('pass', 'plain')}"
+              f" + merge engine (merge - pass) {diff('merge', 'pass')}")
+    print(f"concast hop, writing back through the CPU port (merge-cpu - plain): {diff('merge-cpu', 'plain')}"
+          + (f" [target <= 50 us: {verdict}]" if bmv2 else ""))
+    print(f"  = the data plane's second pass through the CPU port (reflect - plain) {diff('reflect', 'plain')}"
           f" + routerd I/O (pass-cpu - reflect) {diff('pass-cpu', 'reflect')}"
           f" + merge engine (merge-cpu - pass-cpu) {diff('merge-cpu', 'pass-cpu')}")
-    print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
+    if not bmv2:
+        print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
     print(f"routerd at the end: {json.dumps(stats_end['counters'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
              "paired_minus_plain_us"]
@@ -302,7 +318,7 @@ def main() -> int:
         args.csv.write_text("\n".join(lines) + "\n")
     if args.samples_csv:
         args.samples_csv.write_text("path,block,rtt_us\n" + "".join(f"{p},{b},{r:.1f}\n" for p, b, r in rows_raw))
-    ok = (all(summary[m]["merged_replies"] == summary[m]["n"] for m in ("merge", "merge-cpu"))
+    ok = (all(summary[m]["merged_replies"] == summary[m]["n"] for m in paths if m.startswith("merge"))
           and all(s["blocks_off_path"] == 0 for s in summary.values()))
     if not ok:
         print("warning: some blocks did not take the path they name (see merged / off-path blocks)")

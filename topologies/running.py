@@ -204,6 +204,8 @@ class RunningNet:
             cfg.update(capable=r.capable, dataplane=self.dataplane_name,
                        addresses=[str(a) for a in r.plan.own_addresses()])
             if self.dataplane_name == "bmv2":
+                # No direct egress: simple_switch also reads the frames sent on its ports,
+                # so they would loop through it until their TTL ran out (measured).
                 cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line())
             elif r.capable:
                 cfg.update(egress_routes=r.egress_routes())

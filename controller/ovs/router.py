@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 
-from concast.controller.routes import Route
+from concast.controller.routes import Route, egress_table
 from concast.controller.ovs import ofctl, pipeline
 from concast.controller.ovs import selectors as sel
 from concast.topologies.addressing import RouterPlan
@@ -33,11 +33,8 @@ class OvsRouter:
         self.routes = list(routes)
 
     def egress_routes(self) -> list[dict]:
-        """The forwarding routes for routerd's direct egress (docs/routerd.md): prefix, the
-        port's interface (the bridge's end of the link, in the root namespace) and next-hop
-        MAC, exactly as table 1 forwards."""
-        return [{"prefix": str(r.prefix), "iface": f"{self.bridge}-{r.ofport}",
-                 "mac": r.next_hop_mac} for r in self.routes if r.ofport is not None]
+        """routerd's direct-egress table: the routes of table 1 (routes.egress_table)."""
+        return egress_table(self.routes, self.bridge)
 
     def disable_diversion(self) -> None:
         """Forward like an oblivious router (routerd gone): drop the CSP, own-address and
