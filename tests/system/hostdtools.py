@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from concast import ROOT
 from concast.hosts import Client, aggregate, routerd
 from concast.hosts.client import wait_ready
@@ -57,6 +59,21 @@ def answers(path: Path) -> bool:
         return True
     except (OSError, ValueError):
         return False
+
+
+def concast_network(topology, run_dir: Path):
+    """The body of a module fixture (`yield from`): `topology` started in `run_dir` with
+    routerd on every capable router and hostd on every host, stopped afterwards; skips when
+    the daemons or specs are not built."""
+    why = missing_builds()
+    if why:
+        pytest.skip(why)
+    n = topology.start(run_dir=run_dir)
+    try:
+        n.routerd_daemons = start_concast(n)
+        yield n
+    finally:
+        n.stop()
 
 
 def start_concast(net) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from bmv2tools import MARKS, bodies, ensure_p4_build
-from hostdtools import missing_builds, start_concast
+from hostdtools import concast_network
 
 from concast.topologies import mixed
 
@@ -17,17 +17,9 @@ pytestmark = MARKS
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    why = missing_builds()
-    if why:
-        pytest.skip(why)
     ensure_p4_build()
-    n = mixed(levels=3, fanout=2, senders=8, dataplane="bmv2").start(
-        run_dir=tmp_path_factory.mktemp("bmv2-mixed"))
-    try:
-        n.routerd_daemons = start_concast(n)
-        yield n
-    finally:
-        n.stop()
+    yield from concast_network(mixed(levels=3, fanout=2, senders=8, dataplane="bmv2"),
+                               tmp_path_factory.mktemp("bmv2-mixed"))
 
 
 def test_bmv2_merging_happens_only_at_capable_routers_and_nothing_is_lost(net):

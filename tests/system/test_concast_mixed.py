@@ -5,8 +5,8 @@ and nothing is lost."""
 from __future__ import annotations
 
 import pytest
-from hostdtools import (Senders, tolerant, collect, missing_builds, round_lines, router_counters,
-                        router_flow, start_concast)
+from hostdtools import (Senders, collect, concast_network, round_lines, router_counters,
+                        router_flow, tolerant)
 
 from concast.hosts import Client
 from concast.topologies import mixed
@@ -19,15 +19,8 @@ OBLIVIOUS = ["r2", "r3"]
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    why = missing_builds()
-    if why:
-        pytest.skip(why)
-    n = mixed(levels=3, fanout=2, senders=8).start(run_dir=tmp_path_factory.mktemp("mixed"))
-    try:
-        n.routerd_daemons = start_concast(n)
-        yield n
-    finally:
-        n.stop()
+    yield from concast_network(mixed(levels=3, fanout=2, senders=8),
+                               tmp_path_factory.mktemp("mixed"))
 
 
 def test_merging_happens_only_at_capable_routers_and_nothing_is_lost(net):

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hostdtools import (PYTHON, Senders, tolerant, collect, kill, missing_builds, round_lines,
-                        router, router_counters, router_flow, start_concast, start_routerd,
-                        wait_for, wasm_from_wat)
+from hostdtools import (PYTHON, Senders, collect, concast_network, kill, round_lines, router,
+                        router_counters, router_flow, start_routerd, tolerant, wait_for,
+                        wasm_from_wat)
 from systools import options_of, send_raw, udp_datagrams
 
 from concast import ROOT
@@ -34,15 +34,8 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    why = missing_builds()
-    if why:
-        pytest.skip(why)
-    n = tree(levels=2, fanout=2, senders=8).start(run_dir=tmp_path_factory.mktemp("concast"))
-    try:
-        n.routerd_daemons = start_concast(n)
-        yield n
-    finally:
-        n.stop()
+    yield from concast_network(tree(levels=2, fanout=2, senders=8),
+                               tmp_path_factory.mktemp("concast"))
 
 
 @pytest.fixture
@@ -220,22 +213,28 @@ MALFORMED = {      # error name -> options area (hex), sent as UDP to the flow's
 }
 
 
-def test_malformed_packets_are_counted_and_dropped_and_good_traffic_flows(net, rx):
-    group, port, copies = 11, 5011, 3
+COPIES = 3      # of each malformed datagram
+
+
+def malformed_amid_good_traffic(net, rx, counted):
+    """s3 sends COPIES of each MALFORMED datagram and of a truncated CSP message while s1
+    and s3 merge one good round, which must still arrive whole. Returns the `counted(router)`
+    dicts of r1 and r2 before and after (where each data plane counts malformed input)."""
+    group, port = 11, 5011
     rx.install_spec(group, tolerant("sum"))
     rx.subscribe(group, port=port)
     senders = Senders(net, ["s1", "s3"], group, dport=port)
     try:
         wait_for(lambda: (router_flow(net, "r2", group) or {}).get("state") == "active", 10,
                  "r2 did not activate the flow")
-        before = {r: router(net, r)["counters"]["malformed"] for r in ("r1", "r2")}
+        before = {r: counted(r) for r in ("r1", "r2")}
         poison = aggregate.encode(9, 1000).hex()
         for opts in MALFORMED.values():
             send_raw(net["s3"], net.ip("rx"), options=opts, dport=port, payload=poison,
-                     count=copies)
+                     count=COPIES)
         # A CSP message cut short: Router Alert, then 4 bytes of a 16-byte header.
         send_raw(net["s3"], net.ip("rx"), proto=253, options="94040000", payload="0101002c",
-                 count=copies)
+                 count=COPIES)
         senders.send({"s1": "1=1", "s3": "1=2"})
         sums, counts, events = collect(rx, group, {1: 2})
         senders.finish()
@@ -243,10 +242,15 @@ def test_malformed_packets_are_counted_and_dropped_and_good_traffic_flows(net, r
         senders.kill()
     assert sums == {1: 3} and counts == {1: 2}, "good traffic still merged and delivered"
     assert all(aggregate.decode(bytes.fromhex(e["payload"])).key != 9 for e in events)
-    after = {r: router(net, r)["counters"]["malformed"] for r in ("r1", "r2")}
+    return before, {r: counted(r) for r in ("r1", "r2")}
+
+
+def test_malformed_packets_are_counted_and_dropped_and_good_traffic_flows(net, rx):
+    before, after = malformed_amid_good_traffic(
+        net, rx, lambda r: router(net, r)["counters"]["malformed"])
     for name in [*MALFORMED, "csp_truncated"]:
         got = after["r2"].get(name, 0) - before["r2"].get(name, 0)
-        assert got == copies, f"r2 counted {got} {name} datagrams, {copies} were sent"
+        assert got == COPIES, f"r2 counted {got} {name} datagrams, {COPIES} were sent"
     assert after["r1"] == before["r1"], "dropped at the first router, never forwarded"
 
 
