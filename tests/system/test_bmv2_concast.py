@@ -1,9 +1,8 @@
 """The router issue's concast acceptance tests on the BMv2 data plane: routerd on every
 capable router (installing concast_flows entries through `python -m concast.controller.p4
-... divert`) and hostd on every host, on tree(levels=2, fanout=2, senders=8) and on
-mixed(levels=3) with an oblivious middle level. The bodies are those of
-test_concast_tree.py and test_concast_mixed.py, except for malformed packets: there the
-P4 parser, not routerd, drops and counts bad option lists.
+... divert`) and hostd on every host, on tree(levels=2, fanout=2, senders=8). The bodies
+are test_concast_tree.py's, except for malformed packets: there the P4 parser, not
+routerd, drops and counts bad option lists. test_bmv2_mixed.py has the mixed network.
 
 Skips, with the reason, unless p4c-bm2-ss and simple_switch_grpc are on PATH.
 """

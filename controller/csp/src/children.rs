@@ -36,14 +36,14 @@ impl Children {
         self.map.remove(addr).is_some()
     }
 
-    /// A LEAVE from `addr`: it goes at `until` (at once when `until <= now`). Returns whether
+    /// A LEAVE from `addr`: it goes `delay` µs from `now` (at once for 0). Returns whether
     /// it was removed now.
-    pub fn leave(&mut self, addr: &Ipv4Addr, now: u64, until: u64) -> bool {
-        if until <= now {
+    pub fn leave(&mut self, addr: &Ipv4Addr, now: u64, delay: u64) -> bool {
+        if delay == 0 {
             return self.remove(addr);
         }
         if let Some(c) = self.map.get_mut(addr) {
-            c.expires_at = c.expires_at.min(until);
+            c.expires_at = c.expires_at.min(now + delay);
             c.left = true;
         }
         false

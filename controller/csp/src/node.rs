@@ -340,9 +340,8 @@ impl Node {
                 self.schedule(Key::Served(group));
             }
             Body::Leave => {
-                let until = now + self.cfg.leave_delay_us;
                 if let Some(s) = self.served.get_mut(&group) {
-                    s.children.leave(&src, now, until);
+                    s.children.leave(&src, now, self.cfg.leave_delay_us);
                 }
                 self.schedule(Key::Served(group));
             }
@@ -391,10 +390,9 @@ impl Node {
                 }
             }
             Body::Leave => {
-                let until = now + self.cfg.leave_delay_us;
                 if let Some(r) = self.routed.get_mut(&flow) {
                     // Pruned when its leave delay ends (routed_timers), or now without one.
-                    if r.children.leave(&src, now, until) && r.children.is_empty() {
+                    if r.children.leave(&src, now, self.cfg.leave_delay_us) && r.children.is_empty() {
                         self.teardown(flow, &mut out, "last child left");
                     }
                 }

@@ -38,13 +38,23 @@ fn ifindex(name: &str) -> io::Result<i32> {
     Ok(idx as i32)
 }
 
-fn read_mac(name: &str) -> io::Result<[u8; 6]> {
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))?;
+/// A MAC address written as six hex bytes with colons (`02:cc:0a:00:00:01`).
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("{s:?} is not a MAC address like 02:cc:0a:00:00:01");
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
     let mut mac = [0u8; 6];
-    for (i, part) in text.trim().split(':').enumerate().take(6) {
-        mac[i] = u8::from_str_radix(part, 16).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| bad())?;
     }
     Ok(mac)
+}
+
+fn read_mac(name: &str) -> io::Result<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))?;
+    parse_mac(text.trim()).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 impl CpuPort {

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use concast_wire::ipv4::Packet;
 use serde_json::Value;
 
-use crate::cpu_port::CpuPort;
+use crate::cpu_port::{parse_mac, CpuPort};
 
 const ETH_HEADER: usize = 14;
 
@@ -84,7 +84,7 @@ impl Table {
 /// Parses the control plane's `egress_routes` (router config JSON): a list of
 /// `{"prefix": "10.1.1.0/24", "iface": "cc7xr1-2", "mac": "02:..."}`. Returns the table and
 /// the port interfaces, in the order the routes' `port` indices refer to.
-pub fn parse_routes(v: &Value, router_mac: [u8; 6], parse_mac: impl Fn(&str) -> Result<[u8; 6], String>) -> Result<(Table, Vec<String>), String> {
+pub fn parse_routes(v: &Value, router_mac: [u8; 6]) -> Result<(Table, Vec<String>), String> {
     let list = v.as_array().ok_or("egress_routes is not a list")?;
     let mut ifaces: Vec<String> = Vec::new();
     let mut routes = Vec::new();
@@ -222,15 +222,11 @@ mod tests {
             {"prefix": "10.2.0.0/16", "iface": "p3", "mac": "02:00:00:00:00:03"},
             {"prefix": "10.1.1.9/32", "iface": "p2", "mac": "02:00:00:00:00:02"},
         ]);
-        let mac = |s: &str| -> Result<[u8; 6], String> {
-            let b: Vec<u8> = s.split(':').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
-            Ok(b.try_into().unwrap())
-        };
-        let (t, ifaces) = parse_routes(&v, ROUTER_MAC, mac).unwrap();
+        let (t, ifaces) = parse_routes(&v, ROUTER_MAC).unwrap();
         assert_eq!(ifaces, vec!["p2", "p3"]);
         assert_eq!(t.lookup("10.2.3.4".parse().unwrap()).unwrap().port, 1);
         assert_eq!(t.lookup("10.1.1.9".parse().unwrap()).unwrap().len, 32);
         let bad = serde_json::json!([{"prefix": "10.1.1.0/33", "iface": "p2", "mac": "x"}]);
-        assert!(parse_routes(&bad, ROUTER_MAC, mac).unwrap_err().contains("prefix length"));
+        assert!(parse_routes(&bad, ROUTER_MAC).unwrap_err().contains("prefix length"));
     }
 }

@@ -14,7 +14,7 @@ use clap::Parser;
 use serde_json::{json, Value};
 use concast_engine::{Engine, EngineConfig};
 
-use concast_routerd::cpu_port::CpuPort;
+use concast_routerd::cpu_port::{parse_mac, CpuPort};
 use concast_routerd::dataplane;
 use concast_routerd::egress::{self, Egress};
 use concast_routerd::log::{emit, Level};
@@ -107,18 +107,6 @@ fn parse_static_flow(s: &str) -> Result<StaticFlow, String> {
     })
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(format!("{s:?} is not a MAC address like 02:cc:0a:00:00:01"));
-    }
-    let mut mac = [0u8; 6];
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address like 02:cc:0a:00:00:01"))?;
-    }
-    Ok(mac)
-}
-
 /// The settings routerd runs with, from `--config` and the flags.
 struct Settings {
     cpu_iface: String,
@@ -160,7 +148,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
     let egress = match (a.egress.as_deref(), routes) {
         (Some("cpu"), _) => None,
         (Some(_), None) => return Err("--egress ports needs egress_routes in --config".into()),
-        (_, Some(v)) => Some(egress::parse_routes(v, router_mac, parse_mac).map_err(|e| format!("--config: {e}"))?),
+        (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
         (None, None) => None,
     };
     Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, mgmt, egress })
@@ -257,14 +245,21 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
         if fds[1].revents != 0 {
             mgmt.serve(|cmd| match cmd.strip_prefix("egress ") {
                 Some(mode) => switch_egress(mode, egress.is_some(), &mut use_egress),
-                None => with_egress_counters(router.answer(cmd), egress.as_ref()),
+                None => {
+                    let mut answer = router.answer(cmd);
+                    if let Some(c) = answer.get_mut("counters") {
+                        add_egress_counters(c, egress.as_ref());
+                    }
+                    answer
+                }
             });
         }
     }
     if let Err(e) = router.dataplane().clear() {
         emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
     }
-    let counters = with_egress_counters(json!({"counters": router.counters.to_json()}), egress.as_ref())["counters"].clone();
+    let mut counters = router.counters.to_json();
+    add_egress_counters(&mut counters, egress.as_ref());
     emit(Level::Info, "stopped", &[("counters", &counters)]);
     Ok(())
 }
@@ -281,14 +276,13 @@ fn switch_egress(mode: &str, have_routes: bool, use_egress: &mut bool) -> Value 
     json!({"egress": mode.trim()})
 }
 
-/// Adds direct egress's counters to an answer's `counters` (absent without direct egress).
-fn with_egress_counters(mut answer: Value, egress: Option<&Egress>) -> Value {
-    if let (Some(e), Some(c)) = (egress, answer.get_mut("counters").and_then(Value::as_object_mut)) {
+/// Adds direct egress's counters to routerd's `counters` (nothing without direct egress).
+fn add_egress_counters(counters: &mut Value, egress: Option<&Egress>) {
+    if let (Some(e), Some(c)) = (egress, counters.as_object_mut()) {
         c.insert("egress_sent".into(), json!(e.sent));
         c.insert("egress_ttl_expired".into(), json!(e.ttl_expired));
         c.insert("egress_send_errors".into(), json!(e.send_errors));
     }
-    answer
 }
 
 fn main() -> ExitCode {

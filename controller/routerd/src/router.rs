@@ -95,9 +95,6 @@ impl Router {
     /// Handles one batch of frames read from the CPU port.
     pub fn handle_batch<'a>(&mut self, now: u64, frames: impl Iterator<Item = &'a [u8]>, sink: &mut impl Sink) {
         let frames: Vec<&[u8]> = frames.collect();
-        for b in self.batches.values_mut() {
-            b.clear();
-        }
         for (i, frame) in frames.iter().enumerate() {
             self.counters.frames_in += 1;
             if frame.len() < ETH_HEADER || frame[12..14] != ETHERTYPE_IPV4 {

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use concast_routerd::cpu_port::{CpuPort, BATCH};
+use concast_routerd::cpu_port::{parse_mac, CpuPort, BATCH};
 use concast_wire::build::{self, MplexBuilder};
 use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::{protocol, Params};
@@ -72,18 +72,6 @@ struct Args {
     /// Milliseconds to keep receiving after the last send (partial rounds time out in 10 ms).
     #[arg(long, default_value_t = 300)]
     drain_ms: u64,
-}
-
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(format!("{s:?} is not a MAC address"));
-    }
-    let mut mac = [0u8; 6];
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address"))?;
-    }
-    Ok(mac)
 }
 
 fn sender_addr(s: u32) -> Ipv4Addr {
