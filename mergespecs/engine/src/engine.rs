@@ -304,14 +304,7 @@ impl Engine {
             Some(Some(flow)) if generations[id.index as usize] == id.generation => flow,
             _ => return Err(FlowError::UnknownFlow),
         };
-        let mut env = Env {
-            timers,
-            out,
-            now,
-            node: config.node,
-            limits: &config.limits,
-        };
-        Ok(f(flow, &mut env))
+        Ok(f(flow, &mut env(timers, out, now, config)))
     }
 
     /// Merges a batch of datagrams of one flow, received by `now`. Due timers fire first.
@@ -371,14 +364,7 @@ impl Engine {
                 ..
             } = self;
             if let Some(Some(flow)) = flows.get_mut(key.flow as usize) {
-                let mut env = Env {
-                    timers,
-                    out,
-                    now,
-                    node: config.node,
-                    limits: &config.limits,
-                };
-                flow.fire_timer(key.slot, &mut env);
+                flow.fire_timer(key.slot, &mut env(timers, out, now, config));
             }
         }
         self.due = due;
@@ -457,3 +443,9 @@ const _: () = {
     send::<Engine>();
     send::<Outputs>();
 };
+
+/// What a flow borrows from the engine for one call (the engine's fields split apart, so
+/// the flow itself can be borrowed at the same time).
+fn env<'a>(timers: &'a mut TimerWheel, out: &'a mut Outputs, now: u64, config: &'a EngineConfig) -> Env<'a> {
+    Env { timers, out, now, node: config.node, limits: &config.limits }
+}

@@ -104,15 +104,7 @@ impl Outputs {
 
     /// Appends a datagram copied from `datagram`.
     pub(crate) fn push(&mut self, flow: FlowKey, at_us: u64, kind: OutputKind, datagram: &[u8]) {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(datagram);
-        self.items.push(Item {
-            flow,
-            at_us,
-            kind,
-            start,
-            end: self.bytes.len(),
-        });
+        self.push_with(flow, at_us, kind, |bytes| bytes.extend_from_slice(datagram));
     }
 
     /// Appends a datagram written in place by `write` (which appends to the buffer).
