@@ -6,6 +6,7 @@
 """
 from concast.topologies.net import ConcastNet  # noqa: F401
 from concast.topologies.prebuilt import dumbbell, line, mixed, star, tree  # noqa: F401
+from concast.topologies.transitstub import transit_stub  # noqa: F401
 
 
 def cleanup(dry_run: bool = False, tag: str | None = None, force: bool = False) -> list[str]:

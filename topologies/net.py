@@ -19,6 +19,10 @@ class ConcastNet:
     def __init__(self, dataplane: str = "ovs") -> None:
         self.dataplane = dataplane
         self.topo = Topology()
+        # What made it (name, parameters, seed) and free-form facts about it (domains,
+        # link classes, ...); both are saved with it (topologies/netfile.py).
+        self.generator: dict | None = None
+        self.meta: dict = {}
 
     def router(self, name: str, capable: bool = True) -> "ConcastNet":
         self.topo.add_router(name, capable)
@@ -45,6 +49,18 @@ class ConcastNet:
 
     def describe(self) -> str:
         return addressing.describe(self.plan())
+
+    def save(self, path: Path | str) -> Path:
+        """Write it as JSON (topologies/netfile.py), to be started again with load()."""
+        from concast.topologies import netfile
+        return netfile.save(self, path)
+
+    @classmethod
+    def load(cls, path: Path | str, dataplane: str | None = None) -> "ConcastNet":
+        """A network saved with save(): same routers, hosts, links, params and addresses.
+        `dataplane` overrides the saved one."""
+        from concast.topologies import netfile
+        return netfile.load(path, dataplane)
 
     def start(self, run_dir: Path | str | None = None, quiet: bool = True):
         """Build and start it (needs root and Open vSwitch); returns a RunningNet, which
