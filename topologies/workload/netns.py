@@ -1,0 +1,90 @@
+"""Sockets and sysctls inside named network namespaces, from one process.
+
+A socket belongs to the namespace its creating thread was in, for good; so a worker
+thread hops into each namespace (setns), creates what is asked, and the sockets are
+then used from any thread. The hopping happens on a throw-away thread so the caller's
+own thread never leaves its namespace, whatever fails. (os.setns is Python 3.12+;
+Debian 12 has 3.11, hence ctypes.)
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = Path("/run/netns")
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def path_of(netns: str) -> Path:
+    """A /run/netns name, or a path to a namespace file (e.g. /proc/PID/ns/net)."""
+    p = Path(netns) if "/" in netns else NETNS_DIR / netns
+    if not p.exists():
+        raise FileNotFoundError(f"network namespace {netns!r} not found ({p})")
+    return p
+
+
+def _enter(path: str | Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def run_in(jobs: Sequence[tuple[str | None, Callable[[], T]]]) -> list[T]:
+    """Run each `fn` inside its namespace (None: the caller's), in order, on one worker
+    thread; return their results. The first exception is raised in the caller."""
+    paths = [None if ns is None else path_of(ns) for ns, _ in jobs]
+    out: list = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        own = f"/proc/self/task/{threading.get_native_id()}/ns/net"
+        home = os.open(own, os.O_RDONLY | os.O_CLOEXEC)
+        current = None
+        try:
+            for path, (_, fn) in zip(paths, jobs):
+                if path != current:
+                    if path is None:
+                        _enter_fd(home)
+                    else:
+                        _enter(path)
+                    current = path
+                out.append(fn())
+        except BaseException as e:          # handed to the caller below
+            failure.append(e)
+        finally:
+            os.close(home)
+
+    t = threading.Thread(target=work, name="netns-hop")
+    t.start()
+    t.join()
+    if failure:
+        raise failure[0]
+    return out
+
+
+def _enter_fd(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns(back home): {os.strerror(err)}")
+
+
+def sysctl_path(key: str) -> Path:
+    return Path("/proc/sys") / key.replace(".", "/")
+
+
+def read_sysctl(key: str) -> str:
+    """Read in the calling thread's namespace (/proc/sys/net follows the thread)."""
+    return sysctl_path(key).read_text().strip()
+
+
+def write_sysctl(key: str, value: str) -> None:
+    sysctl_path(key).write_text(f"{value}\n")
