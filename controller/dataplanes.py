@@ -6,6 +6,7 @@ import importlib
 BACKENDS = {
     "ovs": ("concast.controller.ovs.dataplane", "OvsDataplane"),
     "bmv2": ("concast.controller.p4.dataplane", "Bmv2Dataplane"),
+    "linux": ("concast.controller.linux.dataplane", "LinuxDataplane"),
 }
 
 

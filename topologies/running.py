@@ -207,13 +207,18 @@ class RunningNet:
                 # No direct egress: simple_switch also reads the frames sent on its ports,
                 # so they would loop through it until their TTL ran out (measured).
                 cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line())
+            elif self.dataplane_name == "linux":
+                if r.capable:   # routerd runs in the router's namespace and calls tc itself
+                    cfg.update(r.routerd_config())
             elif r.capable:
                 cfg.update(egress_routes=r.egress_routes())
             (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",
                      env: dict | None = None) -> Daemon:
-        return self.daemons.start(router, argv, name, env)
+        """Inside the router's namespace when it has one (the Linux data plane)."""
+        netns = getattr(self.routers.get(router), "netns", None)
+        return self.daemons.start(router, argv, name, env, netns=netns)
 
     def start_routerd(self, argv: list[str], routers: list[str] | None = None,
                       name: str = "routerd", env: dict | None = None) -> dict[str, Daemon]:

@@ -9,5 +9,6 @@ pub mod egress;
 pub use concast_daemon::log;
 pub mod mgmt;
 pub mod router;
+pub mod tc;
 
 pub use router::{Router, Sink};

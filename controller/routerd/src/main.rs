@@ -19,6 +19,7 @@ use concast_routerd::dataplane;
 use concast_routerd::egress::{self, Egress};
 use concast_routerd::log::{emit, Level};
 use concast_routerd::mgmt::Mgmt;
+use concast_routerd::tc::Tc;
 use concast_routerd::{Router, Sink};
 
 #[derive(Parser, Debug)]
@@ -114,6 +115,8 @@ struct Settings {
     router_mac: [u8; 6],
     bridge: Option<String>,
     dataplane_cmd: Option<String>,
+    /// Linux data plane: the namespace's tc filter block and the CPU port's kernel end.
+    tc: Option<(u32, String)>,
     mgmt: PathBuf,
     /// Direct egress: the routes and their port interfaces.
     egress: Option<(egress::Table, Vec<String>)>,
@@ -138,8 +141,16 @@ fn settings(a: &Args) -> Result<Settings, String> {
     let dataplane_cmd = a.dataplane_cmd.clone().or_else(|| s("dataplane_cmd")).or_else(|| {
         s("p4_switch").filter(|_| bmv2).map(|sw| format!("python3 -m concast.controller.p4 --switch {sw}"))
     });
-    // On BMv2 the config's `bridge` is only a name prefix, not an OVS bridge.
-    let bridge = a.bridge.clone().or_else(|| if bmv2 { None } else { s("bridge") });
+    let linux = s("dataplane").as_deref() == Some("linux");
+    // On BMv2 and Linux the config's `bridge` is only a name prefix, not an OVS bridge.
+    let bridge = a.bridge.clone().or_else(|| if bmv2 || linux { None } else { s("bridge") });
+    let tc = match linux {
+        true => {
+            let block = cfg.get("tc_block").and_then(|v| v.as_u64()).and_then(|b| u32::try_from(b).ok()).ok_or("--config: dataplane linux needs tc_block")?;
+            Some((block, s("tc_cpu_dev").ok_or("--config: dataplane linux needs tc_cpu_dev")?))
+        }
+        false => None,
+    };
     let mgmt = a.mgmt.clone().unwrap_or_else(|| match (s("run_dir"), s("router")) {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
@@ -151,7 +162,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
         (None, None) => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, mgmt, egress })
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress })
 }
 
 /// Where frames routerd writes go: out of their port when direct egress routes them, else
@@ -193,10 +204,11 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
     let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
-    let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.bridge) {
-        (Some(c), _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
-        (None, Some(b)) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
-        (None, None) => Box::new(dataplane::Static),
+    let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
+        (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
+        (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),
+        (None, None, Some(b)) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
+        (None, None, None) => Box::new(dataplane::Static),
     };
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
     let mut egress = match &s.egress {
