@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""How the workload generators scale: N clients fetch a page at the same instant from
+ONE fetcher process on a star (or dumbbell) of N clients; prints Mininet start time,
+fetch times and the fetcher's CPU. Needs root and Open vSwitch.
+
+    .venv/bin/python scripts/bench_workload.py --clients 200 --rounds 3 [--udp-mbps 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from concast.topologies import dumbbell, star
+from concast.topologies.workload import cross, pairs, web
+
+
+def fetch_once(net, clients: list[str], port: int, size: int, out: Path, extra: list[str]):
+    """The fetch CLI as its own process; returns (result, that process's CPU seconds)."""
+    args = [sys.executable, "-m", web.MODULE, "fetch", "--server", net.ip("sv"),
+            "--port", str(port), "--size", str(size), "--out", str(out), *extra]
+    for c in clients:
+        args += ["--client", f"{c}={net.netns(c)}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode not in (0, 3):
+        raise SystemExit(f"fetch failed: {p.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(out.read_text()), cpu, wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", type=int, default=200)
+    ap.add_argument("--topo", choices=("star", "dumbbell"), default="star")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--udp-mbps", type=float, default=0.0,
+                    help="UDP cross traffic per flow during the fetches (4 flows)")
+    ap.add_argument("--json", help="write all figures here")
+    a = ap.parse_args()
+    t = time.monotonic()
+    net = (star if a.topo == "star" else dumbbell)(clients=a.clients).start()
+    start_s = time.monotonic() - t
+    figures = {"topo": a.topo, "clients": a.clients, "mininet_start_s": start_s, "rounds": []}
+    print(f"{a.topo} with {a.clients} clients started in {start_s:.1f} s", flush=True)
+    ct = None
+    try:
+        clients = [h for h in net.plan.hosts if h != "sv"]
+        srv = web.PageServer(net.netns("sv"), port=8000, size=a.size)
+        if a.udp_mbps:
+            fl = cross.flows_between(net, pairs.choose_pairs(net, 4, seed=1, exclude=["sv"],
+                                                             min_hops=0),
+                                     "udp", rate_mbps=a.udp_mbps, size=1000)
+            ct = cross.CrossTraffic(fl).start()
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(a.rounds):
+                r, proc_cpu, proc_wall = fetch_once(net, clients, srv.port, a.size,
+                                                    Path(tmp) / f"r{i}.json", [])
+                s, c = r["summary"], r["cpu"]
+                row = {"completed": s["completed"], "failed": s["failed"],
+                       "release_ms": s["release_ms"], "session_ms": s["session_ms"],
+                       "median_ms": s["completion_ms"]["median"],
+                       "p95_ms": s["completion_ms"]["p95"], "max_ms": s["completion_ms"]["max"],
+                       "aggregate_mbps": s["aggregate_mbps"], "loop_cpu_s": c["cpu_s"],
+                       "loop_wall_s": c["wall_s"], "setup_s": c["setup_s"],
+                       "process_cpu_s": proc_cpu, "process_wall_s": proc_wall}
+                figures["rounds"].append(row)
+                print(json.dumps(row), flush=True)
+        figures["server"] = srv.stop()
+        if ct:
+            figures["cross"] = ct.stop()["udp"]
+            ct = None
+    finally:
+        if ct:
+            ct.stop()
+        net.stop()
+    if a.json:
+        Path(a.json).write_text(json.dumps(figures, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
