@@ -188,7 +188,8 @@ class Testbed:
     def start(self) -> "Testbed":
         from concast.hosts.client import wait_ready
         from concast.hosts import routerd
-        plane = {"ovs": "Open vSwitch", "bmv2": "BMv2 (P4)"}[self.s.dataplane]
+        plane = {"ovs": "Open vSwitch", "bmv2": "BMv2 (P4)",
+                 "linux": "Linux namespaces (kernel forwarding, tc)"}[self.s.dataplane]
         say(f"starting dumbbell(clients={self.s.clients}) on {plane}")
         self.net = dumbbell(clients=self.s.clients, dataplane=self.s.dataplane).start(
             run_dir=self.run_dir)
@@ -297,17 +298,19 @@ class Testbed:
         # NFLOG is read from netlink, several packets per message, into a buffer of the snap
         # length: it keeps tcpdump's default, or batches are cut short.
         root = _RootNode()
+        # Router ports are in the root namespace, except on Linux routers (their own).
+        at = lambda r: net.mn[net[r].bridge] if self.s.dataplane == "linux" else root  # noqa: E731
         caps: dict[str, list[Capture]] = collections.defaultdict(list)
         for h in self.clients:
             iface = naming.port_iface(tag, "r1", plan.hosts[h].ofport)
-            caps["access"].append(Capture(root, iface, folder / f"access-{h}.pcap", toward_sv,
+            caps["access"].append(Capture(at("r1"), iface, folder / f"access-{h}.pcap", toward_sv,
                                           extra=inbound))
             caps["nflog"].append(Capture(net[h], f"nflog:{NFLOG_GROUP}",
                                          folder / f"nflog-{h}.pcap",
                                          extra=("-B", "8192")))
         link = plan.links[0]
         r2_port = link.port_b if link.b == "r2" else link.port_a
-        caps["r1-r2"].append(Capture(root, naming.port_iface(tag, "r2", r2_port),
+        caps["r1-r2"].append(Capture(at("r2"), naming.port_iface(tag, "r2", r2_port),
                                      folder / "r1-r2.pcap", toward_sv, extra=inbound))
         caps["r2-sv"].append(Capture(net["sv"], naming.host_iface("sv"), folder / "r2-sv.pcap",
                                      toward_sv, extra=inbound))
@@ -615,9 +618,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each mode, interleaved and added up (default 3)")
     p.add_argument("--out", type=Path, default=tools.RESULTS, help="where results go (default results/)")
-    p.add_argument("--dataplane", choices=("ovs", "bmv2"), default=d.dataplane,
-                   help="routers on Open vSwitch (default) or BMv2, which needs p4c and "
-                        "simple_switch_grpc on PATH")
+    p.add_argument("--dataplane", choices=("ovs", "bmv2", "linux"), default=d.dataplane,
+                   help="routers on Open vSwitch (default), BMv2 (needs p4c and "
+                        "simple_switch_grpc on PATH) or Linux namespaces")
     ns = p.parse_args(argv)
     modes = tuple(m.strip() for m in ns.modes.split(",") if m.strip())
     if not modes or any(m not in ("on", "off") for m in modes):
