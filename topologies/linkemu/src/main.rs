@@ -1,1 +1,180 @@
-fn main() {}
+//! concast-linkemu: one process emulates every link of a network between pairs of TAPs.
+//! A single thread runs an epoll loop over all TAP fds, the control socket and one timerfd
+//! armed (absolute, CLOCK_MONOTONIC) at the earliest pending event.
+
+mod control;
+mod emu;
+mod tap;
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use concast_daemon::log::{emit, Level};
+use concast_linkemu::state::StateFile;
+
+use emu::{epoll_add, epoll_del, Emu, TAP_TOKEN_BASE};
+
+#[derive(Parser)]
+#[command(name = "concast-linkemu", about = "Link emulator: delay, loss, rate and drop-tail queues between TAP devices (docs/linkemu.md)")]
+struct Args {
+    /// Unix socket for the control protocol (JSON lines)
+    #[arg(long)]
+    control: PathBuf,
+    /// Shared-memory state file with each link direction's queue state, for routerd
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Slots in the state file (two per link)
+    #[arg(long, default_value_t = 4096)]
+    slots: u32,
+}
+
+const TIMER: u64 = 0;
+const LISTENER: u64 = 1;
+const CLIENT_BASE: u64 = 16;
+
+struct Client {
+    stream: UnixStream,
+    inbuf: Vec<u8>,
+}
+
+fn arm(timer: &OwnedFd, at: Option<u64>) {
+    let at = at.map(|t| t.max(1)).unwrap_or(0); // 0 disarms
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: (at / 1_000_000_000) as _, tv_nsec: (at % 1_000_000_000) as _ },
+    };
+    unsafe { libc::timerfd_settime(timer.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+}
+
+/// Read what a client sent; answer each complete line. Returns false when it hung up.
+fn serve_client(emu: &mut Emu, c: &mut Client) -> bool {
+    let mut buf = [0u8; 16384];
+    let mut open = true;
+    loop {
+        match c.stream.read(&mut buf) {
+            Ok(0) => {
+                open = false;
+                break;
+            }
+            Ok(n) => c.inbuf.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => {
+                open = false;
+                break;
+            }
+        }
+    }
+    while let Some(nl) = c.inbuf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = c.inbuf.drain(..=nl).collect();
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let reply = control::handle(emu, text.trim());
+        // Replies are written blocking (with a bound) so a big `stats` is never cut short.
+        let _ = c.stream.set_nonblocking(false);
+        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(2)));
+        let ok = writeln!(c.stream, "{reply}").is_ok();
+        let _ = c.stream.set_nonblocking(true);
+        if !ok {
+            return false;
+        }
+    }
+    open
+}
+
+fn run(args: Args) -> Result<(), String> {
+    // Timer wake-ups exactly when asked: the default 50 us slack would be added jitter.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epfd < 0 {
+        return Err(format!("epoll_create1: {}", std::io::Error::last_os_error()));
+    }
+    let _ep = unsafe { OwnedFd::from_raw_fd(epfd) };
+    let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+    if tfd < 0 {
+        return Err(format!("timerfd_create: {}", std::io::Error::last_os_error()));
+    }
+    let timer = unsafe { OwnedFd::from_raw_fd(tfd) };
+    epoll_add(epfd, tfd, TIMER).map_err(|e| format!("epoll: {e}"))?;
+    let state = match &args.state {
+        Some(p) => Some(StateFile::create(p, args.slots).map_err(|e| format!("--state {}: {e}", p.display()))?),
+        None => None,
+    };
+    let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
+    epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
+    concast_daemon::stop_on_signals();
+    let mut emu = Emu::new(epfd, state);
+    let mut clients: HashMap<u64, Client> = HashMap::new();
+    let mut next_client = CLIENT_BASE;
+    let mut armed: Option<u64> = None;
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots)]);
+
+    while !concast_daemon::stopping() {
+        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("epoll_wait: {e}"));
+        }
+        for ev in &events[..n as usize] {
+            let token = ev.u64;
+            match token {
+                TIMER => {
+                    let mut b = [0u8; 8];
+                    unsafe { libc::read(tfd, b.as_mut_ptr() as *mut libc::c_void, 8) };
+                }
+                LISTENER => {
+                    while let Ok((stream, _)) = listener.accept() {
+                        if stream.set_nonblocking(true).is_err() || epoll_add(epfd, stream.as_raw_fd(), next_client).is_err() {
+                            continue;
+                        }
+                        clients.insert(next_client, Client { stream, inbuf: Vec::new() });
+                        next_client += 1;
+                    }
+                }
+                t if t >= TAP_TOKEN_BASE => emu.on_readable(t),
+                t => {
+                    if let Some(c) = clients.get_mut(&t) {
+                        if !serve_client(&mut emu, c) {
+                            epoll_del(epfd, c.stream.as_raw_fd());
+                            clients.remove(&t);
+                        }
+                    }
+                }
+            }
+        }
+        emu.run_due(emu::now_ns());
+        let next = emu.next_deadline();
+        if next != armed {
+            arm(&timer, next);
+            armed = next;
+        }
+    }
+    let delivered: u64 = emu.links().map(|l| l.dirs[0].counters.delivered + l.dirs[1].counters.delivered).sum();
+    emit(Level::Info, "stopped", &[("links", &emu.len()), ("delivered", &delivered), ("write_errors", &emu.write_errors)]);
+    drop(listener);
+    let _ = std::fs::remove_file(&args.control);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            emit(Level::Error, "fatal", &[("error", &e)]);
+            ExitCode::FAILURE
+        }
+    }
+}

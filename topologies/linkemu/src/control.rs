@@ -1,0 +1,186 @@
+//! The control protocol: one JSON object per line in, one per line out (docs/linkemu.md).
+//! Every reply has "ok"; failures carry "error" and change nothing.
+
+use concast_daemon::log::{emit, Level};
+use concast_linkemu::model::Direction;
+use concast_linkemu::params::Params;
+use concast_linkemu::rng::seed_of;
+use serde_json::{json, Value};
+
+use crate::emu::{End, Emu, Link};
+use crate::tap::{self, Netns};
+
+pub fn handle(emu: &mut Emu, line: &str) -> Value {
+    let reply = serde_json::from_str::<Value>(line)
+        .map_err(|e| format!("not a JSON object: {e}"))
+        .and_then(|req| dispatch(emu, &req));
+    match reply {
+        Ok(mut v) => {
+            v["ok"] = json!(true);
+            v
+        }
+        Err(e) => json!({"ok": false, "error": e}),
+    }
+}
+
+fn dispatch(emu: &mut Emu, req: &Value) -> Result<Value, String> {
+    let cmd = req.get("cmd").and_then(Value::as_str).ok_or("missing \"cmd\" (add, set, down, up, del, stats, ping)")?;
+    match cmd {
+        "ping" => Ok(json!({"links": emu.len()})),
+        "add" => add(emu, req),
+        "set" => set(emu, req),
+        "down" | "up" => carrier(emu, req, cmd == "up"),
+        "del" => {
+            let id = link_id(req)?;
+            let link = emu.remove(id).ok_or_else(|| format!("no link {id:?}"))?;
+            emit(Level::Info, "link_del", &[("link", &id), ("delivered_ab", &link.dirs[0].counters.delivered), ("delivered_ba", &link.dirs[1].counters.delivered)]);
+            Ok(json!({"stats": link_stats(&link)}))
+        }
+        "stats" => match req.get("id") {
+            Some(_) => {
+                let id = link_id(req)?;
+                Ok(json!({"stats": link_stats(emu.get(id).ok_or_else(|| format!("no link {id:?}"))?)}))
+            }
+            None => Ok(json!({"links": emu.links().map(link_stats).collect::<Vec<_>>(), "write_errors": emu.write_errors})),
+        },
+        other => Err(format!("unknown cmd {other:?} (add, set, down, up, del, stats, ping)")),
+    }
+}
+
+fn link_id(req: &Value) -> Result<&str, String> {
+    match req.get("id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => Ok(id),
+        _ => Err("missing link \"id\" (a non-empty string)".into()),
+    }
+}
+
+/// Parameters per direction: "params" for both, then "ab" / "ba" for one each.
+fn dir_params(base: [Params; 2], req: &Value) -> Result<[Params; 2], String> {
+    let mut p = base;
+    if let Some(both) = req.get("params") {
+        p = [p[0].updated(both)?, p[1].updated(both)?];
+    }
+    if let Some(ab) = req.get("ab") {
+        p[0] = p[0].updated(ab)?;
+    }
+    if let Some(ba) = req.get("ba") {
+        p[1] = p[1].updated(ba)?;
+    }
+    Ok(p)
+}
+
+fn end_spec(req: &Value, key: &str) -> Result<(Netns, String, Option<[u8; 6]>), String> {
+    let e = req.get(key).ok_or_else(|| format!("missing end {key:?}: {{\"netns\": PID|path|name|null, \"name\": IFACE, \"mac\": MAC}}"))?;
+    let ns = Netns::from_json(e.get("netns").unwrap_or(&Value::Null))?;
+    let name = e.get("name").and_then(Value::as_str).ok_or_else(|| format!("end {key:?} needs an interface \"name\""))?;
+    let mac = match e.get("mac") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(tap::parse_mac(s)?),
+        Some(v) => return Err(format!("end {key:?}: mac {v} is not a string")),
+    };
+    Ok((ns, name.to_string(), mac))
+}
+
+fn add(emu: &mut Emu, req: &Value) -> Result<Value, String> {
+    let id = link_id(req)?.to_string();
+    if emu.get(&id).is_some() {
+        return Err(format!("link {id:?} exists"));
+    }
+    let params = dir_params([Params::default(); 2], req)?;
+    let seed = match req.get("seed") {
+        None | Some(Value::Null) => seed_of(&id),
+        Some(v) => v.as_u64().ok_or("seed: want a non-negative integer")?,
+    };
+    let (ns_a, name_a, mac_a) = end_spec(req, "a")?;
+    let (ns_b, name_b, mac_b) = end_spec(req, "b")?;
+    if ns_a == ns_b && name_a == name_b {
+        return Err("ends a and b are the same interface".into());
+    }
+    let st = emu.state.as_mut();
+    let slots = match st {
+        Some(st) => match (st.alloc(), st.alloc()) {
+            (Some(x), Some(y)) => [x, y],
+            (x, _) => {
+                if let Some(x) = x {
+                    st.release(x);
+                }
+                return Err(format!("state file full ({} slots): start with a larger --slots", st.slot_count()));
+            }
+        },
+        None => [0, 0],
+    };
+    let release = |emu: &mut Emu| {
+        if let Some(st) = emu.state.as_mut() {
+            st.release(slots[0]);
+            st.release(slots[1]);
+        }
+    };
+    // If b fails, a's fd is dropped here and its TAP disappears with it.
+    let made = tap::create(&ns_a, &name_a, mac_a).and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b)?)));
+    let (fd_a, fd_b) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            release(emu);
+            return Err(e);
+        }
+    };
+    let ends = [
+        End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a) },
+        End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b) },
+    ];
+    let dirs = [Direction::new(params[0], seed), Direction::new(params[1], seed ^ 0x5bd1_e995)];
+    if let Err(e) = emu.insert(id.clone(), ends, dirs, slots) {
+        release(emu);
+        return Err(e);
+    }
+    let l = emu.get(&id).unwrap();
+    emit(Level::Info, "link_add", &[("link", &id), ("a", &l.ends[0].name), ("b", &l.ends[1].name), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
+    Ok(json!({"id": id, "slots": slots}))
+}
+
+fn set(emu: &mut Emu, req: &Value) -> Result<Value, String> {
+    let id = link_id(req)?.to_string();
+    let link = emu.get_mut(&id).ok_or_else(|| format!("no link {id:?}"))?;
+    let p = dir_params([link.dirs[0].params, link.dirs[1].params], req)?;
+    link.dirs[0].params = p[0];
+    link.dirs[1].params = p[1];
+    emu.republish(&id);
+    emit(Level::Info, "link_set", &[("link", &id), ("ab", &p[0].to_json()), ("ba", &p[1].to_json())]);
+    Ok(json!({"id": id, "ab": p[0].to_json(), "ba": p[1].to_json()}))
+}
+
+fn carrier(emu: &mut Emu, req: &Value, up: bool) -> Result<Value, String> {
+    let id = link_id(req)?.to_string();
+    let link = emu.get_mut(&id).ok_or_else(|| format!("no link {id:?}"))?;
+    link.dirs[0].up = up;
+    link.dirs[1].up = up;
+    emit(Level::Info, if up { "link_up" } else { "link_down" }, &[("link", &id)]);
+    Ok(json!({"id": id, "up": up}))
+}
+
+fn dir_stats(l: &Link, d: usize) -> Value {
+    let dir = &l.dirs[d];
+    let c = &dir.counters;
+    let (bytes, pkts) = dir.backlog();
+    json!({
+        "slot": l.slots[d],
+        "params": dir.params.to_json(),
+        "frames_in": c.frames_in, "bytes_in": c.bytes_in,
+        "delivered": c.delivered, "bytes": c.bytes_delivered,
+        "dropped_queue": c.dropped_queue, "dropped_loss": c.dropped_loss, "dropped_down": c.dropped_down,
+        "backlog_pkts": pkts, "backlog_bytes": bytes, "max_backlog": c.max_backlog,
+        "in_flight": dir.in_flight(),
+        "qdelay_p50_us": dir.qdelay.quantile_us(0.5), "qdelay_p99_us": dir.qdelay.quantile_us(0.99),
+    })
+}
+
+fn link_stats(l: &Link) -> Value {
+    json!({
+        "id": l.id,
+        "up": l.dirs[0].up,
+        "a": {"name": l.ends[0].name, "netns": l.ends[0].netns, "open": l.ends[0].fd.is_some()},
+        "b": {"name": l.ends[1].name, "netns": l.ends[1].netns, "open": l.ends[1].fd.is_some()},
+        "ab": dir_stats(l, 0),
+        "ba": dir_stats(l, 1),
+    })
+}

@@ -1,0 +1,251 @@
+//! The links the daemon holds and the per-frame work: frames read from one end's TAP go
+//! through that direction's model and are written to the other end's TAP when due. One
+//! heap of (due time, direction) tells the event loop when to wake up next.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use concast_daemon::log::{emit, Level};
+use concast_linkemu::model::Direction;
+use concast_linkemu::state::{Slot, StateFile};
+
+use crate::tap;
+
+/// Frames read from one TAP before the loop looks at anything else.
+const READ_BATCH: usize = 64;
+/// epoll tokens below this are the timer, the listener and clients' base.
+pub const TAP_TOKEN_BASE: u64 = 1 << 20;
+
+pub struct End {
+    pub name: String,
+    pub netns: String,
+    pub fd: Option<OwnedFd>,
+}
+
+pub struct Link {
+    pub id: String,
+    pub ends: [End; 2],
+    /// dirs[0] carries what end a transmits to end b; dirs[1] the reverse.
+    pub dirs: [Direction<Vec<u8>>; 2],
+    pub slots: [u32; 2],
+    /// The due time the heap holds for each direction (u64::MAX: none).
+    scheduled: [u64; 2],
+    generation: u32,
+}
+
+pub struct Emu {
+    pub epfd: RawFd,
+    links: Vec<Option<Link>>,
+    by_id: HashMap<String, usize>,
+    heap: BinaryHeap<Reverse<(u64, u32, u8, u32)>>,
+    generation: u32,
+    pool: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
+    pub state: Option<StateFile>,
+    pub write_errors: u64,
+}
+
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub fn epoll_del(epfd: RawFd, fd: RawFd) {
+    unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+}
+
+impl Emu {
+    pub fn new(epfd: RawFd, state: Option<StateFile>) -> Emu {
+        Emu {
+            epfd,
+            links: Vec::new(),
+            by_id: HashMap::new(),
+            heap: BinaryHeap::new(),
+            generation: 0,
+            pool: Vec::new(),
+            scratch: vec![0u8; 65536],
+            state,
+            write_errors: 0,
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Link> {
+        self.by_id.get(id).and_then(|&i| self.links[i].as_ref())
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Link> {
+        let i = *self.by_id.get(id)?;
+        self.links[i].as_mut()
+    }
+
+    pub fn links(&self) -> impl Iterator<Item = &Link> {
+        self.links.iter().flatten()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Take over a link whose TAPs exist; its fds go into the event loop.
+    pub fn insert(&mut self, id: String, ends: [End; 2], dirs: [Direction<Vec<u8>>; 2], slots: [u32; 2]) -> Result<(), String> {
+        let idx = self.links.iter().position(|l| l.is_none()).unwrap_or(self.links.len());
+        for (e, end) in ends.iter().enumerate() {
+            let fd = end.fd.as_ref().expect("new link with open TAPs").as_raw_fd();
+            let token = TAP_TOKEN_BASE + ((idx as u64) << 1 | e as u64);
+            epoll_add(self.epfd, fd, token).map_err(|e| format!("epoll: {e}"))?;
+        }
+        self.generation = self.generation.wrapping_add(1);
+        let link = Link { id: id.clone(), ends, dirs, slots, scheduled: [u64::MAX; 2], generation: self.generation };
+        if idx == self.links.len() {
+            self.links.push(Some(link));
+        } else {
+            self.links[idx] = Some(link);
+        }
+        self.by_id.insert(id, idx);
+        let now = now_ns();
+        self.publish(idx, 0, now);
+        self.publish(idx, 1, now);
+        Ok(())
+    }
+
+    /// Drop a link: its TAPs close (and vanish), its slots are freed.
+    pub fn remove(&mut self, id: &str) -> Option<Link> {
+        let idx = self.by_id.remove(id)?;
+        let mut link = self.links[idx].take()?;
+        for end in &link.ends {
+            if let Some(fd) = &end.fd {
+                epoll_del(self.epfd, fd.as_raw_fd());
+            }
+        }
+        for d in &mut link.dirs {
+            self.pool.extend(d.drain());
+        }
+        if let Some(st) = &mut self.state {
+            st.release(link.slots[0]);
+            st.release(link.slots[1]);
+        }
+        Some(link)
+    }
+
+    /// Publish a direction's queue state (after any change to it).
+    pub fn publish(&mut self, idx: usize, d: usize, now: u64) {
+        let (Some(st), Some(link)) = (&self.state, &self.links[idx]) else { return };
+        let dir = &link.dirs[d];
+        let (bytes, pkts) = dir.backlog();
+        st.publish(
+            link.slots[d],
+            &Slot {
+                tx_free_at_ns: dir.tx_free_at(),
+                backlog_bytes: bytes,
+                backlog_pkts: pkts,
+                queue_limit_pkts: dir.params.queue,
+                rate_bps: dir.params.rate_bps,
+                updated_ns: now,
+            },
+        );
+    }
+
+    pub fn republish(&mut self, id: &str) {
+        if let Some(&idx) = self.by_id.get(id) {
+            let now = now_ns();
+            self.service(idx, 0, now);
+            self.service(idx, 1, now);
+        }
+    }
+
+    /// The TAP behind `token` is readable: read a batch of frames into its direction.
+    pub fn on_readable(&mut self, token: u64) {
+        let idx = ((token - TAP_TOKEN_BASE) >> 1) as usize;
+        let end = (token & 1) as usize;
+        let Some(link) = self.links.get_mut(idx).and_then(|l| l.as_mut()) else { return };
+        let Some(fd) = link.ends[end].fd.as_ref().map(|f| f.as_raw_fd()) else { return };
+        for _ in 0..READ_BATCH {
+            let mut buf = self.pool.pop().unwrap_or_default();
+            match tap::read_frame(fd, &mut buf, &mut self.scratch) {
+                Ok(true) => {
+                    let len = buf.len() as u32;
+                    if let Err((_, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                        self.pool.push(buf);
+                    }
+                }
+                Ok(false) => {
+                    self.pool.push(buf);
+                    break;
+                }
+                Err(e) => {
+                    // The interface was deleted under us (Mininet's teardown): stop reading it.
+                    emit(Level::Warn, "tap_gone", &[("link", &link.id), ("iface", &link.ends[end].name), ("error", &e)]);
+                    epoll_del(self.epfd, fd);
+                    link.ends[end].fd = None;
+                    self.pool.push(buf);
+                    break;
+                }
+            }
+        }
+        self.service(idx, end, now_ns());
+    }
+
+    /// Deliver what is due in one direction, publish its state and schedule its next event.
+    fn service(&mut self, idx: usize, d: usize, now: u64) {
+        let Some(link) = self.links[idx].as_mut() else { return };
+        let out = link.ends[1 - d].fd.as_ref().map(|f| f.as_raw_fd());
+        let dir = &mut link.dirs[d];
+        dir.retire(now);
+        while let Some((frame, up)) = dir.pop_due(now) {
+            if !up {
+                dir.account(frame.len() as u32, false); // carrier went down in flight
+            } else if out.is_some_and(|fd| tap::write_frame(fd, &frame).is_ok()) {
+                dir.account(frame.len() as u32, true);
+            } else {
+                self.write_errors += 1;
+            }
+            self.pool.push(frame);
+        }
+        if let Some(t) = dir.next_event() {
+            if t < link.scheduled[d] {
+                link.scheduled[d] = t;
+                self.heap.push(Reverse((t, idx as u32, d as u8, link.generation)));
+            }
+        }
+        self.publish(idx, d, now);
+    }
+
+    /// Service every direction whose event is due by `now`.
+    pub fn run_due(&mut self, now: u64) {
+        while let Some(&Reverse((t, idx, d, gen))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            let (idx, d) = (idx as usize, d as usize);
+            match self.links[idx].as_mut() {
+                Some(l) if l.generation == gen && l.scheduled[d] == t => l.scheduled[d] = u64::MAX,
+                _ => continue, // stale: the link is gone or a sooner event replaced this one
+            }
+            self.service(idx, d, now);
+        }
+    }
+
+    /// When the loop must wake up next, if anything is pending.
+    pub fn next_deadline(&mut self) -> Option<u64> {
+        while let Some(&Reverse((t, idx, d, gen))) = self.heap.peek() {
+            match self.links[idx as usize].as_ref() {
+                Some(l) if l.generation == gen && l.scheduled[d as usize] == t => return Some(t),
+                _ => {
+                    self.heap.pop();
+                }
+            }
+        }
+        None
+    }
+}
