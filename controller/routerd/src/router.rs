@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 use concast_csp::{codec, Action, Config as CspConfig, FlowId, Node, Role, Selector};
 use concast_engine::{Engine, FlowConfig, FlowKey, OutputKind, Outputs, Unmerged};
 use concast_wire::datagram::{classify, Datagram};
+use concast_wire::ipv4::Packet;
 use serde_json::{json, Value};
 
 use crate::counters::Counters;
@@ -102,7 +103,14 @@ impl Router {
                 continue;
             }
             let ip = &frame[ETH_HEADER..];
-            match classify(ip) {
+            let parsed = classify(ip);
+            // A data plane may divert before anything checks the header checksum (tc runs
+            // before Linux's IP input; OVS never checks): a corrupted header is dropped here.
+            if parsed.is_ok() && !Packet::new_unchecked(ip).verify_checksum() {
+                self.counters.count_malformed("bad_header_checksum");
+                continue;
+            }
+            match parsed {
                 Err(e) => {
                     // Counted and dropped: a malformed datagram must not crash or mislead.
                     self.counters.count_malformed(e.name());

@@ -280,3 +280,15 @@ fn a_leave_that_overtakes_its_senders_data_still_lets_the_data_merge() {
         .count();
     assert_eq!(leaves, 1, "and left upstream");
 }
+
+#[test]
+fn a_datagram_whose_header_checksum_is_wrong_is_counted_and_dropped() {
+    // The Linux data plane diverts with tc before the kernel checks the checksum.
+    let mut lab = Lab::new();
+    let good = contribution(C1, 1, 5);
+    let mut bad = good.clone();
+    bad[14 + 10] ^= 0xff;
+    let out = lab.feed(vec![bad, good.clone()]);
+    assert_eq!(out, vec![good]);
+    assert_eq!(lab.router.counters.malformed.get("bad_header_checksum"), Some(&1));
+}
