@@ -61,7 +61,7 @@ def test_fetch_cli_one_process_for_all_clients(net, tmp_path):
     import json
     import subprocess
     import sys
-    with web.PageServer(net.netns("sv"), port=8001) as srv:
+    with web.PageServer(net.netns("sv"), port=8001, out=tmp_path / "srv.json") as srv:
         args = [sys.executable, "-m", web.MODULE, "fetch", "--server", net.ip("sv"),
                 "--port", str(srv.port), "--out", str(tmp_path / "r.json")]
         for c, space in _clients(net).items():

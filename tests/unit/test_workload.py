@@ -94,8 +94,8 @@ def test_pairs_are_seeded_far_enough_apart_and_grouped():
         pairs.choose_pairs(plan, 1, hosts=["nope"])
 
 
-def test_fetch_many_clients_on_loopback():
-    srv = web.PageServer(None, port=0, size=5000, seed=9)
+def test_fetch_many_clients_on_loopback(tmp_path):
+    srv = web.PageServer(None, port=0, size=5000, seed=9, out=tmp_path / "srv.json")
     try:
         r = web.fetch_all({f"c{i}": None for i in range(40)}, "127.0.0.1", srv.port,
                           size=5000, seed=9, timeout=30)
@@ -110,8 +110,8 @@ def test_fetch_many_clients_on_loopback():
     assert not procs.alive(srv.pid, srv.child.started)
 
 
-def test_wrong_expected_page_is_a_failure_not_a_success():
-    srv = web.PageServer(None, port=0, size=4096, seed=1)
+def test_wrong_expected_page_is_a_failure_not_a_success(tmp_path):
+    srv = web.PageServer(None, port=0, size=4096, seed=1, out=tmp_path / "srv.json")
     try:
         r = web.fetch_all({"c1": None}, "127.0.0.1", srv.port, size=4096, seed=2)
     finally:
@@ -120,11 +120,11 @@ def test_wrong_expected_page_is_a_failure_not_a_success():
     assert r.clients[0]["error"] == "content: sha256 mismatch"
 
 
-def test_cross_udp_and_tcp_on_loopback():
+def test_cross_udp_and_tcp_on_loopback(tmp_path):
     flows = [cross.Flow(0, "udp", "a", "b", None, None, "127.0.0.1", 0 + 19500,
                         rate_mbps=2.0, size=1000),
              cross.Flow(1, "tcp", "a", "b", None, None, "127.0.0.1", 19501)]
-    ct = cross.CrossTraffic(flows, drain_s=0.3).start()
+    ct = cross.CrossTraffic(flows, tmp_path, drain_s=0.3).start()
     pids = ct.pids()
     time.sleep(1.5)
     rep = ct.stop()
@@ -134,6 +134,8 @@ def test_cross_udp_and_tcp_on_loopback():
     assert tcp["bytes_received"] > 0 and tcp["bytes_received"] <= tcp["bytes_sent"]
     for pid in pids:
         assert procs.start_time(pid) is None
+    assert rep["cpu_s"]["sender"] > 0 and rep["cpu_s"]["receiver"] > 0
+    assert (tmp_path / "report.json").exists()
 
 
 def test_flow_validation():

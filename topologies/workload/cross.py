@@ -23,6 +23,7 @@ import errno
 import heapq
 import json
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -94,6 +95,11 @@ def load_spec(path: Path) -> list[Flow]:
     return [Flow(**f) for f in json.loads(Path(path).read_text())["flows"]]
 
 
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _errname(e: OSError) -> str:
     return errno.errorcode.get(e.errno, str(e)) if e.errno else str(e)
 
@@ -154,7 +160,7 @@ class Receiver:
                         key.fileobj.close()
         for key in list(self.sel.get_map().values()):
             key.fileobj.close()
-        return {"flows": self.stats}
+        return {"flows": self.stats, "cpu_s": _cpu_s()}
 
     def _udp(self, sock: socket.socket, f: Flow) -> None:
         st = self.stats[f.id]
@@ -265,7 +271,7 @@ class Sender:
         for f, s in zip(self.flows, self.socks):
             self.stats[f.id]["stop_ns"] = end
             s.close()
-        return {"flows": self.stats}
+        return {"flows": self.stats, "cpu_s": _cpu_s()}
 
     def _tcp(self, sock: socket.socket, f: Flow) -> None:
         st = self.stats[f.id]
@@ -319,7 +325,10 @@ def report(flows: list[Flow], sent: dict | None, received: dict | None) -> dict:
     udp = [x for x in out if x["kind"] == "udp"]
     tcp = [x for x in out if x["kind"] == "tcp"]
     total_sent = sum(x["sent"] for x in udp)
-    return {"flows": out, "udp": {
+    return {"flows": out,
+            "cpu_s": {"sender": (sent or {}).get("cpu_s"),
+                      "receiver": (received or {}).get("cpu_s")},
+            "udp": {
         "flows": len(udp), "sent": total_sent, "received": sum(x["received"] for x in udp),
         "loss_pct": 100 * (total_sent - sum(x["received"] for x in udp)) / total_sent
         if total_sent else None},

@@ -127,8 +127,9 @@ class Server:
         conn.close()
 
     def summary(self) -> dict:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         return {"page_bytes": len(self.body), "counts": dict(self.counts),
-                "accepted_cc": dict(self.cc)}
+                "accepted_cc": dict(self.cc), "cpu_s": ru.ru_utime + ru.ru_stime}
 
 
 class PageServer:
