@@ -46,6 +46,11 @@ def remove_run(data: dict, dry_run: bool = False) -> list[str]:
             for b in bridges:
                 argv += ["--", "--if-exists", "del-br", b]
             _run(argv)
+    for path in data.get("files", []):         # e.g. the link emulator's state file
+        if os.path.exists(path):
+            done.append(f"file {path}")
+            if not dry_run:
+                os.unlink(path)
     for iface in data.get("ifaces", []) + data.get("bridges", []):
         if os.path.exists(f"/sys/class/net/{iface}"):
             done.append(f"interface {iface}")

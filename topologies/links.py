@@ -215,8 +215,9 @@ class EmuLink(Link):
         self.slots: tuple[int, int] | None = None
         for k in ("txo", "rxo", "gro", "jitter", "use_htb", "use_hfsc", "use_tbf"):
             params.pop(k, None)     # TCIntf knobs; TAPs here never offload anyway
+        params["intf"] = Intf       # Mininet passes its default (maybe TCIntf): plain here
         super().__init__(node1, node2, port1=port1, port2=port2, intfName1=intfName1,
-                         intfName2=intfName2, addr1=addr1, addr2=addr2, intf=Intf, **params)
+                         intfName2=intfName2, addr1=addr1, addr2=addr2, **params)
 
     @staticmethod
     def _end(node, name: str, mac: str | None) -> dict:

@@ -16,8 +16,12 @@ from concast.topologies.model import Topology
 
 
 class ConcastNet:
-    def __init__(self, dataplane: str = "ovs") -> None:
+    def __init__(self, dataplane: str = "ovs", emulate: bool | str | None = None) -> None:
+        """emulate: True puts every link through concast-linkemu (docs/linkemu.md); None
+        (default) does so when some link asks for delay, loss or max_queue_size; False
+        keeps Mininet's TCLink; "netem" uses TCLink's netem where the kernel has it."""
         self.dataplane = dataplane
+        self.emulate = emulate
         self.topo = Topology()
         # What made it (name, parameters, seed) and free-form facts about it (domains,
         # link classes, ...); both are saved with it (topologies/netfile.py).
@@ -34,8 +38,9 @@ class ConcastNet:
         return self
 
     def host(self, name: str, router: str, **link_params) -> "ConcastNet":
-        """A host on its own /24 behind `router`; link_params go to Mininet's TCLink
-        (bw=... works; delay and loss need netem, which this kernel lacks)."""
+        """A host on its own /24 behind `router`. link_params, TCLink's names: delay=
+        ('10ms' or ms), loss= (percent), bw= (Mbit/s), max_queue_size= (packets). This
+        kernel has no netem, so delay, loss and queue limits are done by concast-linkemu."""
         self.topo.add_host(name, router, **link_params)
         return self
 
@@ -66,7 +71,8 @@ class ConcastNet:
         """Build and start it (needs root and Open vSwitch); returns a RunningNet, which
         is a context manager that stops everything on exit."""
         from concast.topologies.running import RunningNet
-        return RunningNet(self.topo, self.dataplane, Path(run_dir) if run_dir else None, quiet)
+        return RunningNet(self.topo, self.dataplane, Path(run_dir) if run_dir else None, quiet,
+                          emulate=self.emulate)
 
     def __repr__(self) -> str:
         t = self.topo

@@ -43,7 +43,7 @@ class RunningNet:
     """`n["h1"]` is a Mininet host, `n["r1"]` a router handle (OvsRouter for OVS)."""
 
     def __init__(self, topo: Topology, dataplane: str = "ovs", run_dir: Path | None = None,
-                 quiet: bool = True) -> None:
+                 quiet: bool = True, emulate: bool | str | None = None) -> None:
         if os.geteuid() != 0:
             raise PermissionError("starting a concast network needs root (Mininet, OVS)")
         self.plan = addressing.plan(topo)
@@ -51,6 +51,8 @@ class RunningNet:
         self.mn = None
         self.backend = None
         self.routers: dict = {}
+        self.emulate = emulate
+        self.emulator = None        # a LinkEmulator when the links are emulated (links.py)
         self._stopped = False
         self.record = registry.RunRecord.reserve()
         self.tag = self.record.tag
@@ -68,6 +70,8 @@ class RunningNet:
     def _start(self, quiet: bool) -> None:
         from mininet.link import TCLink
         from mininet.log import setLogLevel
+
+        from concast.topologies import links
         from mininet.net import Mininet
         if quiet:
             setLogLevel("error")
@@ -96,6 +100,14 @@ class RunningNet:
         # No checksum offload on any veth: userspace OVS forwards what it reads, and a
         # partial checksum from the sender's kernel would arrive as a bad one.
         link_opts = dict(cls=TCLink, txo=False, rxo=False)
+        all_params = [h.params for h in plan.hosts.values()] + [ln.params for ln in plan.links]
+        if links.link_kind(self.emulate, all_params) == "emu":
+            # One emulator for every link (no netem here); TAPs never offload checksums.
+            self.emulator = links.LinkEmulator(self.run_dir, tag, self.daemons)
+            self.record.data.setdefault("files", [])
+            self.record.extend("files", [str(self.emulator.state_path)])
+            self.emulator.start()
+            link_opts = dict(cls=links.EmuLink, emu=self.emulator)
         for h in plan.hosts.values():
             port = plan.routers[h.router].port(h.ofport)
             mn.addLink(mn[h.name], nodes[h.router], port1=0, port2=h.ofport,
@@ -212,6 +224,13 @@ class RunningNet:
                     cfg.update(r.routerd_config())
             elif r.capable:
                 cfg.update(egress_routes=r.egress_routes())
+            if self.emulator is not None:
+                # routerd reads how busy each output link is (docs/linkemu.md, state file).
+                cfg["link_state"] = str(self.emulator.state_path)
+                for route in cfg.get("egress_routes", []):
+                    slot = self.emulator.slot_of_iface.get(route["iface"])
+                    if slot is not None:
+                        route["link_slot"] = slot
             (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",

@@ -1,0 +1,211 @@
+"""concast-linkemu against what it is configured to do: delay (ping RTT), random loss,
+rate (iperf3), drop-tail, live `set`, carrier down/up; and a ConcastNet whose links it
+emulates (TCP through userspace OVS, routerd's link_slot / link_state, cleanup).
+
+The accuracy checks use two hosts joined directly by one emulated link (no switch): the
+only thing between them is the emulator, so what is measured is the emulator. Tolerances
+are the design's: delay within 5 %, loss within 1 point, rate within 5 %.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from systools import tcp_transfer, wait_listening
+
+pytestmark = pytest.mark.mininet
+
+UDPCOUNT = Path(__file__).with_name("udpcount.py")
+IP1, IP2 = "10.231.0.1", "10.231.0.2"
+MAC1, MAC2 = "02:aa:00:00:00:01", "02:aa:00:00:00:02"
+LINK = "h1h2"
+ZERO = {"delay": 0, "loss": 0, "bw": 0, "max_queue_size": None}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(mininet, emulator): h1 and h2 joined by one EmuLink, static ARP, no IPv6."""
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+
+    from concast.topologies.links import EmuLink, LinkEmulator
+    setLogLevel("error")
+    emu = LinkEmulator(tmp_path_factory.mktemp("linkemu"), f"t{os.getpid()}").start()
+    mn = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
+    try:
+        h1 = mn.addHost("h1", ip=f"{IP1}/24", mac=MAC1)
+        h2 = mn.addHost("h2", ip=f"{IP2}/24", mac=MAC2)
+        mn.addLink(h1, h2, cls=EmuLink, emu=emu, link_id=LINK, addr1=MAC1, addr2=MAC2)
+        mn.build()
+        for h, ip, mac in ((h1, IP2, MAC2), (h2, IP1, MAC1)):
+            # Nothing but the test's own frames on the link: drop-tail counts are exact.
+            h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
+                  f" ip neigh replace {ip} lladdr {mac} dev {h.name}-eth0 nud permanent")
+        yield mn, emu
+    finally:
+        mn.stop()
+        emu.stop()
+
+
+@pytest.fixture
+def link(pair):
+    """The pair with the link back at zero parameters after each test."""
+    mn, emu = pair
+    emu.set(LINK, params=ZERO)
+    emu.up(LINK)
+    yield mn, emu
+    emu.set(LINK, params=ZERO)
+    emu.up(LINK)
+
+
+def rtts(host, dst: str, count: int, interval: float = 0.02) -> list[float]:
+    out = host.cmd(f"ping -n -c {count} -i {interval} -W 2 {dst}")
+    return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def udp_run(mn, count: int, size: int, rate: float, idle: float = 1.5) -> int:
+    """Send `count` datagrams h1 -> h2; how many arrived."""
+    rx = mn["h2"].popen([sys.executable, str(UDPCOUNT), "recv", "9000", str(idle)],
+                        stdout=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        out = mn["h1"].cmd(f"{sys.executable} {UDPCOUNT} send {IP2} 9000 {count} {size} {rate}")
+        assert f"sent {count}" in out, out
+        return int(rx.stdout.readline())
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+        rx.wait()
+
+
+def test_delay_is_the_configured_one_and_set_changes_it_live(link):
+    mn, emu = link
+    base = statistics.median(rtts(mn["h1"], IP2, 50))
+    for one_way in (10, 25):
+        emu.set(LINK, params={"delay": f"{one_way}ms"})
+        got = rtts(mn["h1"], IP2, 60)
+        assert len(got) >= 55, got
+        added = statistics.median(got) - base
+        assert abs(added - 2 * one_way) <= 0.05 * 2 * one_way, (one_way, added, base)
+
+
+def test_random_loss_within_one_point(link):
+    mn, emu = link
+    emu.set(LINK, ab={"loss": 5})
+    before = emu.stats(LINK)["ab"]
+    n = 20000
+    got = udp_run(mn, n, 100, rate=8000)
+    loss = 100 * (1 - got / n)
+    assert abs(loss - 5) <= 1, loss
+    after = emu.stats(LINK)["ab"]
+    lost = after["dropped_loss"] - before["dropped_loss"]
+    assert lost == n - got, (lost, n - got)   # every missing datagram is one the emulator chose
+
+
+def test_rate_within_five_percent(link, tmp_path):
+    mn, emu = link
+    emu.set(LINK, ab={"bw": 10, "max_queue_size": 100})
+    report = tmp_path / "iperf3.json"
+    srv = mn["h2"].popen(["iperf3", "-s", "-1", "-J", "-p", "5301"], stdout=open(report, "w"))
+    try:
+        wait_listening(mn["h2"], 5301)
+        mn["h1"].cmd(f"iperf3 -c {IP2} -p 5301 -u -b 15M -l 1400 -t 6")
+        srv.wait(timeout=20)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    intervals = json.loads(report.read_text())["intervals"]
+    # Whole seconds with the link saturated (not the first, not the tail).
+    bps = [i["sum"]["bits_per_second"] for i in intervals[1:5]]
+    frame, payload = 1400 + 8 + 20 + 14, 1400       # rate is on the Ethernet frame
+    achieved = statistics.median(bps) * frame / payload
+    assert abs(achieved / 10e6 - 1) <= 0.05, (achieved, bps)
+    st = emu.stats(LINK)["ab"]
+    assert st["dropped_queue"] > 0 and st["max_backlog"] == 100
+
+
+def test_drop_tail_drops_exactly_the_excess(link):
+    from concast.topologies.linkstate import StateReader
+    mn, emu = link
+    # 1042-byte frames at 0.2 Mbit/s take 42 ms each: a 200-frame burst meets a full queue.
+    emu.set(LINK, ab={"bw": 0.2, "max_queue_size": 50})
+    before = emu.stats(LINK)["ab"]
+    rx = mn["h2"].popen([sys.executable, str(UDPCOUNT), "recv", "9001", "3"],
+                        stdout=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        mn["h1"].cmd(f"{sys.executable} {UDPCOUNT} send {IP2} 9001 200 1000 0")
+        with StateReader(emu.state_path) as state:
+            slot = state.read(before["slot"])
+        got = int(rx.stdout.readline())
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+        rx.wait()
+    after = emu.stats(LINK)["ab"]
+    assert after["dropped_queue"] - before["dropped_queue"] == 150
+    assert got == 50
+    # The state file showed the busy transmitter while the burst drained.
+    assert slot.queue_limit_pkts == 50 and slot.rate_bps == 200_000
+    assert 40 <= slot.backlog_pkts <= 50, slot
+    assert slot.tx_free_at_ns > time.monotonic_ns() - 5_000_000_000
+
+
+def test_down_drops_and_up_restores(link):
+    mn, emu = link
+    assert rtts(mn["h1"], IP2, 2)
+    emu.down(LINK)
+    before = emu.stats(LINK)["ab"]["dropped_down"]
+    assert rtts(mn["h1"], IP2, 3, interval=0.2) == []
+    assert emu.stats(LINK)["ab"]["dropped_down"] - before == 3
+    emu.up(LINK)
+    assert len(rtts(mn["h1"], IP2, 3)) == 3
+
+
+def test_bad_requests_are_refused_with_a_reason(link):
+    from concast.topologies.links import LinkEmuError
+    _, emu = link
+    with pytest.raises(LinkEmuError, match="loss"):
+        emu.set(LINK, params={"loss": 150})
+    with pytest.raises(LinkEmuError, match="no link"):
+        emu.down("nosuch")
+    with pytest.raises(LinkEmuError, match="exists"):
+        emu.add(LINK, {"name": "x1"}, {"name": "x2"})
+    with pytest.raises(ValueError, match="unknown link parameter"):
+        emu.set(LINK, params={"jitter": "1ms"})
+    assert emu.stats(LINK)["ab"]["params"]["loss"] == 0
+
+
+def test_concast_net_with_emulated_links():
+    from concast.topologies import ConcastNet
+    from concast.topologies.linkstate import StateReader
+    net = (ConcastNet().router("r1").router("r2")
+           .host("h1", router="r1", delay="5ms").host("h2", router="r2")
+           .link("r1", "r2", delay="5ms", bw=50))
+    with net.start() as n:
+        emu = n.emulator
+        assert emu is not None
+        # Each way h1 -> h2 crosses 5 + 5 ms of emulated delay (and two OVS hops).
+        got = rtts(n["h1"], n.ip("h2"), 10, interval=0.1)
+        assert len(got) >= 8 and min(got) >= 20, got
+        assert tcp_transfer(n, "h1", "h2", 1_000_000)   # checksums complete through TAPs + OVS
+        cfg = json.loads((n.run_dir / "routers" / "r1.json").read_text())
+        assert cfg["link_state"] == str(emu.state_path)
+        slots = {r["iface"]: r["link_slot"] for r in cfg["egress_routes"]}
+        assert set(slots) == {r["iface"] for r in cfg["egress_routes"]} and len(slots) == 2
+        with StateReader(emu.state_path) as state:
+            rates = {state.read(s).rate_bps for s in slots.values()}
+        assert rates == {0, 50_000_000}      # the host port (no bw) and the r1-r2 link
+        pid, state_path = emu.pid, emu.state_path
+        assert any(d["name"] == "linkemu" and d["pid"] == pid for d in n.record.data["daemons"])
+    assert not state_path.exists()
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
