@@ -24,6 +24,10 @@ def run(argv: list[str], stdin: str | None = None, ok_errors: tuple[str, ...] = 
     return p.stdout
 
 
+# tc's answers to deleting what is already gone: the rule, or the whole (empty) chain.
+GONE = ("not found", "Cannot find")
+
+
 @dataclass
 class LinuxRouter:
     plan: RouterPlan
@@ -124,7 +128,7 @@ class LinuxRouter:
     def disable_diversion(self) -> None:
         """Forward like an oblivious router (routerd gone): every diversion rule goes."""
         for pref in (tc.PREF_OWN, tc.PREF_CSP, tc.PREF_SELECTOR):
-            self._tc(*tc.delete_argv(pref), ok_errors=("not found",))
+            self._tc(*tc.delete_argv(pref), ok_errors=GONE)
 
     def enable_diversion(self) -> None:
         self._need_cpu()
@@ -151,7 +155,7 @@ class LinuxRouter:
         for f in self.flows():
             if f["pref"] == tc.PREF_SELECTOR and (f["dst"], f["proto"], f["dport"]) == want:
                 self._tc(*tc.delete_argv(tc.PREF_SELECTOR, f["handle"]),
-                         ok_errors=("not found",))
+                         ok_errors=GONE)
 
     def selectors(self) -> list[tuple[str, int, int]]:
         return [(f["dst"], f["proto"], f["dport"]) for f in self.flows()

@@ -82,11 +82,11 @@ impl Tc {
     }
 }
 
-/// Runs `tc ARGS`; "not found" counts as done (deleting what is already gone).
+/// Runs `tc ARGS`; deleting what is already gone (the rule, or the whole chain) is done.
 fn tc(args: &[String]) -> io::Result<()> {
     let out = Command::new("tc").args(args).output()?;
     let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() || (args.get(1).map(String::as_str) == Some("del") && err.contains("not found")) {
+    if out.status.success() || (args.get(1).map(String::as_str) == Some("del") && (err.contains("not found") || err.contains("Cannot find"))) {
         Ok(())
     } else {
         Err(io::Error::other(format!("tc {}: {}", args[..6.min(args.len())].join(" "), err.trim())))
