@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--udp-mbps", type=float, default=0.0,
                     help="UDP cross traffic per flow during the fetches (4 flows)")
+    ap.add_argument("--tcp-flows", type=int, default=0,
+                    help="long-lived TCP cross flows between client pairs during the fetches")
     ap.add_argument("--json", help="write all figures here")
     a = ap.parse_args()
     t = time.monotonic()
@@ -74,11 +76,18 @@ def main() -> int:
     try:
         clients = [h for h in net.plan.hosts if h != "sv"]
         srv = web.PageServer(net.netns("sv"), port=8000, size=a.size)
+        fl = []
         if a.udp_mbps:
-            fl = cross.flows_between(net, pairs.choose_pairs(net, 4, seed=1, exclude=["sv"],
-                                                             min_hops=0),
-                                     "udp", rate_mbps=a.udp_mbps, size=1000)
+            fl += cross.flows_between(net, pairs.choose_pairs(net, 4, seed=1, exclude=["sv"],
+                                                              min_hops=0),
+                                      "udp", rate_mbps=a.udp_mbps, size=1000)
+        if a.tcp_flows:
+            fl += cross.flows_between(net, pairs.choose_pairs(net, a.tcp_flows, seed=2,
+                                                              exclude=["sv"], min_hops=2),
+                                      "tcp", base_port=9500, first_id=len(fl))
+        if fl:
             ct = cross.CrossTraffic(fl).start()
+            time.sleep(1)                       # let the TCP flows get going
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(a.rounds):
                 r, proc_cpu, proc_wall = fetch_once(net, clients, srv.port, a.size,
@@ -94,8 +103,11 @@ def main() -> int:
                 figures["rounds"].append(row)
                 print(json.dumps(row), flush=True)
         figures["server"] = srv.stop()
+        print(json.dumps({"server": figures["server"]}), flush=True)
         if ct:
-            figures["cross"] = ct.stop()["udp"]
+            rep = ct.stop()
+            figures["cross"] = {k: rep[k] for k in ("udp", "tcp", "cpu_s")}
+            print(json.dumps(figures["cross"]), flush=True)
             ct = None
     finally:
         if ct:
