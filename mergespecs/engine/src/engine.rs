@@ -16,6 +16,7 @@ use crate::ipv4::{self, FlowKey};
 use crate::output::{OutputKind, Outputs, Unmerged};
 use crate::sandbox::{Sandbox, WasmSandbox};
 use crate::spec::{self, SpecError, SpecKind, SpecRef};
+use crate::gate::EgressGate;
 use crate::timers::{TimerKey, TimerWheel};
 
 /// A flow's handle; stale once the flow is removed.
@@ -114,6 +115,9 @@ pub struct Engine {
     timers: TimerWheel,
     due: Vec<(u64, TimerKey)>,
     _ticker: Option<EpochTicker>,
+    gate: Option<Box<dyn EgressGate>>,
+    /// Timers fire this long before their deadline (sleep and send latency; 0 offline).
+    lead_us: u64,
 }
 
 /// The wasmtime configuration the limits call for.
@@ -160,7 +164,26 @@ impl Engine {
             timers,
             due: Vec::new(),
             _ticker: ticker,
+            gate: None,
+            lead_us: 0,
         })
+    }
+
+    /// Fires every timer `lead_us` before its deadline, so what a timer builds leaves just
+    /// before the delay bound rather than just after it (paper 4.2.4). Daemons set it to
+    /// their wake-up and send latency; offline runs keep 0 (virtual time has none).
+    pub fn set_timer_lead(&mut self, lead_us: u64) {
+        self.lead_us = lead_us;
+    }
+
+    pub fn timer_lead(&self) -> u64 {
+        self.lead_us
+    }
+
+    /// Installs the egress gate (`None` removes it): finished states whose spec gave a hold
+    /// limit wait while the gate says their output link is busy.
+    pub fn set_egress_gate(&mut self, gate: Option<Box<dyn EgressGate>>) {
+        self.gate = gate;
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -298,13 +321,15 @@ impl Engine {
             generations,
             timers,
             config,
+            gate,
+            lead_us,
             ..
         } = self;
         let flow = match flows.get_mut(id.index as usize) {
             Some(Some(flow)) if generations[id.index as usize] == id.generation => flow,
             _ => return Err(FlowError::UnknownFlow),
         };
-        Ok(f(flow, &mut env(timers, out, now, config)))
+        Ok(f(flow, &mut env(timers, out, now, config, gate, *lead_us)))
     }
 
     /// Merges a batch of datagrams of one flow, received by `now`. Due timers fire first.
@@ -352,19 +377,22 @@ impl Engine {
         }
     }
 
-    /// Fires every timer due by `now`, in deadline order; each callback sees `now`.
+    /// Fires every timer due by `now` (plus the timer lead), in deadline order; each
+    /// callback sees `now`.
     pub fn advance(&mut self, now: u64, out: &mut Outputs) {
         let mut due = std::mem::take(&mut self.due);
-        self.timers.expire(now, &mut due);
+        self.timers.expire(now + self.lead_us, &mut due);
         for &(_, key) in &due {
             let Engine {
                 flows,
                 timers,
                 config,
+                gate,
+                lead_us,
                 ..
             } = self;
             if let Some(Some(flow)) = flows.get_mut(key.flow as usize) {
-                flow.fire_timer(key.slot, &mut env(timers, out, now, config));
+                flow.fire_timer(key.slot, &mut env(timers, out, now, config, gate, *lead_us));
             }
         }
         self.due = due;
@@ -379,9 +407,12 @@ impl Engine {
         self.advance(until, out);
     }
 
-    /// The earliest armed timer, for a daemon's sleep or a virtual clock's next step.
+    /// When [`Engine::advance`] must next be called: the earliest armed timer less the
+    /// timer lead, for a daemon's sleep or a virtual clock's next step.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.timers.next_deadline()
+        self.timers
+            .next_deadline()
+            .map(|d| d.saturating_sub(self.lead_us))
     }
 
     /// Builds and forwards every open state of a flow now.
@@ -446,6 +477,13 @@ const _: () = {
 
 /// What a flow borrows from the engine for one call (the engine's fields split apart, so
 /// the flow itself can be borrowed at the same time).
-fn env<'a>(timers: &'a mut TimerWheel, out: &'a mut Outputs, now: u64, config: &'a EngineConfig) -> Env<'a> {
-    Env { timers, out, now, node: config.node, limits: &config.limits }
+fn env<'a>(
+    timers: &'a mut TimerWheel,
+    out: &'a mut Outputs,
+    now: u64,
+    config: &'a EngineConfig,
+    gate: &'a mut Option<Box<dyn EgressGate>>,
+    lead_us: u64,
+) -> Env<'a> {
+    Env { timers, out, now, node: config.node, limits: &config.limits, gate: gate.as_deref_mut(), lead_us }
 }

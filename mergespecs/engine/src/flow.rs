@@ -45,6 +45,10 @@ pub struct FlowCounters {
     pub builds: u64,
     pub states_created: u64,
     pub timer_fires: u64,
+    /// Finished states the egress gate held while their output link was busy, and the
+    /// time they were held in all (µs).
+    pub gate_held: u64,
+    pub gate_hold_us: u64,
     /// Faults (0 or 1: a fault quarantines the flow).
     pub traps: u64,
 }
@@ -70,6 +74,9 @@ pub(crate) struct Env<'a> {
     pub now: u64,
     pub node: Ipv4Addr,
     pub limits: &'a Limits,
+    pub gate: Option<&'a mut (dyn crate::gate::EgressGate + 'static)>,
+    /// The engine's timer lead: a link that frees within it counts as free.
+    pub lead_us: u64,
 }
 
 pub(crate) struct Flow {
@@ -86,11 +93,15 @@ pub(crate) struct Flow {
     ident: u16,
     /// Kept when the sandbox is dropped so stats still show them.
     last_logs: Vec<crate::host::LogLine>,
+    /// The spec asked for its states to leave in creation order.
+    ordered: bool,
 }
 
 impl Flow {
     pub fn new(key: FlowKey, index: u32, spec: SpecRef, sandbox: Box<dyn Sandbox>) -> Flow {
+        let ordered = sandbox.ordered_states();
         Flow {
+            ordered,
             key,
             index,
             spec,
@@ -251,6 +262,9 @@ impl Flow {
             self.counters.taken += 1;
         }
         cx.taken.clear();
+        if let Some(limit) = cx.hold_limit.take() {
+            self.states.slot_mut(slot).hold_limit = Some(limit);
+        }
         match cx.timer_op.take() {
             Some(TimerOp::Set(at)) => self.arm_timer(slot, at.max(env.now + 1), env),
             Some(TimerOp::Cancel) => self.disarm_timer(slot, env),
@@ -352,9 +366,33 @@ impl Flow {
         }
         let done = self.state_call(slot, StateCall::Done, env, |sb| sb.done(slot))?;
         if done != 0 {
-            self.build(slot, env)?;
+            self.finish(slot, env)?;
         }
         Ok(())
+    }
+
+    /// The spec says build: build now, unless the egress gate reports the output link busy
+    /// and the spec allowed a hold (`hold_limit`). Then the state stays open — datagrams
+    /// arriving meanwhile still merge into it — and its timer is re-armed to when the link
+    /// will have sent what it holds (bounded by the limit). A held state is built when that
+    /// timer fires, with no second question to the gate.
+    fn finish(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        let s = self.states.slot(slot);
+        if s.gated.is_some() {
+            return Ok(()); // already held: its timer decides
+        }
+        if let (Some(limit), Some(gate)) = (s.hold_limit, env.gate.as_deref_mut()) {
+            if let Some(free_at) = gate.busy_until(self.key, env.now) {
+                let at = free_at.min(limit);
+                if at > env.now + env.lead_us {
+                    self.arm_timer(slot, at, env);
+                    self.states.slot_mut(slot).gated = Some(env.now);
+                    self.counters.gate_held += 1;
+                    return Ok(());
+                }
+            }
+        }
+        self.build(slot, env)
     }
 
     /// A state opened for a message that did not merge holds nothing: close it again.
@@ -382,10 +420,27 @@ impl Flow {
         r.map_err(|f| ("concast_state_free", f))
     }
 
+    /// `buildMsg`, in creation order for an ordered spec: every older open state leaves
+    /// first, so a later state never overtakes an earlier one.
+    fn build(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        if self.ordered {
+            while let Some(first) = self.states.oldest().filter(|&f| f != slot) {
+                self.build_one(first, env)?;
+                if self.states.slot(first).open {
+                    self.states.requeue(first); // kept: it now counts as newer
+                }
+            }
+        }
+        self.build_one(slot, env)
+    }
+
     /// `buildMsg`: the spec emits; the engine writes headers, forgets the held datagrams and
     /// frees or keeps the state.
-    fn build(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+    fn build_one(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
         self.disarm_timer(slot, env);
+        if let Some(since) = self.states.slot_mut(slot).gated.take() {
+            self.counters.gate_hold_us += env.now.saturating_sub(since);
+        }
         let keep = self.state_call(slot, StateCall::Build, env, |sb| sb.build(slot))?;
         if keep != abi::build::FREE && keep != abi::build::KEEP {
             return Err((
@@ -435,15 +490,18 @@ impl Flow {
         let cx = self.cx();
         cx.now_us = env.now;
         cx.pending.clear();
-        let r = self
-            .state_call(slot, StateCall::Timeout, env, |sb| sb.timeout(slot))
-            .and_then(|build| {
-                if build != 0 {
-                    self.build(slot, env)
-                } else {
-                    Ok(())
-                }
-            });
+        let r = if self.states.slot(slot).gated.is_some() {
+            self.build(slot, env) // the gate's hold is over
+        } else {
+            self.state_call(slot, StateCall::Timeout, env, |sb| sb.timeout(slot))
+                .and_then(|build| {
+                    if build != 0 {
+                        self.finish(slot, env)
+                    } else {
+                        Ok(())
+                    }
+                })
+        };
         if let Err((call, fault)) = r {
             self.quarantine(call, fault, env);
         }
@@ -457,7 +515,15 @@ impl Flow {
         let cx = self.cx();
         cx.now_us = env.now;
         cx.pending.clear();
-        for slot in self.states.open_slots() {
+        let slots = if self.ordered {
+            self.states.slots_in_order()
+        } else {
+            self.states.open_slots()
+        };
+        for slot in slots {
+            if !self.states.slot(slot).open {
+                continue; // an ordered build took it along already
+            }
             if let Err((call, fault)) = self.build(slot, env) {
                 self.quarantine(call, fault, env);
                 return;

@@ -82,6 +82,8 @@ pub(crate) struct FlowCtx {
     /// Datagrams taken from the pending queue during the current call.
     pub taken: Vec<Span>,
     pub timer_op: Option<TimerOp>,
+    /// `hold_limit` of the current call: how long an egress gate may hold the state.
+    pub hold_limit: Option<u64>,
     pub emit_bytes: Vec<u8>,
     pub emits: Vec<Emit>,
     pub logs: VecDeque<LogLine>,
@@ -107,6 +109,7 @@ impl FlowCtx {
             pending: Pending::default(),
             taken: Vec::new(),
             timer_op: None,
+            hold_limit: None,
             emit_bytes: Vec::new(),
             emits: Vec::new(),
             logs: VecDeque::new(),
@@ -145,6 +148,12 @@ impl FlowCtx {
     pub fn set_timer(&mut self, at_us: u64) -> Result<(), Fault> {
         self.state_call("set_timer")?;
         self.timer_op = Some(TimerOp::Set(at_us));
+        Ok(())
+    }
+
+    pub fn hold_limit(&mut self, at_us: u64) -> Result<(), Fault> {
+        self.state_call("hold_limit")?;
+        self.hold_limit = Some(at_us);
         Ok(())
     }
 
@@ -255,6 +264,7 @@ impl FlowCtx {
         self.phase = phase;
         self.taken.clear();
         self.timer_op = None;
+        self.hold_limit = None;
         if matches!(
             phase,
             Phase::State {

@@ -73,6 +73,13 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
     )?;
     l.func_wrap(
         m,
+        "hold_limit",
+        |mut c: Caller<'_, FlowCtx>, at_us: i64| -> Result<()> {
+            Ok(c.data_mut().hold_limit(at_us.max(0) as u64)?)
+        },
+    )?;
+    l.func_wrap(
+        m,
         "cancel_timer",
         |mut c: Caller<'_, FlowCtx>| -> Result<()> { Ok(c.data_mut().cancel_timer()?) },
     )?;

@@ -136,6 +136,9 @@ where
     fn memory_bytes(&self) -> usize {
         0
     }
+    fn ordered_states(&self) -> bool {
+        S::ORDERED_STATES
+    }
 }
 
 /// [`Host`] for native specs: the same [`FlowCtx`] rules as the Wasm imports. A broken rule
@@ -180,6 +183,10 @@ impl Host for NativeHost<'_> {
     }
     fn cancel_timer(&mut self) {
         let r = self.cx.cancel_timer();
+        self.check(r);
+    }
+    fn hold_limit(&mut self, at_us: u64) {
+        let r = self.cx.hold_limit(at_us);
         self.check(r);
     }
     fn pending_count(&self) -> usize {

@@ -25,6 +25,8 @@ pub(crate) trait Sandbox: Send {
     fn timeout(&mut self, slot: u32) -> Result<i32, Fault>;
     fn state_free(&mut self, slot: u32) -> Result<(), Fault>;
     fn memory_bytes(&self) -> usize;
+    /// `abi::flags::ORDERED_STATES`: states are built in creation order.
+    fn ordered_states(&self) -> bool;
 }
 
 /// The exports of one instance, typed once at instantiation.
@@ -44,6 +46,8 @@ pub(crate) struct WasmSandbox {
     msg_ptr: usize,
     exports: Exports,
     cpu: CpuLimit,
+    /// `concast_flags`, read once after init (0 without the export).
+    flags: i32,
 }
 
 /// One call into the guest with a fresh CPU budget.
@@ -110,6 +114,13 @@ impl WasmSandbox {
             let why = format!("concast_init returned message buffer {msg_ptr}, which is not {} bytes inside linear memory", abi::MSG_BUFFER_LEN);
             return Err((Fault::Abi(why), "concast_init"));
         }
+        let flags = match instance.get_typed_func::<(), i32>(&mut store, "concast_flags") {
+            Ok(f) => {
+                arm(&mut store, cpu);
+                f.call(&mut store, ()).map_err(fail("concast_flags"))?
+            }
+            Err(_) => 0,
+        };
         Ok((
             WasmSandbox {
                 store,
@@ -117,6 +128,7 @@ impl WasmSandbox {
                 msg_ptr,
                 exports,
                 cpu,
+                flags,
             },
             "concast_init",
         ))
@@ -177,5 +189,8 @@ impl Sandbox for WasmSandbox {
     }
     fn memory_bytes(&self) -> usize {
         self.memory.data_size(&self.store)
+    }
+    fn ordered_states(&self) -> bool {
+        self.flags & abi::flags::ORDERED_STATES != 0
     }
 }

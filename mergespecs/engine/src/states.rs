@@ -2,7 +2,7 @@
 //! raw datagrams merged into it (what fail-open forwards if the spec dies before building).
 //! The spec keeps the state itself in its own memory, indexed by the slot number.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A fast hash for u64 tags (tags are per flow and capped in number, so no DoS concern
@@ -71,6 +71,11 @@ pub(crate) struct Slot {
     pub open: bool,
     pub held: Held,
     pub timer: Option<TimerPos>,
+    /// The latest time an egress gate may hold the state once it is finished (the spec's
+    /// `hold_limit`); `None`: never held.
+    pub hold_limit: Option<u64>,
+    /// Finished and held by the egress gate since then, until its timer fires.
+    pub gated: Option<u64>,
 }
 
 #[derive(Default)]
@@ -80,6 +85,8 @@ pub(crate) struct StateTable {
     /// Free slot numbers, reused last-in first-out so numbers stay dense.
     free: Vec<u32>,
     held_bytes: usize,
+    /// Open slots in the order they were opened (for specs whose states leave in order).
+    order: VecDeque<u32>,
 }
 
 impl StateTable {
@@ -99,7 +106,10 @@ impl StateTable {
         let s = &mut self.slots[slot as usize];
         s.tag = tag;
         s.open = true;
+        s.hold_limit = None;
+        s.gated = None;
         self.by_tag.insert(tag, slot);
+        self.order.push_back(slot);
         Some(slot)
     }
 
@@ -110,8 +120,31 @@ impl StateTable {
         self.held_bytes -= s.held.bytes.len();
         s.held.clear();
         s.open = false;
+        s.hold_limit = None;
+        s.gated = None;
         self.by_tag.remove(&s.tag);
         self.free.push(slot);
+        if let Some(i) = self.order.iter().position(|&o| o == slot) {
+            self.order.remove(i);
+        }
+    }
+
+    /// The open slot opened first.
+    pub fn oldest(&self) -> Option<u32> {
+        self.order.front().copied()
+    }
+
+    /// A kept state starts over as the newest (it was built: what it holds now came later).
+    pub fn requeue(&mut self, slot: u32) {
+        if let Some(i) = self.order.iter().position(|&o| o == slot) {
+            self.order.remove(i);
+            self.order.push_back(slot);
+        }
+    }
+
+    /// Open slots in the order they were opened.
+    pub fn slots_in_order(&self) -> Vec<u32> {
+        self.order.iter().copied().collect()
     }
 
     pub fn slot(&self, slot: u32) -> &Slot {
@@ -155,6 +188,7 @@ impl StateTable {
     pub fn take_all(&mut self) -> Vec<Slot> {
         self.by_tag.clear();
         self.free.clear();
+        self.order.clear();
         self.held_bytes = 0;
         std::mem::take(&mut self.slots)
     }

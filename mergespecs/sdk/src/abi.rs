@@ -74,7 +74,16 @@ pub const REQUIRED_EXPORTS: &[(&str, &str)] = &[
 pub const OPTIONAL_EXPORTS: &[(&str, &str)] = &[
     ("concast_timeout", "(i32) -> i32"),
     ("concast_state_free", "(i32) -> ()"),
+    ("concast_flags", "() -> i32"),
 ];
+
+/// `concast_flags` bits: properties of the whole spec the engine reads once per flow.
+pub mod flags {
+    /// States leave in the order they were created: before building a state the engine
+    /// builds every older open state of the flow (a spec that keeps several bundles open
+    /// and must never let a later one overtake an earlier one).
+    pub const ORDERED_STATES: i32 = 1;
+}
 
 /// Everything a module may import from [`IMPORT_MODULE`], with its signature. Nothing else
 /// is importable: no WASI, no clock but the engine's, no I/O.
@@ -87,6 +96,7 @@ pub const IMPORTS: &[(&str, &str)] = &[
     ("flow_children", "() -> i32"),
     ("flow_params", "(i32, i32) -> i32"),
     ("set_timer", "(i64) -> ()"),
+    ("hold_limit", "(i64) -> ()"),
     ("cancel_timer", "() -> ()"),
     ("pending_count", "() -> i32"),
     ("pending_peek", "(i32, i32, i32) -> i32"),

@@ -31,6 +31,8 @@ mod imports {
         pub fn set_timer(at_us: i64);
         #[link_name = "cancel_timer"]
         pub fn cancel_timer();
+        #[link_name = "hold_limit"]
+        pub fn hold_limit(at_us: i64);
         #[link_name = "pending_count"]
         pub fn pending_count() -> i32;
         #[link_name = "pending_peek"]
@@ -110,6 +112,9 @@ impl Host for WasmHost {
     }
     fn cancel_timer(&mut self) {
         unsafe { imports::cancel_timer() }
+    }
+    fn hold_limit(&mut self, at_us: u64) {
+        unsafe { imports::hold_limit(at_us as i64) }
     }
     fn pending_count(&self) -> usize {
         unsafe { imports::pending_count().max(0) as usize }

@@ -61,6 +61,14 @@ macro_rules! export_spec {
                 $crate::abi::VERSION as i32
             }
             #[no_mangle]
+            pub extern "C" fn concast_flags() -> i32 {
+                if <$spec as $crate::MergeSpec>::ORDERED_STATES {
+                    $crate::abi::flags::ORDERED_STATES
+                } else {
+                    0
+                }
+            }
+            #[no_mangle]
             pub extern "C" fn concast_init() -> i32 {
                 SPEC.init()
             }

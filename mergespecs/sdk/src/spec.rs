@@ -149,6 +149,14 @@ pub trait Host {
     fn set_timer(&mut self, at_us: u64);
     /// Disarms the current state's timer.
     fn cancel_timer(&mut self);
+    /// The latest time (engine clock, µs) the current state may still be held after `done`
+    /// or `timeout` said "build": an embedder's egress gate may hold a finished state while
+    /// the output link is busy (so later datagrams still merge into it), never past this.
+    /// Without a call the engine never holds a finished state. Hosts that have no gate may
+    /// ignore it.
+    fn hold_limit(&mut self, at_us: u64) {
+        let _ = at_us;
+    }
 
     /// Datagrams of this flow already received but not yet processed.
     fn pending_count(&self) -> usize;
@@ -173,6 +181,10 @@ pub trait Host {
 pub trait MergeSpec: Sized {
     /// The merge state of one datagram equivalence class.
     type State;
+
+    /// States leave in creation order (`abi::flags::ORDERED_STATES`): building a state
+    /// first builds every older open state of the flow.
+    const ORDERED_STATES: bool = false;
 
     /// Called once when the flow is created, after the flow info and parameters are set.
     /// An error refuses the flow (the message is reported to whoever installed it).

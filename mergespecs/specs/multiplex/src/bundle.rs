@@ -1,94 +1,96 @@
-//! The one MplexPkt a flow is filling: MplexHdr space, records in arrival order, the sources
-//! in it, its delay fields and the raw bytes the engine holds for it.
+//! One MplexPkt being filled: MplexHdr space, records in arrival order, its delay fields, the
+//! raw bytes the engine holds for it and its place in the opening order (`seq`).
 
 use concast_sdk::wire::mplex::{self, Record, RecordRepr};
-use concast_speckit::bundle::Bundle;
+use concast_speckit::buf::FixedBuf;
 use concast_speckit::MAX_BUNDLE;
 
 use crate::delays::BundleDelays;
 use crate::input::Incoming;
 
-/// Slots of the source set: a 4096-byte bundle holds at most 510 records (8 bytes each at
-/// least), well inside three quarters of 1024.
-const SOURCE_SLOTS: usize = 1024;
-
-/// Why a packet cannot join the open bundle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// A record's source is already in the bundle: its datagrams must not be reordered or
-    /// coalesced, so the bundle goes first.
-    SameSource,
-    /// Its records would take the bundle past the path MTU (or the held-bytes budget).
-    NoRoom,
-}
+/// Most records a bundle holds: every record takes at least its 8-byte header.
+pub const MAX_RECORDS: usize = MAX_BUNDLE / mplex::RECORD_HEADER_LEN;
 
 pub struct MplexBundle {
-    inner: Bundle<MAX_BUNDLE, SOURCE_SLOTS>,
+    buf: FixedBuf<MAX_BUNDLE>,
+    records: u32,
+    max_ttl: u8,
+    opened_at: Option<u64>,
+    armed: Option<u64>,
     delays: BundleDelays,
     held_bytes: u32,
-    max_held_bytes: u32,
+    /// Opening order (1, 2, ...); 0 while empty.
+    pub seq: u64,
 }
 
 impl MplexBundle {
-    pub const fn new(max_held_bytes: u32) -> MplexBundle {
+    pub const fn new() -> MplexBundle {
         MplexBundle {
-            inner: Bundle::new(),
+            buf: FixedBuf::new(),
+            records: 0,
+            max_ttl: 0,
+            opened_at: None,
+            armed: None,
             delays: BundleDelays::new(),
             held_bytes: 0,
-            max_held_bytes,
+            seq: 0,
         }
     }
 
     /// Starts an empty bundle whose payload may be `limit` bytes (MplexHdr included).
     pub fn reset(&mut self, limit: usize) {
-        self.inner.reset(mplex::HEADER_LEN, limit);
+        self.buf.reset(mplex::HEADER_LEN, limit);
+        self.records = 0;
+        self.max_ttl = 0;
+        self.opened_at = None;
+        self.armed = None;
         self.delays = BundleDelays::new();
         self.held_bytes = 0;
+        self.seq = 0;
     }
 
     pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
+        self.records == 0
     }
 
     pub fn records(&self) -> u32 {
-        self.inner.items
+        self.records
     }
 
-    pub fn contains_source(&self, src: u32) -> bool {
-        self.inner.sources.contains(src)
+    pub fn held_bytes(&self) -> u32 {
+        self.held_bytes
     }
 
     /// True once not even an empty record fits.
     pub fn is_full(&self) -> bool {
-        self.inner.buf.remaining() < mplex::RECORD_HEADER_LEN
+        self.buf.remaining() < mplex::RECORD_HEADER_LEN
     }
 
-    /// Whether `packet` (`raw_len` bytes as it arrived) could join: no source already in the
-    /// bundle, and room for its records and for the engine's copy of it.
-    pub fn admits(&self, packet: &Incoming, raw_len: usize) -> Result<(), Refusal> {
-        let inner = &self.inner;
-        if packet
-            .records()
-            .any(|r| inner.sources.contains(r.src.to_bits()))
-        {
-            return Err(Refusal::SameSource);
-        }
-        let held = u64::from(self.held_bytes) + raw_len as u64;
-        if packet.record_bytes > inner.buf.remaining()
-            || inner.sources.len() + packet.live as usize > SourceSlots::CAPACITY
-            || held > u64::from(self.max_held_bytes)
-        {
-            return Err(Refusal::NoRoom);
-        }
-        Ok(())
+    /// Whether `packet`'s records fit in the room left.
+    pub fn has_room(&self, packet: &Incoming) -> bool {
+        packet.record_bytes <= self.buf.remaining()
     }
 
-    /// Adds `packet`'s records (after [`MplexBundle::admits`] said yes), arrived at `now`.
-    pub fn add(&mut self, packet: &Incoming, raw_len: usize, now: u64) {
+    /// Whether they would fit in this bundle emptied (the path MTU allows it at all).
+    pub fn could_ever_hold(&self, packet: &Incoming) -> bool {
+        packet.record_bytes <= self.buf.limit() - mplex::HEADER_LEN
+    }
+
+    /// Adds `packet`'s records (the caller checked the room), arrived at `now`; `on_record`
+    /// sees each record added.
+    pub fn add(
+        &mut self,
+        packet: &Incoming,
+        raw_len: usize,
+        now: u64,
+        mut on_record: impl FnMut(&RecordRepr),
+    ) {
         for r in packet.records() {
-            write_record(&mut self.inner.buf, &r);
-            self.inner.sources.insert(r.src.to_bits());
-            self.inner.note_arrival(now, r.ttl);
+            write_record(&mut self.buf, &r);
+            on_record(&r);
+            self.opened_at.get_or_insert(now);
+            self.records += 1;
+            self.max_ttl = self.max_ttl.max(r.ttl);
         }
         self.delays.fold(packet.delays, now);
         self.held_bytes = self.held_bytes.saturating_add(raw_len as u32);
@@ -96,29 +98,46 @@ impl MplexBundle {
 
     /// When the bundle must leave (section 3.2); `None` while empty.
     pub fn deadline(&self) -> Option<u64> {
-        Some(self.delays.deadline(self.inner.opened_at()?))
+        Some(self.delays.deadline(self.opened_at?))
     }
 
-    /// Arms the state's timer at `at` (only if it moved).
+    /// When the tightest record's MaxTotalDelay budget runs out; `None` while empty.
+    pub fn budget_deadline(&self) -> Option<u64> {
+        self.delays.budget_deadline()
+    }
+
+    /// Arms the state's timer at `at` unless it is armed there already.
     pub fn arm(&mut self, host: &mut impl concast_sdk::Host, at: u64) {
-        self.inner.arm(host, at);
+        if self.armed != Some(at) {
+            host.set_timer(at);
+            self.armed = Some(at);
+        }
+    }
+
+    /// The records so far (for the key index when the bundle leaves).
+    pub fn record_iter(&self) -> mplex::RecordIter<'_> {
+        mplex::RecordIter::new(&self.buf.as_slice()[mplex::HEADER_LEN..])
     }
 
     /// The finished MplexPkt body sent at `now`, and its outer TTL (= initialTTL, the
     /// largest record TTL, section 3.1).
     pub fn finish(&mut self, now: u64) -> (&[u8], u8) {
-        let ttl = self.inner.max_ttl;
+        let ttl = self.max_ttl;
         let header = self.delays.header(now, ttl);
-        let body = self.inner.buf.as_mut_slice();
+        let body = self.buf.as_mut_slice();
         mplex::Packet::new_unchecked(&mut body[..mplex::HEADER_LEN]).set_header(&header);
-        (self.inner.buf.as_slice(), ttl)
+        (self.buf.as_slice(), ttl)
     }
 }
 
-type SourceSlots = concast_speckit::sources::SourceSet<SOURCE_SLOTS>;
+impl Default for MplexBundle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// Appends one record (the caller checked that it fits).
-fn write_record<const N: usize>(buf: &mut concast_speckit::buf::FixedBuf<N>, r: &RecordRepr) {
+fn write_record<const N: usize>(buf: &mut FixedBuf<N>, r: &RecordRepr) {
     let Some(out) = buf.reserve(r.record_len()) else {
         return;
     };

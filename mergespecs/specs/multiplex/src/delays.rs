@@ -65,6 +65,11 @@ impl BundleDelays {
         self.tightest.map_or(local, |t| local.min(t.deadline))
     }
 
+    /// When the tightest packet's total budget is spent (the latest the bundle may leave).
+    pub fn budget_deadline(&self) -> Option<u64> {
+        self.tightest.map(|t| t.deadline)
+    }
+
     /// The MplexHdr of the bundle sent at `now`: DelayedSoFar grows by the time the tightest
     /// packet was held here.
     pub fn header(&self, now: u64, initial_ttl: u8) -> HeaderRepr {

@@ -8,6 +8,7 @@ use concast_sdk::wire::{classify, Datagram};
 
 use crate::config::Config;
 use crate::delays::Delays;
+use crate::keys::{key_of, KeyKind};
 
 /// The decision for one datagram.
 pub enum Input<'a> {
@@ -23,19 +24,45 @@ pub enum Input<'a> {
 pub enum Origin<'a> {
     /// Not a datagram the spec can read (the engine forwards it as it is).
     Unknown,
-    Source(u32),
+    /// A plain datagram. `exact`: its payload starts with the transport header (not a later
+    /// fragment), so its flow key can be read.
+    Plain {
+        src: u32,
+        protocol: u8,
+        payload: &'a [u8],
+        exact: bool,
+    },
     /// An MplexPkt that is not bundled again (a record over the threshold, say).
     Records(mplex::Packet<&'a [u8]>),
 }
 
 impl Origin<'_> {
-    /// True if any source it carries satisfies `f`.
-    pub fn any(&self, mut f: impl FnMut(u32) -> bool) -> bool {
+    /// True if any key it carries satisfies `f`; `None` if a key cannot be known (a later
+    /// fragment when keys are flows): the caller must then assume the worst.
+    pub fn any_key(&self, kind: KeyKind, mut f: impl FnMut(u64) -> bool) -> Option<bool> {
         match self {
-            Origin::Unknown => false,
-            Origin::Source(src) => f(*src),
-            Origin::Records(p) => p.records().any(|r| f(r.src_addr().to_bits())),
+            Origin::Unknown => Some(false),
+            Origin::Plain { exact: false, .. } if kind == KeyKind::Flow => None,
+            Origin::Plain {
+                src,
+                protocol,
+                payload,
+                ..
+            } => Some(f(key_of(kind, *src, *protocol, payload))),
+            Origin::Records(p) => Some(p.records().any(|r| {
+                f(key_of(kind, r.src_addr().to_bits(), r.protocol(), r.payload()))
+            })),
         }
+    }
+}
+
+fn plain_origin<'a>(ip: &ipv4::Packet<&'a [u8]>) -> Origin<'a> {
+    let range = ip.payload_range();
+    Origin::Plain {
+        src: ip.src_addr().to_bits(),
+        protocol: ip.protocol(),
+        payload: &ip.into_inner()[range],
+        exact: ip.frag_offset() == 0,
     }
 }
 
@@ -60,13 +87,6 @@ enum Source<'a> {
 }
 
 impl<'a> Incoming<'a> {
-    /// The sources it carries.
-    pub fn origin(&self) -> Origin<'a> {
-        match &self.source {
-            Source::Plain(r) => Origin::Source(r.src.to_bits()),
-            Source::Mplex { body, .. } => Origin::Records(*body),
-        }
-    }
 
     /// The records to bundle, TTLs brought up to date, expired ones left out.
     pub fn records(&self) -> LiveRecords<'a> {
@@ -132,21 +152,20 @@ pub fn classify_datagram<'a>(msg: &'a [u8], cfg: &Config) -> Input<'a> {
         return Input::Unbundleable(Origin::Unknown);
     };
     let ip = *datagram.ip();
-    let src = ip.src_addr().to_bits();
     let dst = ip.dst_addr();
     if ip.is_fragment() || has_foreign_options(&ip) || dst.is_multicast() || dst.is_broadcast() {
-        return Input::Unbundleable(Origin::Source(src));
+        return Input::Unbundleable(plain_origin(&ip));
     }
     match datagram {
         Datagram::Mplex { ip, mplex, .. } => bundled(ip, mplex, cfg),
-        Datagram::Csp { .. } => Input::Unbundleable(Origin::Source(src)),
+        Datagram::Csp { .. } => Input::Unbundleable(plain_origin(&ip)),
         Datagram::Ipv4(ip) | Datagram::Concast { ip, .. } => plain(ip, cfg),
     }
 }
 
 fn plain<'a>(ip: ipv4::Packet<&'a [u8]>, cfg: &Config) -> Input<'a> {
     if u32::from(ip.total_len()) > cfg.size_threshold || ip.protocol() == protocol::MPLEX {
-        return Input::Unbundleable(Origin::Source(ip.src_addr().to_bits()));
+        return Input::Unbundleable(plain_origin(&ip));
     }
     if ip.ttl() == 0 {
         return Input::Expired(1);

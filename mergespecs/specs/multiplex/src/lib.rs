@@ -3,13 +3,21 @@
 //! Small datagrams toward R travel as MplexPkts (IPv4 protocol 254, Concast ID option,
 //! normally G = 1; docs/protocol.md section 3). At every concast-capable router this spec
 //! bundles what arrives for the flow (R, G) — one-record MplexPkts from senders' hosts,
-//! bundles from upstream routers, and for robustness plain small datagrams — into one
-//! MplexPkt, and forwards it when a delay bound is due, when the next record would not fit
-//! the path MTU, or when a record's source is already in the bundle. The receiver's hostd
-//! unbundles.
+//! bundles from upstream routers, and for robustness plain small datagrams — into MplexPkts.
+//! The receiver's hostd unbundles.
 //!
-//! One datagram equivalence class per flow (tag [`TAG`]): the bundle is per (R, G). It lives
-//! in the spec value, not in a per-tag state, because there is only ever one.
+//! **Parallel bundles.** Two records of one key (a flow, or a host: [`keys::KeyKind`]) never
+//! share a bundle. A record joins the oldest open bundle that is newer than every bundle
+//! already holding its key and has room; if none has, it opens the next bundle, while the
+//! earlier ones keep waiting for other keys. Each bundle is one merge state (tag = its index
+//! in the arena) with its own deadline (section 3.2), and the spec asks the engine to build
+//! states in creation order ([`MergeSpec::ORDERED_STATES`]): a bundle leaving takes every
+//! older one along, so a later bundle never overtakes an earlier one and no key's records
+//! are reordered. At most `max_bundles` are open; a record needing one more sends the oldest
+//! first, and one that would pass the held-bytes budget sends them all first.
+//!
+//! The bundles and the key index live in [`concast_speckit::arena::Arena`]s set up by
+//! `init`; the spec value itself stays small.
 #![no_std]
 
 // Native builds (the rlib used by the engine's tests and benchmark, and the cdylib cargo
@@ -21,22 +29,27 @@ pub mod bundle;
 pub mod config;
 pub mod delays;
 pub mod input;
+pub mod keys;
+mod order;
 
 use concast_sdk::wire::ipv4::{self, protocol};
 use concast_sdk::{AfterBuild, Host, Level, Merge, MergeSpec, OutHeader, Tag};
+use concast_speckit::arena::Arena;
 use concast_speckit::log::log;
-use concast_speckit::sources::SourceSet;
 use concast_speckit::{payload_limit, MAX_BUNDLE};
 
-use bundle::{MplexBundle, Refusal};
-use config::Config;
-use input::{classify_datagram, Input, Origin};
-
-/// The one tag: every bundleable datagram of the flow joins the same bundle.
-pub const TAG: u64 = 0;
+use bundle::{MplexBundle, MAX_RECORDS};
+use config::{Config, MAX_BUNDLES};
+use input::{classify_datagram, Incoming, Input, Origin};
+use keys::{key_of, KeyIndex};
+use order::Order;
 
 /// Room to look at a pending datagram: anything longer could not join a bundle anyway.
 const SCRATCH: usize = MAX_BUNDLE + ipv4::MAX_HEADER_LEN;
+
+/// Keys of pending datagrams the zero-delay scan left behind (their later datagrams must not
+/// overtake them); a scan that would block more stops.
+const BLOCKED: usize = 64;
 
 /// What the pending-queue scan does with one pending datagram.
 enum Verdict {
@@ -45,15 +58,116 @@ enum Verdict {
     Stop,
 }
 
+/// The open bundles and what the ordering rule needs to know about them.
+struct BundleSet {
+    config: Config,
+    /// Bundle `tag` of the flow; open ones are in `order`.
+    bundles: Arena<MplexBundle>,
+    order: Order,
+    keys: KeyIndex,
+    next_seq: u64,
+    /// Raw bytes the engine holds for all open bundles.
+    held: u64,
+}
+
 pub struct Multiplex {
     config: Config,
-    bundle: MplexBundle,
+    set: BundleSet,
     /// Where pending datagrams are peeked at and taken to.
     scratch: [u8; SCRATCH],
-    /// Sources of pending datagrams the scan left behind: a later datagram of theirs must
-    /// not overtake them in this bundle.
-    blocked: SourceSet<64>,
+    blocked: [u64; BLOCKED],
+    blocked_len: usize,
     expired: u64,
+}
+
+impl BundleSet {
+    /// The newest open bundle holding any key of `packet` (0: none).
+    fn newest_holding(&self, packet: &Incoming) -> u64 {
+        let kind = self.config.key;
+        packet
+            .records()
+            .filter_map(|r| self.keys.get(key_of(kind, r.src.to_bits(), r.protocol, r.payload)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The tag of the newest open bundle an unbundleable datagram must leave after, if any.
+    fn must_follow(&self, origin: &Origin) -> Option<u64> {
+        let kind = self.config.key;
+        let mut newest = 0;
+        match origin.any_key(kind, |k| {
+            newest = newest.max(self.keys.get(k).unwrap_or(0));
+            false
+        }) {
+            Some(_) if newest == 0 => None,
+            Some(_) => self.order.iter().find(|&t| self.bundles[t as usize].seq == newest),
+            None => self.order.newest(), // its key is unknown: after everything open
+        }
+        .map(u64::from)
+    }
+
+    /// Whether bundle `tag` can take `packet` (`raw_len` bytes as it arrived) now.
+    fn admits(&self, tag: usize, packet: &Incoming, raw_len: usize, newest: u64) -> bool {
+        let b = &self.bundles[tag];
+        let seq = if b.is_empty() { self.next_seq } else { b.seq };
+        newest < seq
+            && b.has_room(packet)
+            && self.held + raw_len as u64 <= u64::from(self.config.max_held_bytes)
+    }
+
+    /// Which bundle a bundleable packet goes to (section "Parallel bundles" above).
+    fn place(&self, packet: &Incoming, raw_len: usize) -> u64 {
+        let newest = self.newest_holding(packet);
+        if self.held + raw_len as u64 > u64::from(self.config.max_held_bytes) {
+            // Over the held budget: every open bundle leaves first (building the newest
+            // takes the older ones along), then it starts a bundle of its own.
+            if let Some(t) = self.order.newest() {
+                return u64::from(t);
+            }
+        }
+        for t in self.order.iter() {
+            let b = &self.bundles[t as usize];
+            if b.seq <= newest {
+                continue; // holds (or precedes a bundle holding) one of its keys
+            }
+            if !b.has_room(packet) {
+                // It would have gone here but the path MTU is reached: this bundle (and
+                // the older ones) leave now, as a lone bundle would (merge says so).
+                return u64::from(t);
+            }
+            if self.admits(t as usize, packet, raw_len, newest) {
+                return u64::from(t);
+            }
+        }
+        if self.order.len() < self.config.max_bundles as usize {
+            if let Some(free) = (0..self.config.max_bundles as usize)
+                .find(|&t| self.bundles[t].is_empty() && !self.order.contains(t as u8))
+            {
+                return free as u64;
+            }
+        }
+        // As many bundles open as allowed: the oldest leaves first (merge says so).
+        self.order.oldest().map_or(0, u64::from)
+    }
+
+    /// Adds `packet` to bundle `tag` (after `admits` said yes), arrived at `now`.
+    fn add(&mut self, tag: usize, packet: &Incoming, raw_len: usize, now: u64) {
+        let kind = self.config.key;
+        let b = &mut self.bundles[tag];
+        if b.is_empty() {
+            b.seq = self.next_seq;
+            self.next_seq += 1;
+            self.order.push(tag as u8);
+        }
+        let seq = b.seq;
+        let keys = &mut self.keys;
+        b.add(packet, raw_len, now, |r| {
+            // The index is sized for every record the open bundles can hold.
+            let _ = keys.set(key_of(kind, r.src.to_bits(), r.protocol, r.payload), seq);
+        });
+        self.held += raw_len as u64;
+    }
+
 }
 
 impl Multiplex {
@@ -64,6 +178,11 @@ impl Multiplex {
     /// Records dropped so far because their TTL ran out.
     pub fn expired_records(&self) -> u64 {
         self.expired
+    }
+
+    /// Bundles open now, oldest first (their tags).
+    pub fn open_bundles(&self) -> impl Iterator<Item = u64> + '_ {
+        self.set.order.iter().map(u64::from)
     }
 
     fn count_expired(&mut self, n: u32, host: &mut impl Host) {
@@ -79,24 +198,22 @@ impl Multiplex {
         );
     }
 
-    /// True if `origin` carries a source already in the open bundle: it must then leave
-    /// after the bundle, never before it.
-    fn follows_bundle(&self, origin: &Origin) -> bool {
-        !self.bundle.is_empty() && origin.any(|src| self.bundle.contains_source(src))
+    fn is_blocked(&self, key: u64) -> bool {
+        self.blocked[..self.blocked_len].contains(&key)
     }
 
-    /// Zero added delay: before a bundle leaves, fold in the datagrams of this flow that
-    /// have already arrived (the rest of the batch), keeping each source's order.
-    fn fill_from_pending(&mut self, host: &mut impl Host) {
-        self.blocked.clear();
+    /// Zero added delay: before bundle `tag` leaves, fold in the datagrams of this flow that
+    /// have already arrived (the rest of the batch), keeping each key's order.
+    fn fill_from_pending(&mut self, tag: usize, host: &mut impl Host) {
+        self.blocked_len = 0;
         let now = host.now_us();
         let mut index = 0;
-        while index < host.pending_count() && !self.bundle.is_full() {
+        while index < host.pending_count() && !self.set.bundles[tag].is_full() {
             let len = match host.pending_peek(index, &mut self.scratch) {
                 Some(len) if len <= SCRATCH => len,
                 _ => break, // too long to look at: stop rather than reorder around it
             };
-            match self.consider(len) {
+            match self.consider(tag, len) {
                 Verdict::Skip => index += 1,
                 Verdict::Stop => break,
                 Verdict::Take => {
@@ -106,7 +223,7 @@ impl Multiplex {
                     let msg = &self.scratch[..len];
                     if let Input::Records(packet) = classify_datagram(msg, &self.config) {
                         let expired = packet.expired;
-                        self.bundle.add(&packet, len, now);
+                        self.set.add(tag, &packet, len, now);
                         self.count_expired(expired, host);
                     }
                 }
@@ -114,111 +231,211 @@ impl Multiplex {
         }
     }
 
-    /// Whether the pending datagram in `scratch[..len]` can join the bundle now.
-    fn consider(&mut self, len: usize) -> Verdict {
+    /// Whether the pending datagram in `scratch[..len]` can join bundle `tag` now; one that
+    /// cannot blocks its keys for the rest of the scan.
+    fn consider(&mut self, tag: usize, len: usize) -> Verdict {
+        let kind = self.config.key;
         let msg = &self.scratch[..len];
-        let blocked = &mut self.blocked;
-        let block_all = |blocked: &mut SourceSet<64>, origin: &Origin| -> Verdict {
-            if matches!(origin, Origin::Unknown) || origin.any(|src| !blocked.insert(src)) {
-                Verdict::Stop
-            } else {
+        let mut keys = [0u64; 8];
+        let mut n = 0;
+        let mut unknown = false;
+        let verdict = match classify_datagram(msg, &self.config) {
+            Input::Records(packet) => {
+                for r in packet.records() {
+                    if n == keys.len() {
+                        unknown = true; // more keys than we track: stop rather than guess
+                        break;
+                    }
+                    keys[n] = key_of(kind, r.src.to_bits(), r.protocol, r.payload);
+                    n += 1;
+                }
+                let newest = self.set.newest_holding(&packet);
+                if !unknown
+                    && !keys[..n].iter().any(|&k| self.is_blocked(k))
+                    && self.set.admits(tag, &packet, len, newest)
+                    && self.set.bundles[tag].seq > newest
+                {
+                    return Verdict::Take;
+                }
+                if !unknown && !self.set.bundles[tag].has_room(&packet) {
+                    return Verdict::Stop;
+                }
+                Verdict::Skip
+            }
+            // Dropped when its turn comes; nothing of it is forwarded, so nothing to order.
+            Input::Expired(_) => return Verdict::Skip,
+            Input::Unbundleable(origin) => {
+                let found = origin.any_key(kind, |k| {
+                    if n < keys.len() {
+                        keys[n] = k;
+                        n += 1;
+                    } else {
+                        unknown = true;
+                    }
+                    false
+                });
+                if found.is_none() || matches!(origin, Origin::Unknown) {
+                    unknown = true;
+                }
                 Verdict::Skip
             }
         };
-        match classify_datagram(msg, &self.config) {
-            Input::Records(packet) => {
-                let origin = packet.origin();
-                if origin.any(|src| blocked.contains(src)) {
-                    return block_all(blocked, &origin);
-                }
-                match self.bundle.admits(&packet, len) {
-                    Ok(()) => Verdict::Take,
-                    Err(Refusal::SameSource) => block_all(blocked, &origin),
-                    Err(Refusal::NoRoom) => Verdict::Stop,
-                }
+        if unknown || self.blocked_len + n > BLOCKED {
+            return Verdict::Stop;
+        }
+        for &k in &keys[..n] {
+            if !self.is_blocked(k) {
+                self.blocked[self.blocked_len] = k;
+                self.blocked_len += 1;
             }
-            // Dropped when its turn comes; nothing of it is forwarded, so nothing to order.
-            Input::Expired(_) => Verdict::Skip,
-            Input::Unbundleable(origin) => block_all(blocked, &origin),
+        }
+        verdict
+    }
+
+    /// The bundle is finished: tell the engine how long an egress gate may still hold it.
+    fn allow_hold(&self, tag: usize, host: &mut impl Host) {
+        if let Some(at) = self.set.bundles[tag].budget_deadline() {
+            host.hold_limit(at);
         }
     }
 }
 
 impl MergeSpec for Multiplex {
-    /// Nothing per tag: the flow's one bundle is in the spec value.
-    type State = ();
+    /// The bundle's index (its tag) in the spec's arena.
+    type State = u32;
+
+    const ORDERED_STATES: bool = true;
 
     fn init(host: &mut impl Host) -> Result<Self, &'static str> {
         let config = Config::parse(host.params())?;
+        let n = config.max_bundles as usize;
         Ok(Multiplex {
             config,
-            bundle: MplexBundle::new(config.max_held_bytes),
+            set: BundleSet {
+                config,
+                bundles: Arena::new(n, MplexBundle::new)?,
+                order: Order::new(),
+                keys: KeyIndex::new(n * MAX_RECORDS)?,
+                next_seq: 1,
+                held: 0,
+            },
             scratch: [0; SCRATCH],
-            blocked: SourceSet::new(),
+            blocked: [0; BLOCKED],
+            blocked_len: 0,
             expired: 0,
         })
     }
 
-    /// Constant: every datagram is offered to the flow's one bundle, and `merge`, which reads
-    /// it once, decides whether it joins, passes (after the bundle if it carries one of the
-    /// bundle's sources), or is dropped (every record expired).
-    fn get_tag(&mut self, _msg: &[u8], _host: &mut impl Host) -> Tag {
-        Tag::Merge(TAG)
-    }
-
-    fn new_state(&mut self, _tag: u64, host: &mut impl Host) {
-        self.bundle.reset(payload_limit(host.path_mtu()));
-    }
-
-    fn merge(&mut self, _: &mut (), msg: &[u8], host: &mut impl Host) -> Merge {
+    /// The bundle the datagram goes to, chosen once here; `merge` re-checks it (a datagram
+    /// offered again after a flush lands in a fresh bundle under the same tag).
+    fn get_tag(&mut self, msg: &[u8], host: &mut impl Host) -> Tag {
         match classify_datagram(msg, &self.config) {
-            Input::Records(packet) => match self.bundle.admits(&packet, msg.len()) {
-                Ok(()) => {
+            Input::Records(packet) => {
+                if !self.set.bundles[0].could_ever_hold(&packet) && !self.set.order.is_empty() {
+                    // Too big for any bundle on this path: forwarded as it is, after the
+                    // bundles holding its keys.
+                    let newest = self.set.newest_holding(&packet);
+                    return match self.set.order.iter().find(|&t| self.set.bundles[t as usize].seq == newest) {
+                        Some(t) => Tag::Merge(u64::from(t)),
+                        None => Tag::Pass,
+                    };
+                }
+                Tag::Merge(self.set.place(&packet, msg.len()))
+            }
+            Input::Expired(n) => {
+                self.count_expired(n, host);
+                Tag::Drop
+            }
+            Input::Unbundleable(origin) => match self.set.must_follow(&origin) {
+                Some(tag) => Tag::Merge(tag),
+                None => Tag::Pass,
+            },
+        }
+    }
+
+    fn new_state(&mut self, tag: u64, host: &mut impl Host) -> u32 {
+        let tag = (tag as usize).min(MAX_BUNDLES - 1);
+        if !self.set.order.contains(tag as u8) {
+            self.set.bundles[tag].reset(payload_limit(host.path_mtu()));
+        }
+        tag as u32
+    }
+
+    fn merge(&mut self, tag: &mut u32, msg: &[u8], host: &mut impl Host) -> Merge {
+        let tag = *tag as usize;
+        if tag >= self.set.bundles.len() {
+            return Merge::Pass;
+        }
+        match classify_datagram(msg, &self.config) {
+            Input::Records(packet) => {
+                let newest = self.set.newest_holding(&packet);
+                if self.set.bundles[tag].could_ever_hold(&packet)
+                    && self.set.admits(tag, &packet, msg.len(), newest)
+                {
                     let expired = packet.expired;
-                    self.bundle.add(&packet, msg.len(), host.now_us());
+                    self.set.add(tag, &packet, msg.len(), host.now_us());
                     self.count_expired(expired, host);
                     Merge::Merged
+                } else if !self.set.bundles[tag].is_empty() {
+                    Merge::FlushFirst
+                } else {
+                    Merge::Pass // fits no bundle, and nothing of its keys waits
                 }
-                // Too big for even an empty bundle (a small path MTU): as it is.
-                Err(_) if self.bundle.is_empty() => Merge::Pass,
-                Err(_) => Merge::FlushFirst,
-            },
+            }
             Input::Expired(n) => {
                 self.count_expired(n, host);
                 Merge::Drop
             }
-            Input::Unbundleable(origin) if self.follows_bundle(&origin) => Merge::FlushFirst,
+            Input::Unbundleable(origin) if self.set.must_follow(&origin).is_some() => {
+                Merge::FlushFirst
+            }
             Input::Unbundleable(_) => Merge::Pass,
         }
     }
 
-    fn done(&mut self, _: &mut (), host: &mut impl Host) -> bool {
-        let Some(deadline) = self.bundle.deadline() else {
+    fn done(&mut self, tag: &mut u32, host: &mut impl Host) -> bool {
+        let tag = *tag as usize;
+        let Some(deadline) = self.set.bundles[tag].deadline() else {
             return true; // nothing held: let the engine close the state
         };
         if deadline <= host.now_us() {
-            self.fill_from_pending(host);
+            self.fill_from_pending(tag, host);
+            self.allow_hold(tag, host);
             return true;
         }
-        if self.bundle.is_full() {
+        if self.set.bundles[tag].is_full() {
             return true;
         }
-        self.bundle.arm(host, deadline);
+        self.set.bundles[tag].arm(host, deadline);
         false
     }
 
-    fn build(&mut self, _: &mut (), host: &mut impl Host) -> AfterBuild {
-        if !self.bundle.is_empty() {
-            let (body, ttl) = self.bundle.finish(host.now_us());
+    fn timeout(&mut self, tag: &mut u32, host: &mut impl Host) -> bool {
+        self.allow_hold(*tag as usize, host);
+        true
+    }
+
+    fn build(&mut self, tag: &mut u32, host: &mut impl Host) -> AfterBuild {
+        let tag = *tag as usize;
+        let kind = self.config.key;
+        let b = &mut self.set.bundles[tag];
+        if !b.is_empty() {
+            let (body, ttl) = b.finish(host.now_us());
             let header = OutHeader {
                 protocol: protocol::MPLEX,
                 ttl,
                 dont_fragment: true,
             };
             host.emit(body, header);
+            let seq = b.seq;
+            for r in b.record_iter().flatten() {
+                let key = key_of(kind, r.src_addr().to_bits(), r.protocol(), r.payload());
+                self.set.keys.remove_if(key, seq);
+            }
+            self.set.held -= u64::from(b.held_bytes());
         }
-        // Forget the sources now: the next datagram's tag must not see them.
-        self.bundle.reset(payload_limit(host.path_mtu()));
+        self.set.order.remove(tag as u8);
+        b.reset(payload_limit(host.path_mtu()));
         AfterBuild::Free
     }
 }

@@ -11,7 +11,7 @@ use concast_speckit::test_host::make::{self, host, R};
 use concast_speckit::test_host::TestHost;
 
 use crate::input::{classify_datagram, Input};
-use crate::{Config, Multiplex, TAG};
+use crate::{Config, Multiplex};
 
 fn config() -> Config {
     Config::parse(b"").unwrap()
@@ -28,13 +28,20 @@ fn spec(host: &mut TestHost) -> Multiplex {
     Multiplex::init(host).expect("parameters parse")
 }
 
-/// Offers `msg` the way the engine does (tag, then merge into the one state).
-fn offer(m: &mut Multiplex, h: &mut TestHost, msg: &[u8]) -> Merge {
+/// Offers `msg` the way the engine does: tag, a fresh state for a tag that has none (in
+/// `open`), merge. Returns the tag (None: passed or dropped by the tag) and merge's answer.
+fn offer(m: &mut Multiplex, h: &mut TestHost, open: &mut Vec<u32>, msg: &[u8]) -> (Option<u32>, Merge) {
     match m.get_tag(msg, h) {
-        Tag::Merge(TAG) => m.merge(&mut (), msg, h),
-        Tag::Pass => Merge::Pass,
-        Tag::Drop => Merge::Drop,
-        Tag::Merge(t) => panic!("tag {t}"),
+        Tag::Merge(t) => {
+            let mut tag = t as u32;
+            if !open.contains(&tag) {
+                tag = m.new_state(t, h);
+                open.push(tag);
+            }
+            (Some(tag), m.merge(&mut tag, msg, h))
+        }
+        Tag::Pass => (None, Merge::Pass),
+        Tag::Drop => (None, Merge::Drop),
     }
 }
 
@@ -42,8 +49,11 @@ fn offer(m: &mut Multiplex, h: &mut TestHost, msg: &[u8]) -> Merge {
 fn build(
     m: &mut Multiplex,
     h: &mut TestHost,
+    open: &mut Vec<u32>,
+    tag: u32,
 ) -> (HeaderRepr, Vec<(std::net::Ipv4Addr, u8, u8, usize)>) {
-    m.build(&mut (), h);
+    m.build(&mut tag.clone(), h);
+    open.retain(|&t| t != tag);
     let (body, out) = h.emitted.last().expect("emitted").clone();
     assert_eq!((out.protocol, out.dont_fragment), (254, true));
     let p = mplex::Packet::new_checked(&body[..]).expect("a valid MplexPkt body");
@@ -207,31 +217,21 @@ fn records_age_by_the_hops_travelled_and_expired_ones_are_dropped() {
 fn bundles_sources_in_arrival_order_until_the_local_delay() {
     let mut h = TestHost::new("max_local_delay_us=3000 max_total_delay_us=50000");
     let mut m = spec(&mut h);
+    let mut open = Vec::new();
     h.now = 1_000;
-    m.new_state(TAG, &mut h);
     for n in 1..=3 {
-        assert_eq!(
-            offer(&mut m, &mut h, &make::concast(host(n), 6, 60 + n, &ACK)),
-            Merge::Merged
-        );
-        assert!(!m.done(&mut (), &mut h));
+        let msg = make::concast(host(n), 6, 60 + n, &ACK);
+        assert_eq!(offer(&mut m, &mut h, &mut open, &msg), (Some(0), Merge::Merged));
+        assert!(!m.done(&mut 0, &mut h));
         h.now += 100;
     }
-    assert_eq!(
-        h.timer,
-        Some(1_000 + 3_000),
-        "MaxLocalDelay after the first arrival"
-    );
+    assert_eq!(h.timer, Some(1_000 + 3_000), "MaxLocalDelay after the first arrival");
     h.now = 4_000; // the timer fired
-    assert!(m.timeout(&mut (), &mut h));
-    let (hdr, records) = build(&mut m, &mut h);
+    assert!(m.timeout(&mut 0, &mut h));
+    let (hdr, records) = build(&mut m, &mut h, &mut open, 0);
     assert_eq!(
         records,
-        [
-            (host(1), 61, 6, 20),
-            (host(2), 62, 6, 20),
-            (host(3), 63, 6, 20)
-        ]
+        [(host(1), 61, 6, 20), (host(2), 62, 6, 20), (host(3), 63, 6, 20)]
     );
     assert_eq!(hdr.initial_ttl, 63, "initialTTL = the largest record TTL");
     assert_eq!(
@@ -241,70 +241,76 @@ fn bundles_sources_in_arrival_order_until_the_local_delay() {
 }
 
 #[test]
-fn a_second_record_of_a_source_or_a_full_mtu_sends_the_bundle_first() {
+fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
     let mut h = TestHost::new("");
     h.mtu = 28 + 16 + 2 * 28; // room for two ACK records
     let mut m = spec(&mut h);
-    m.new_state(TAG, &mut h);
-    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
+    let mut open = Vec::new();
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
     assert_eq!(
-        offer(&mut m, &mut h, &ack(1)),
-        Merge::FlushFirst,
-        "same source"
-    );
-    assert_eq!(offer(&mut m, &mut h, &ack(2)), Merge::Merged);
-    assert!(
-        m.done(&mut (), &mut h),
-        "not even an empty record fits: send now"
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(1), Merge::Merged),
+        "same flow: the next bundle, the first one keeps waiting"
     );
     assert_eq!(
-        offer(&mut m, &mut h, &ack(3)),
-        Merge::FlushFirst,
-        "over the MTU"
+        offer(&mut m, &mut h, &mut open, &ack(2)),
+        (Some(0), Merge::Merged),
+        "another flow joins the oldest bundle"
     );
-    let (_, records) = build(&mut m, &mut h);
-    assert_eq!(records.len(), 2);
+    assert!(m.done(&mut 0, &mut h), "not even an empty record fits: send now");
+    let (_, records) = build(&mut m, &mut h, &mut open, 0);
+    assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), [host(1), host(2)]);
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(3)),
+        (Some(1), Merge::Merged),
+        "bundle 1 is the oldest now"
+    );
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(4)),
+        (Some(1), Merge::FlushFirst),
+        "it would go to bundle 1 but the MTU is reached: 1 leaves first"
+    );
+    assert_eq!(m.open_bundles().collect::<Vec<_>>(), [1]);
     h.mtu = 28 + 16 + 27;
-    m.new_state(TAG, &mut h);
+    let mut fresh = spec(&mut h);
     assert_eq!(
-        offer(&mut m, &mut h, &ack(3)),
-        Merge::Pass,
-        "cannot fit even alone"
+        offer(&mut fresh, &mut h, &mut Vec::new(), &ack(3)),
+        (Some(0), Merge::Pass),
+        "cannot fit even alone, and nothing of its flow waits"
     );
 }
 
 #[test]
 fn a_passing_datagram_of_a_bundled_source_waits_for_the_bundle() {
-    let mut h = TestHost::new("");
+    let mut h = TestHost::new("key=host");
     let mut m = spec(&mut h);
-    m.new_state(TAG, &mut h);
-    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
+    let mut open = Vec::new();
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
     let large_from_1 = make::concast(host(1), 6, 64, &[0; 500]);
     let large_from_2 = make::concast(host(2), 6, 64, &[0; 500]);
-    assert_eq!(offer(&mut m, &mut h, &large_from_2), Merge::Pass);
-    assert_eq!(offer(&mut m, &mut h, &large_from_1), Merge::FlushFirst);
-    build(&mut m, &mut h);
-    m.new_state(TAG, &mut h);
+    assert_eq!(offer(&mut m, &mut h, &mut open, &large_from_2), (None, Merge::Pass));
     assert_eq!(
-        m.merge(&mut (), &large_from_1, &mut h),
-        Merge::Pass,
-        "then it goes as it is"
+        offer(&mut m, &mut h, &mut open, &large_from_1),
+        (Some(0), Merge::FlushFirst)
     );
+    build(&mut m, &mut h, &mut open, 0);
+    let mut tag = m.new_state(0, &mut h);
+    assert_eq!(m.merge(&mut tag, &large_from_1, &mut h), Merge::Pass, "then it goes as it is");
 }
 
 #[test]
 fn zero_delay_takes_what_is_pending_and_keeps_each_source_in_order() {
-    let mut h = TestHost::new("max_local_delay_us=0");
+    let mut h = TestHost::new("max_local_delay_us=0 key=host");
     let mut m = spec(&mut h);
+    let mut open = Vec::new();
     let large_from_4 = make::concast(host(4), 6, 64, &[0; 300]);
     h.pending = [ack(2), ack(3), large_from_4.clone(), ack(4), ack(1), ack(5)].to_vec();
-    m.new_state(TAG, &mut h);
-    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged);
-    assert!(m.done(&mut (), &mut h), "zero local delay: now");
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
+    assert!(m.done(&mut 0, &mut h), "zero local delay: now");
     // 4 is blocked behind its large datagram, the second 1 by the bundle's first.
     assert_eq!(h.taken, [ack(2), ack(3), ack(5)]);
     assert_eq!(h.pending, [large_from_4, ack(4), ack(1)]);
-    let (_, records) = build(&mut m, &mut h);
+    let (_, records) = build(&mut m, &mut h, &mut open, 0);
     let sources: Vec<_> = records.iter().map(|r| r.0).collect();
     assert_eq!(sources, [host(1), host(2), host(3), host(5)]);
 }
@@ -315,27 +321,51 @@ fn bad_parameters_refuse_the_flow() {
         "size_threshold=70000",
         "max_local_delay_us=-1",
         "max_total_delay_us=x",
+        "key=port",
+        "max_bundles=0",
+        "max_bundles=65",
     ] {
         assert!(Multiplex::init(&mut TestHost::new(p)).is_err(), "{p}");
     }
     let c = Config::parse(b"size_threshold=200 max_local_delay_us=0 max_held_bytes=4096").unwrap();
     assert_eq!(
-        (
-            c.size_threshold,
-            c.max_local_delay_us,
-            c.max_total_delay_us,
-            c.max_held_bytes
-        ),
+        (c.size_threshold, c.max_local_delay_us, c.max_total_delay_us, c.max_held_bytes),
         (200, 0, 10_000, 4_096)
+    );
+    assert_eq!((c.key, c.max_bundles), (crate::keys::KeyKind::Flow, 16));
+    let c = Config::parse(b"key=host max_bundles=64").unwrap();
+    assert_eq!((c.key, c.max_bundles), (crate::keys::KeyKind::Host, 64));
+}
+
+#[test]
+fn the_held_bytes_budget_sends_every_bundle_first() {
+    let mut h = TestHost::new("max_held_bytes=150");
+    let mut m = spec(&mut h);
+    let mut open = Vec::new();
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged)); // 48 held
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::Merged)); // 96
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(2)), (Some(0), Merge::Merged)); // 144
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(3)),
+        (Some(1), Merge::FlushFirst),
+        "the newest bundle is named: building it takes every older one along"
     );
 }
 
 #[test]
-fn the_held_bytes_budget_sends_the_bundle_first() {
-    let mut h = TestHost::new("max_held_bytes=100");
+fn with_every_bundle_open_the_oldest_is_named_to_leave() {
+    let mut h = TestHost::new("max_bundles=2");
     let mut m = spec(&mut h);
-    m.new_state(TAG, &mut h);
-    assert_eq!(offer(&mut m, &mut h, &ack(1)), Merge::Merged); // 48 bytes held
-    assert_eq!(offer(&mut m, &mut h, &ack(2)), Merge::Merged); // 96
-    assert_eq!(offer(&mut m, &mut h, &ack(3)), Merge::FlushFirst);
+    let mut open = Vec::new();
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::Merged));
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::FlushFirst));
+    build(&mut m, &mut h, &mut open, 0);
+    // Offered again (the engine does so): a fresh bundle under tag 0, now the newest.
+    let mut tag = m.new_state(0, &mut h);
+    assert_eq!(m.merge(&mut tag, &ack(1), &mut h), Merge::Merged);
+    assert_eq!(m.open_bundles().collect::<Vec<_>>(), [1, 0]);
+    // Flow 2 joins the oldest (1); a second ACK of flow 1 must follow bundle 0: no room.
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(2)), (Some(1), Merge::Merged));
+    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::FlushFirst));
 }

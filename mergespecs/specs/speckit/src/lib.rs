@@ -2,6 +2,7 @@
 //! carries a copy of another's code. Everything is `no_std` and allocation-free: a spec's
 //! memory is a few fixed buffers whose size is known at compile time.
 //!
+//! - [`arena::Arena`]: storage set up once at init, outside the spec value (several bundles).
 //! - [`buf::FixedBuf`]: a byte buffer with a fixed capacity and a run-time limit (the MTU).
 //! - [`sources::SourceSet`]: which IPv4 sources are in a bundle, O(1) lookup, O(1) clear.
 //! - [`bundle::Bundle`]: one open bundle of a flow (buffer, sources, timer), for the specs
@@ -12,9 +13,11 @@
 //! - [`test_host::TestHost`] (feature `test-host`): a [`concast_sdk::Host`] for native tests.
 #![no_std]
 
-#[cfg(feature = "test-host")]
+// The arena's native side and the test host use std; a .wasm build never links it.
+#[cfg(any(feature = "test-host", not(target_arch = "wasm32")))]
 extern crate std;
 
+pub mod arena;
 pub mod buf;
 pub mod bundle;
 pub mod config;
@@ -27,9 +30,10 @@ pub mod test_host;
 
 use concast_sdk::wire::build::CONCAST_HEADER_LEN;
 
-/// Largest payload a bundling spec builds, whatever the path MTU. Bundles live in the spec's
-/// own memory and [`concast_sdk::MergeSpec::init`] returns the spec by value on a 64 KiB
-/// Wasm stack, so the buffers stay a few KiB; 4096 covers Ethernet's 1500 with room.
+/// Largest payload a bundling spec builds, whatever the path MTU: 4096 covers Ethernet's
+/// 1500 with room. (A spec value that holds one bundle is returned by value from
+/// [`concast_sdk::MergeSpec::init`] on a 64 KiB Wasm stack; several bundles go in an
+/// [`arena::Arena`].)
 pub const MAX_BUNDLE: usize = 4096;
 
 /// Payload bytes an emitted datagram may carry on a path of `path_mtu` bytes: the engine

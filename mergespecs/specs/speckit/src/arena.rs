@@ -1,0 +1,62 @@
+//! Storage a spec sets up once in `init` and keeps for the flow's life, outside the spec
+//! value. `MergeSpec::init` returns the value on the Wasm stack (64 KiB), so anything large
+//! — several bundles, a key index — lives here instead: in a `.wasm` module, fresh pages of
+//! linear memory taken with `memory.grow` (one instance per flow, never freed: the instance
+//! goes away with the flow); natively, a heap allocation dropped with the value.
+
+use core::ops::{Deref, DerefMut};
+
+pub struct Arena<T: 'static> {
+    #[cfg(target_arch = "wasm32")]
+    items: &'static mut [T],
+    #[cfg(not(target_arch = "wasm32"))]
+    items: std::boxed::Box<[T]>,
+}
+
+impl<T> Arena<T> {
+    /// `len` items, each made by `make` and written in place (one item at a time passes
+    /// through the stack, never the whole array). `Err` if memory cannot grow.
+    pub fn new(len: usize, mut make: impl FnMut() -> T) -> Result<Arena<T>, &'static str> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            let bytes = len
+                .checked_mul(core::mem::size_of::<T>())
+                .ok_or("arena too large")?;
+            let pages = bytes.div_ceil(65_536).max(1);
+            let old = core::arch::wasm32::memory_grow::<0>(pages);
+            if old == usize::MAX {
+                return Err("out of memory for the spec's arena");
+            }
+            let base = (old * 65_536) as *mut T;
+            debug_assert!(core::mem::align_of::<T>() <= 65_536);
+            for i in 0..len {
+                // SAFETY: fresh, page-aligned pages of this instance's memory, `bytes` long.
+                unsafe { base.add(i).write(make()) };
+            }
+            // SAFETY: every item was just initialised; nothing else refers to these pages.
+            let items = unsafe { core::slice::from_raw_parts_mut(base, len) };
+            Ok(Arena { items })
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut items = std::vec::Vec::with_capacity(len);
+            items.resize_with(len, &mut make);
+            Ok(Arena {
+                items: items.into_boxed_slice(),
+            })
+        }
+    }
+}
+
+impl<T> Deref for Arena<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+impl<T> DerefMut for Arena<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.items
+    }
+}
