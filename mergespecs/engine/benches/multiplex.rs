@@ -4,6 +4,11 @@
 //! least 1,000,000 pkt/s; Wasm at most 5x slower than native. Prints a table, then `csv,...` lines like the
 //! engine bench. Needs build/mergespecs/multiplex.wasm (`make specs`).
 //!
+//! Then the share of ACKs combined on a bursty trace (tests/bursty) at MaxLocalDelay 1, 5,
+//! 10, 20 and 50 ms, for the module under test and, if `MPLEX_BEFORE_WASM` names another
+//! module (an older build, say), for that one too: the before/after figure of a rule change.
+//! `MPLEX_WASM` replaces build/mergespecs/multiplex.wasm.
+//!
 //! The input is what senders' hosts send: one-record MplexPkts (IPv4 + Concast ID option,
 //! 28 + 16 + 8 + 20 = 72 bytes, a TCP ACK inside) from 4,096 senders in turn, in batches of
 //! 64, toward one receiver over a 1500-byte path, so bundles fill to 52 records.
@@ -17,6 +22,9 @@ use concast_engine::sdk::wire::ipv4::Params;
 use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, Outputs, SpecRef};
 use concast_spec_multiplex::Multiplex;
+
+#[path = "../tests/bursty/mod.rs"]
+mod bursty;
 
 const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 const BATCH: usize = 64;
@@ -97,11 +105,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4_000_000);
-    let wasm = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../build/mergespecs/multiplex.wasm"),
-    )
-    .expect("build/mergespecs/multiplex.wasm: run `make specs` first");
+    let default = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../build/mergespecs/multiplex.wasm");
+    let path = std::env::var_os("MPLEX_WASM").map_or(default, Into::into);
+    let wasm = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", path.display()));
 
     println!(
         "\nmultiplex spec ({datagrams} one-record MplexPkts per run, batches of {BATCH}, MTU 1500)"
@@ -145,8 +153,46 @@ fn main() {
             "csv,multiplex.wasm {mode},{wasm_rate:.3},pkt/s,native,{native:.3},{ratio:.3}"
         ));
     }
+    combined_figure(&wasm, &mut csv);
     println!("\ncsv,what,value,unit,peer,peer_value,ratio");
     for line in csv {
         println!("{line}");
+    }
+}
+
+/// The share of ACKs combined on the bursty trace, per MaxLocalDelay (MaxTotalDelay twice
+/// that), for this module and the optional "before" module.
+fn combined_figure(wasm: &[u8], csv: &mut Vec<String>) {
+    let acks = bursty::trace(16, 2_000_000);
+    let before = std::env::var_os("MPLEX_BEFORE_WASM").map(|p| {
+        std::fs::read(&p).unwrap_or_else(|e| panic!("MPLEX_BEFORE_WASM {p:?}: {e}"))
+    });
+    println!(
+        "\nACKs combined on a bursty trace ({} ACKs of 16 senders in trains of 2-6, 2 s)",
+        acks.len()
+    );
+    println!(
+        "{:<18} {:>22} {:>22}",
+        "MaxLocalDelay", "this module: % (recs)", "before: % (recs)"
+    );
+    for ms in [1u32, 5, 10, 20, 50] {
+        let run = |bytes: &[u8]| {
+            bursty::run(|e| e.load_spec(bytes).unwrap(), &acks, ms * 1_000, ms * 2_000)
+        };
+        let now = run(wasm);
+        let old = before.as_deref().map(run);
+        let old_text = old.as_ref().map_or("-".to_string(), |c| {
+            format!("{:.1} ({:.2})", c.percent(), c.mean_bundle())
+        });
+        println!(
+            "{:<18} {:>22} {:>22}",
+            format!("{ms} ms"),
+            format!("{:.1} ({:.2})", now.percent(), now.mean_bundle()),
+            old_text
+        );
+        csv.push(format!("csv,multiplex combined {ms} ms,{:.3},%,,,", now.percent()));
+        if let Some(c) = old {
+            csv.push(format!("csv,multiplex combined {ms} ms before,{:.3},%,,,", c.percent()));
+        }
     }
 }
