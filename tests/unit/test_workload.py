@@ -145,3 +145,17 @@ def test_flow_validation():
         cross.Flow(0, "sctp", "a", "b", None, None, "127.0.0.1", 9000)
     f = cross.Flow(0, "udp", "a", "b", None, None, "127.0.0.1", 9000, rate_mbps=8, size=1000)
     assert f.interval_ns == 1_000_000
+
+
+def test_pairs_on_a_transit_stub_network_cross_the_core():
+    from concast.topologies import transit_stub
+    ts = transit_stub(seed=1)
+    plan, domains = ts.plan(), ts.meta["domains"]
+    chosen = pairs.choose_pairs(ts, 40, seed=7, exclude=["sv"], domains=domains)
+    assert len(set(chosen)) == 40
+    hops = pairs.router_hops(plan)
+    for s, d in chosen:
+        ds, dd = domains[plan.hosts[s].router], domains[plan.hosts[d].router]
+        assert ds.startswith("S") and dd.startswith("S") and ds != dd
+        assert hops[plan.hosts[s].router][plan.hosts[d].router] >= 2
+    assert "sv" not in {h for p in chosen for h in p}

@@ -311,6 +311,7 @@ def report(flows: list[Flow], sent: dict | None, received: dict | None) -> dict:
             n_sent, n_recv = s.get("sent", 0), r.get("received", 0)
             row.update(rate_mbps=f.rate_mbps, size=f.size, sent=n_sent, received=n_recv,
                        loss_pct=100 * (n_sent - n_recv) / n_sent if n_sent else None,
+                       missing=r["max_seq"] + 1 - n_recv if r else None,
                        gaps=r.get("gaps", 0), reordered=r.get("reordered", 0),
                        schedule_resets=s.get("schedule_resets", 0),
                        sent_mbps=_mbps(s.get("bytes", 0), s.get("stop_ns"), s.get("start_ns")),

@@ -1,9 +1,9 @@
 """Choosing host pairs for cross traffic on any topology, reproducibly (seeded).
 
 A pair (src, dst) qualifies when the hosts sit at least `min_hops` router hops apart
-and, if `group_of` is given, in different groups; for a transit-stub network pass the
-host's stub domain as its group (and a min_hops that crosses the core) to get
-stub-to-stub pairs across the core.
+and, if `group_of` is given, in different groups. For a transit-stub network pass
+`domains=net.meta["domains"]` (router -> "T1", "S7", ...): the hosts' routers must then
+be in different stub domains, so every pair's path crosses the core.
 """
 from __future__ import annotations
 
@@ -41,12 +41,25 @@ def router_hops(plan) -> dict[str, dict[str, int]]:
 def choose_pairs(net, n: int, seed: int = 0, hosts: Iterable[str] | None = None,
                  dst_hosts: Iterable[str] | None = None, min_hops: int = 1,
                  group_of: Callable[[str], object] | None = None,
-                 exclude: Iterable[str] = (), reuse: bool = False) -> list[tuple[str, str]]:
+                 exclude: Iterable[str] = (), reuse: bool = False,
+                 domains: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """`n` distinct (src, dst) pairs drawn at random from the qualifying ones.
     `hosts`: candidate sources (default: every host not excluded); `dst_hosts`:
     candidate destinations (default: the same set). `reuse`: allow drawing a pair more
-    than once when there are fewer qualifying pairs than `n`."""
+    than once when there are fewer qualifying pairs than `n`. `domains`: router ->
+    domain; only hosts on stub routers (domain not starting with "T") take part, the
+    two of a pair in different stub domains."""
     plan = _plan(net)
+    if domains is not None:
+        if group_of is not None:
+            raise ValueError("give group_of or domains, not both")
+        missing = [h for h in plan.hosts.values() if h.router not in domains]
+        if missing:
+            raise ValueError(f"host {missing[0].name!r}: its router {missing[0].router!r} "
+                             "has no domain")
+        on_transit = [h.name for h in plan.hosts.values() if domains[h.router].startswith("T")]
+        exclude = (*exclude, *on_transit)
+        group_of = lambda h: domains[plan.hosts[h].router]      # noqa: E731
     excluded = set(exclude)
     srcs = [h for h in (hosts or plan.hosts) if h not in excluded]
     dsts = [h for h in (dst_hosts or srcs) if h not in excluded]
