@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BINARY = ROOT / "target" / "release" / "concast-linkemu"
 EMULATED = ("delay", "loss", "max_queue_size")   # what TCLink could only do with netem
 PARAMS = ("delay", "loss", "bw", "max_queue_size")
+# SCHED_FIFO priority of the emulator's loop: on this 2-core machine, under load, a normal
+# thread wakes up for a due frame up to milliseconds late (docs/linkemu.md, jitter).
+REALTIME = int(os.environ.get("CONCAST_LINKEMU_RT", "5"))
 
 
 class LinkEmuError(RuntimeError):
@@ -72,13 +75,14 @@ class LinkEmulator:
     """One concast-linkemu process and a client of its control socket."""
 
     def __init__(self, run_dir: Path | str, tag: str, daemons=None, binary: Path = BINARY,
-                 slots: int = 4096) -> None:
+                 slots: int = 4096, realtime: int = REALTIME) -> None:
         self.run_dir = Path(run_dir)
         self.socket_path = self.run_dir / "linkemu.sock"
         self.state_path = Path(f"/dev/shm/concast-linkemu-{tag}")
         self.daemons = daemons
         self.binary = Path(binary)
         self.slots = slots
+        self.realtime = realtime
         self.daemon = None          # a controller.daemons.Daemon when started through Daemons
         self.popen: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -94,7 +98,7 @@ class LinkEmulator:
             raise LinkEmuError(f"{self.binary} is missing: run `make build`")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         argv = [str(self.binary), "--control", str(self.socket_path), "--state",
-                str(self.state_path), "--slots", str(self.slots)]
+                str(self.state_path), "--slots", str(self.slots), "--realtime", str(self.realtime)]
         if self.daemons is not None:
             self.daemon = self.daemons.start("net", argv, name="linkemu")
             self.popen = self.daemon.popen

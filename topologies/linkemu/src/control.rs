@@ -41,7 +41,19 @@ fn dispatch(emu: &mut Emu, req: &Value) -> Result<Value, String> {
                 let id = link_id(req)?;
                 Ok(json!({"stats": link_stats(emu.get(id).ok_or_else(|| format!("no link {id:?}"))?)}))
             }
-            None => Ok(json!({"links": emu.links().map(link_stats).collect::<Vec<_>>(), "write_errors": emu.write_errors})),
+            None => {
+                let reply = json!({
+                    "links": emu.links().map(link_stats).collect::<Vec<_>>(),
+                    "write_errors": emu.write_errors,
+                    "late_p50_us": emu.lateness.quantile_us(0.5),
+                    "late_p99_us": emu.lateness.quantile_us(0.99),
+                    "late_max_us": emu.lateness.quantile_us(1.0),
+                });
+                if req.get("reset_lateness").and_then(Value::as_bool) == Some(true) {
+                    emu.lateness = Default::default();
+                }
+                Ok(reply)
+            }
         },
         other => Err(format!("unknown cmd {other:?} (add, set, down, up, del, stats, ping)")),
     }

@@ -7,6 +7,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use concast_daemon::log::{emit, Level};
+use concast_linkemu::hist::Hist;
 use concast_linkemu::model::Direction;
 use concast_linkemu::state::{Slot, StateFile};
 
@@ -44,6 +45,8 @@ pub struct Emu {
     scratch: Vec<u8>,
     pub state: Option<StateFile>,
     pub write_errors: u64,
+    /// How late frames left against their due time (the loop's own jitter), all links.
+    pub lateness: Hist,
 }
 
 pub fn now_ns() -> u64 {
@@ -76,6 +79,7 @@ impl Emu {
             scratch: vec![0u8; 65536],
             state,
             write_errors: 0,
+            lateness: Hist::default(),
         }
     }
 
@@ -201,7 +205,10 @@ impl Emu {
         let out = link.ends[1 - d].fd.as_ref().map(|f| f.as_raw_fd());
         let dir = &mut link.dirs[d];
         dir.retire(now);
-        while let Some((frame, up)) = dir.pop_due(now) {
+        while let Some((frame, up, due)) = dir.pop_due(now) {
+            if due < now {
+                self.lateness.record_ns(now - due);
+            }
             if !up {
                 dir.account(frame.len() as u32, false); // carrier went down in flight
             } else if out.is_some_and(|fd| tap::write_frame(fd, &frame).is_ok()) {

@@ -125,12 +125,13 @@ impl<F> Direction<F> {
         }
     }
 
-    /// The next frame due by `now`, with whether it may be delivered (the link is up).
-    pub fn pop_due(&mut self, now: u64) -> Option<(F, bool)> {
+    /// The next frame due by `now`, whether it may be delivered (the link is up) and when it
+    /// was due (so the daemon can measure how late it is).
+    pub fn pop_due(&mut self, now: u64) -> Option<(F, bool, u64)> {
         match self.line.front() {
             Some(&(at, _)) if at <= now => {
                 let (_, f) = self.line.pop_front().unwrap();
-                Some((f, self.up))
+                Some((f, self.up, at))
             }
             _ => None,
         }

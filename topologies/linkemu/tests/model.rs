@@ -15,7 +15,8 @@ fn drain_all(d: &mut Direction<u32>) -> Vec<(u32, u64)> {
     let mut out = vec![];
     while let Some(t) = d.next_event() {
         d.retire(t);
-        while let Some((f, up)) = d.pop_due(t) {
+        while let Some((f, up, due)) = d.pop_due(t) {
+            assert_eq!(due, t, "each frame handed out at its due time");
             d.account(100, up);
             out.push((f, t));
         }
@@ -135,7 +136,7 @@ fn achieved_rate_matches_configured_over_a_long_run() {
         let _ = d.offer(t, 1500, 0);
         t += 600_000; // 1500 B every 0.6 ms = 20 Mbit/s
         d.retire(t);
-        while let Some((_, up)) = d.pop_due(t) {
+        while let Some((_, up, _)) = d.pop_due(t) {
             d.account(1500, up);
             delivered_bytes += 1500;
             last = t;

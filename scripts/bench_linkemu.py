@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""concast-linkemu's speed and accuracy, next to a plain veth pair measured in the same run
+(DESIGN.md target: delay within 5 %, loss within 1 point, rate within 5 %, jitter p99 <=
+200 us). Root only; about a minute.
+
+Everything happens in one namespace this script creates and deletes: emulated links join
+TAPs a<i> and b<i>, the peer joins veth ends va<i> and vb<i>. `linkemu-bench` (built with the
+emulator) sends raw Ethernet frames with AF_PACKET on the a-ends and receives on the b-ends.
+
+  rate     64-byte frames as fast as one sender process can, round robin over 1 and 16 links
+           with zero delay; frames/s delivered (the b-ends' rx_packets) over the sending time
+  jitter   one 100-byte timestamped frame per ms for 5 s over a link with 5 ms delay (and 0 ms);
+           one-way latency minus the configured delay, p50 and p99
+  accuracy delay (the probe's median), loss 5 % (probe frames lost), rate 10 Mbit/s
+           (1000-byte frames offered at full speed; rx bytes over 3 s)
+
+Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from concast.topologies.links import LinkEmulator  # noqa: E402
+
+TOOL = ROOT / "target" / "release" / "linkemu-bench"
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120).stdout
+
+
+class Bench:
+    def __init__(self, ns: str, emu: LinkEmulator) -> None:
+        self.ns, self.emu = ns, emu
+        self.links: list[int] = []
+        self.veths: list[int] = []
+
+    def ensure_links(self, n: int) -> None:
+        for i in range(len(self.links), n):
+            self.emu.add(f"l{i}", {"netns": self.ns, "name": f"a{i}"},
+                         {"netns": self.ns, "name": f"b{i}"})
+            sh("ip", "-n", self.ns, "link", "set", f"a{i}", "up")
+            sh("ip", "-n", self.ns, "link", "set", f"b{i}", "up")
+            self.links.append(i)
+        for i in range(len(self.veths), n):
+            sh("ip", "-n", self.ns, "link", "add", f"va{i}", "type", "veth", "peer", "name", f"vb{i}")
+            sh("ip", "-n", self.ns, "link", "set", f"va{i}", "up")
+            sh("ip", "-n", self.ns, "link", "set", f"vb{i}", "up")
+            self.veths.append(i)
+
+    def rx(self, iface: str) -> tuple[int, int]:
+        st = json.loads(sh("ip", "-n", self.ns, "-s", "-j", "link", "show", iface))[0]["stats64"]["rx"]
+        return st["packets"], st["bytes"]
+
+    def tool(self, *args: str) -> dict:
+        return json.loads(sh("ip", "netns", "exec", self.ns, str(TOOL), *args))
+
+    def rate(self, prefix: str, n: int, seconds: float, size: int = 64) -> tuple[float, float]:
+        """(frames/s, bits/s of frames) delivered to the <prefix>b-ends."""
+        rx_ends = [f"{prefix}b{i}" for i in range(n)]
+        blast = subprocess.Popen(["ip", "netns", "exec", self.ns, str(TOOL), "blast", "--ifaces",
+                                  ",".join(f"{prefix}a{i}" for i in range(n)),
+                                  "--duration", str(seconds + 1.0), "--size", str(size)],
+                                 stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)      # counted while saturated: not the start, not the drain
+            t0, before = time.monotonic(), [self.rx(i) for i in rx_ends]
+            time.sleep(seconds)
+            t1, after = time.monotonic(), [self.rx(i) for i in rx_ends]
+        finally:
+            blast.wait()
+        frames = sum(a[0] - b[0] for a, b in zip(after, before))
+        nbytes = sum(a[1] - b[1] for a, b in zip(after, before))
+        return frames / (t1 - t0), nbytes * 8 / (t1 - t0)
+
+    def probe(self, tx: str, rx: str, count: int) -> dict:
+        return self.tool("probe", "--tx", tx, "--rx", rx, "--count", str(count), "--interval-us", "1000")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="shorter runs (a smoke test)")
+    p.add_argument("--csv", help="write the figures here too")
+    p.add_argument("--realtime", type=int, default=None,
+                   help="the emulator's SCHED_FIFO priority (0: normal; default: links.py's)")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        print("bench_linkemu: needs root (namespaces, TAPs)", file=sys.stderr)
+        return 2
+    if not TOOL.exists():
+        print(f"bench_linkemu: {TOOL} missing: run make build", file=sys.stderr)
+        return 2
+    secs = 1.0 if args.quick else 3.0
+    probes = 1000 if args.quick else 5000
+    ns = f"linkemu-bench-{os.getpid()}"
+    sh("ip", "netns", "add", ns)
+    rt = {} if args.realtime is None else {"realtime": args.realtime}
+    emu = LinkEmulator(tempfile.mkdtemp(prefix="bench-linkemu-"), f"b{os.getpid()}", **rt)
+    rows: list[tuple[str, float, float | None, str]] = []
+
+    def row(what: str, value: float, peer: float | None, unit: str) -> None:
+        rows.append((what, value, peer, unit))
+        ratio = f"  ratio {value / peer:.2f}" if peer else ""
+        peer_s = f"  veth {peer:,.1f}" if peer is not None else ""
+        print(f"{what:<44} {value:>14,.1f} {unit}{peer_s}{ratio}", flush=True)
+
+    try:
+        emu.start()
+        b = Bench(ns, emu)
+        b.ensure_links(16)
+        for n in (1, 16):
+            fps, _ = b.rate("", n, secs)
+            veth, _ = b.rate("v", n, secs)
+            row(f"frames/s through {n} link(s), 64 B, no delay", fps, veth, "frames/s")
+        for delay_ms in (0, 5):
+            emu.set("l0", params={"delay": f"{delay_ms}ms"})
+            emu.call("stats", reset_lateness=True)
+            got = b.probe("a0", "b0", probes)
+            late = emu.call("stats")
+            peer = b.probe("va0", "vb0", probes)
+            base = delay_ms * 1000
+            row(f"added latency p50, delay {delay_ms} ms", got["p50_us"] - base, peer["p50_us"], "us")
+            row(f"added latency p99, delay {delay_ms} ms", got["p99_us"] - base, peer["p99_us"], "us")
+            if delay_ms:
+                row("delay achieved / configured (median)", got["p50_us"] / base, None, "")
+                # The emulator's own share: how late it wrote frames against their due time.
+                row("emulator lateness p50, delay 5 ms", late["late_p50_us"] or 0, None, "us")
+                row("emulator lateness p99, delay 5 ms", late["late_p99_us"] or 0, None, "us")
+        emu.set("l0", params={"delay": 0, "loss": 5})
+        got = b.probe("a0", "b0", probes * 2)
+        row("loss achieved, configured 5 %", 100 * (1 - got["received"] / got["sent"]), None, "%")
+        emu.set("l0", params={"loss": 0, "bw": 10, "max_queue_size": 100})
+        _, bps = b.rate("", 1, secs, size=1000)
+        row("rate achieved / configured 10 Mbit/s", bps / 10e6, None, "")
+    finally:
+        emu.stop()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["what", "value", "veth", "unit"])
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
