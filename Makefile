@@ -79,6 +79,7 @@ bench: build
 	$(PY) scripts/bench_routerd.py --csv results/bench_routerd.csv
 	$(PY) scripts/bench_latency.py --csv results/bench_latency.csv
 	$(PY) scripts/bench_forwarding.py
+	$(PY) scripts/bench_linkemu.py --csv results/bench_linkemu.csv
 
 clean:
 	rm -rf $(BUILD) target mergespecs/specs/target results

@@ -94,6 +94,7 @@ def test_delay_is_the_configured_one_and_set_changes_it_live(link):
         got = rtts(mn["h1"], IP2, 60)
         assert len(got) >= 55, got
         added = statistics.median(got) - base
+        print(f"delay {one_way} ms each way: RTT added {added:.2f} ms (base {base:.3f} ms)")
         assert abs(added - 2 * one_way) <= 0.05 * 2 * one_way, (one_way, added, base)
 
 
@@ -104,6 +105,7 @@ def test_random_loss_within_one_point(link):
     n = 20000
     got = udp_run(mn, n, 100, rate=8000)
     loss = 100 * (1 - got / n)
+    print(f"loss configured 5 %: {loss:.2f} % of {n}")
     assert abs(loss - 5) <= 1, loss
     after = emu.stats(LINK)["ab"]
     lost = after["dropped_loss"] - before["dropped_loss"]
@@ -128,6 +130,7 @@ def test_rate_within_five_percent(link, tmp_path):
     bps = [i["sum"]["bits_per_second"] for i in intervals[1:5]]
     frame, payload = 1400 + 8 + 20 + 14, 1400       # rate is on the Ethernet frame
     achieved = statistics.median(bps) * frame / payload
+    print(f"rate configured 10 Mbit/s: {achieved / 1e6:.3f} Mbit/s (intervals {bps})")
     assert abs(achieved / 10e6 - 1) <= 0.05, (achieved, bps)
     st = emu.stats(LINK)["ab"]
     assert st["dropped_queue"] > 0 and st["max_backlog"] == 100
@@ -152,6 +155,8 @@ def test_drop_tail_drops_exactly_the_excess(link):
             rx.kill()
         rx.wait()
     after = emu.stats(LINK)["ab"]
+    print(f"drop-tail: {after['dropped_queue'] - before['dropped_queue']} dropped, {got} received,"
+          f" state slot {slot}")
     assert after["dropped_queue"] - before["dropped_queue"] == 150
     assert got == 50
     # The state file showed the busy transmitter while the burst drained.
