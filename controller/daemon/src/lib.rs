@@ -2,6 +2,7 @@
 //! `--config` file the control plane writes, binding their Unix sockets, stopping on signals.
 
 pub mod log;
+pub mod wait;
 
 use std::io;
 use std::os::unix::net::UnixListener;

@@ -71,6 +71,11 @@ struct Args {
     /// has egress routes.
     #[arg(long, value_parser = ["ports", "cpu"])]
     egress: Option<String>,
+    /// Merge timers fire this many µs before their deadline, so a bundle leaves just before
+    /// its MaxLocalDelay/MaxTotalDelay bound despite wake-up and send latency (paper 4.2.4).
+    /// A link emulator's busy transmitter counts as free when it frees within this margin.
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    timer_lead_us: u64,
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
@@ -120,6 +125,7 @@ struct Settings {
     mgmt: PathBuf,
     /// Direct egress: the routes and their port interfaces.
     egress: Option<(egress::Table, Vec<String>)>,
+    timer_lead_us: u64,
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
@@ -162,7 +168,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
         (None, None) => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress })
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us })
 }
 
 /// Where frames routerd writes go: out of their port when direct egress routes them, else
@@ -203,7 +209,7 @@ impl PortSink<'_> {
 fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
-    let engine = Engine::new(EngineConfig { node: s.addr, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
+    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
         (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
         (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),
@@ -232,14 +238,15 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
 
     let clock = Instant::now();
     let now = || clock.elapsed().as_micros() as u64;
+    concast_daemon::wait::fine_timer_slack();
     while !concast_daemon::stopping() {
-        let t = now();
-        let wait_ms = router.next_deadline().map_or(100, |d| (d.saturating_sub(t)).div_ceil(1000).min(100)) as i32;
+        // To the µs: the engine's next deadline already has the timer lead taken off.
+        let wait_us = concast_daemon::wait::timeout_us(router.next_deadline(), now(), 100_000);
         let mut fds = [
             libc::pollfd { fd: port.raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: mgmt.raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+        concast_daemon::wait::poll_us(&mut fds, wait_us).map_err(|e| format!("poll: {e}"))?;
         loop {
             let n = port.recv_batch().map_err(|e| format!("reading the CPU port: {e}"))?;
             if n == 0 {

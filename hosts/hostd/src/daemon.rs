@@ -25,6 +25,8 @@ pub struct Settings {
     pub addr: Ipv4Addr,
     pub socket: PathBuf,
     pub csp: CspConfig,
+    /// Merge timers fire this many µs early (the engine's timer lead).
+    pub timer_lead_us: u64,
 }
 
 struct SocketWire<'a>(&'a RawSender);
@@ -157,8 +159,8 @@ impl Loop {
             set.add(fd, Token::Mplex(source), false);
         }
         let now = self.now();
-        let wait_ms = self.host.next_deadline().map_or(100, |d| d.saturating_sub(now).div_ceil(1000).min(100)) as i32;
-        set.wait(wait_ms).map_err(|e| format!("poll: {e}"))?;
+        let wait_us = concast_daemon::wait::timeout_us(self.host.next_deadline(), now, 100_000);
+        set.wait_us(wait_us).map_err(|e| format!("poll: {e}"))?;
         for r in set.ready() {
             match r.token {
                 Token::Csp | Token::Capture => self.read_raw(r.token),
@@ -196,7 +198,7 @@ pub fn run(s: Settings) -> Result<(), String> {
     let capture = open(protocol::UDP, "UDP capture")?;
     let tx = RawSender::open().map_err(|e| format!("cannot open the sending raw socket: {e}"))?;
     let server = Server::bind(&s.socket).map_err(|e| format!("cannot bind the API socket {}: {e}", s.socket.display()))?;
-    let host = Host::new(s.addr, s.csp.clone(), EngineConfig::default());
+    let host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, ..EngineConfig::default() });
     let mut lp = Loop {
         host,
         mplex: MplexGlue::new(concast_mplex::Options::default()),
@@ -212,6 +214,7 @@ pub fn run(s: Settings) -> Result<(), String> {
     concast_daemon::stop_on_signals();
     emit(Level::Info, "started", &[("addr", &s.addr), ("api", &s.socket.display()), ("hold_s", &s.csp.hold_s)]);
     let mut set = PollSet::new();
+    concast_daemon::wait::fine_timer_slack();
     while !concast_daemon::stopping() {
         lp.turn(&mut set)?;
     }

@@ -36,6 +36,10 @@ struct Args {
     /// LEAVE and that arrives after it is still merged (0 = prune at once).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     leave_delay_ms: u64,
+    /// Merge timers (sender-side merging) fire this many µs before their deadline, for
+    /// wake-up and send latency, as routerd's flag of the same name.
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    timer_lead_us: u64,
 }
 
 /// Every IPv4 address of this namespace but loopback ones.
@@ -76,7 +80,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
     let socket = a.socket.clone().or_else(|| s("socket").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/run/concast/hostd.sock"));
     let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000,
                                      leave_delay_us: a.leave_delay_ms * 1000, ..Default::default() };
-    Ok(Settings { addr, socket, csp })
+    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us })
 }
 
 fn main() -> ExitCode {

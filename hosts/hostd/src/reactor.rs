@@ -70,6 +70,15 @@ impl PollSet {
         Ok(())
     }
 
+    /// Like [`PollSet::wait`] with a timeout in microseconds (merge timers need better
+    /// than poll(2)'s milliseconds).
+    pub fn wait_us(&mut self, timeout_us: u64) -> io::Result<()> {
+        for p in &mut self.fds {
+            p.revents = 0;
+        }
+        concast_daemon::wait::poll_us(&mut self.fds, timeout_us).map(|_| ())
+    }
+
     pub fn ready(&self) -> Vec<Ready> {
         self.fds
             .iter()

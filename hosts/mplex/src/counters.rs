@@ -58,11 +58,48 @@ pub struct ReceiverCounters {
     pub inject_errors: u64,
     /// Records per MplexPkt: how many packets arrived with each bundle size.
     pub bundle_sizes: BTreeMap<u32, u64>,
+    /// MplexPkts that arrived with DelayedSoFar > MaxTotalDelay (a node held them past the
+    /// budget), and the records in them.
+    pub late_packets: u64,
+    pub late_records: u64,
+    /// The largest overshoot seen (DelayedSoFar - MaxTotalDelay, µs).
+    pub max_late_us: u32,
+    /// Late MplexPkts by overshoot: [`LATE_BUCKETS`] upper bounds in µs, then the rest.
+    pub late_hist: [u64; LATE_BUCKETS.len() + 1],
 }
+
+/// Upper bounds (µs, inclusive) of the lateness histogram's buckets.
+pub const LATE_BUCKETS: [u32; 5] = [10, 100, 1_000, 10_000, 100_000];
 
 impl ReceiverCounters {
     pub fn note_bundle(&mut self, records: u32) {
         *self.bundle_sizes.entry(records).or_default() += 1;
+    }
+
+    /// Checks an arrived MplexPkt's delay fields against its budget.
+    pub fn note_delay(&mut self, max_total_delay: u32, delayed_so_far: u32, records: u32) {
+        let Some(late) = delayed_so_far.checked_sub(max_total_delay).filter(|&l| l > 0) else {
+            return;
+        };
+        self.late_packets += 1;
+        self.late_records += u64::from(records);
+        self.max_late_us = self.max_late_us.max(late);
+        let bucket = LATE_BUCKETS.iter().position(|&b| late <= b).unwrap_or(LATE_BUCKETS.len());
+        self.late_hist[bucket] += 1;
+    }
+
+    fn late_hist_json(&self) -> BTreeMap<String, u64> {
+        let mut lower = 0;
+        let mut out = BTreeMap::new();
+        for (i, n) in self.late_hist.iter().enumerate() {
+            let name = match LATE_BUCKETS.get(i) {
+                Some(&upper) => format!("{lower}-{upper}us"),
+                None => format!(">{lower}us"),
+            };
+            out.insert(name, *n);
+            lower = LATE_BUCKETS.get(i).copied().unwrap_or(lower);
+        }
+        out
     }
 
     pub fn to_json(&self) -> Value {
@@ -80,6 +117,10 @@ impl ReceiverCounters {
             "inject_errors": self.inject_errors,
             "mean_bundle": (mean * 100.0).round() / 100.0,
             "bundle_sizes": self.bundle_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+            "late_packets": self.late_packets,
+            "late_records": self.late_records,
+            "max_late_us": self.max_late_us,
+            "late_hist": self.late_hist_json(),
         })
     }
 }
@@ -126,5 +167,22 @@ mod tests {
         r.note_bundle(3);
         assert_eq!(r.to_json()["mean_bundle"], 2.5);
         assert_eq!(r.to_json()["bundle_sizes"]["3"], 1);
+    }
+
+    #[test]
+    fn lateness_counts_only_bundles_past_their_budget() {
+        let mut r = ReceiverCounters::default();
+        r.note_delay(150_000, 150_000, 4); // exactly at the budget: in time
+        r.note_delay(150_000, 149_000, 2);
+        assert_eq!((r.late_packets, r.late_records), (0, 0));
+        r.note_delay(150_000, 150_163, 3);
+        r.note_delay(10_000, 10_005, 1);
+        r.note_delay(10_000, 500_000, 1);
+        assert_eq!((r.late_packets, r.late_records, r.max_late_us), (3, 5, 490_000));
+        let j = r.to_json();
+        assert_eq!(j["late_hist"]["0-10us"], 1);
+        assert_eq!(j["late_hist"]["100-1000us"], 1);
+        assert_eq!(j["late_hist"][">100000us"], 1);
+        assert_eq!(j["late_records"], 5);
     }
 }

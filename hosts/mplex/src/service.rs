@@ -518,6 +518,7 @@ fn deliver(
             c.expired_ttl += u64::from(o.expired);
             c.inject_errors += u64::from(o.records - o.delivered - o.expired);
             c.note_bundle(o.records);
+            c.note_delay(mplex.max_total_delay(), mplex.delayed_so_far(), o.records);
         }
         Ok(_) => *unmatched.malformed.entry("not_mplex").or_default() += 1,
         Err(e) => {

@@ -89,6 +89,8 @@ pub struct EngineConfig {
     pub timer_slot_us: u64,
     /// Log lines kept per flow (older ones are dropped and counted).
     pub log_lines: usize,
+    /// Timers fire this long before their deadline ([`crate::Engine::set_timer_lead`]).
+    pub timer_lead_us: u64,
 }
 
 impl Default for EngineConfig {
@@ -99,6 +101,7 @@ impl Default for EngineConfig {
             allocator: Allocator::OnDemand,
             timer_slot_us: 100,
             log_lines: 32,
+            timer_lead_us: 0,
         }
     }
 }

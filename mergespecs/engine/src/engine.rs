@@ -152,6 +152,7 @@ impl Engine {
             CpuLimit::Fuel(_) => None,
         };
         let timers = TimerWheel::new(config.timer_slot_us, 0);
+        let lead_us = config.timer_lead_us;
         Ok(Engine {
             wasm,
             linker,
@@ -165,7 +166,7 @@ impl Engine {
             due: Vec::new(),
             _ticker: ticker,
             gate: None,
-            lead_us: 0,
+            lead_us,
         })
     }
 
