@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from concast.topologies import ConcastNet, dumbbell, star
+from concast.topologies import ConcastNet, dumbbell, star, transit_stub
 from concast.topologies.workload import cross, pairs, web
+from concast.topologies.workload.tcpsettings import TcpSettings
 
 
 def fetch_once(net, clients: list[str], port: int, size: int, out: Path, extra: list[str]):
@@ -42,8 +43,8 @@ def fetch_once(net, clients: list[str], port: int, size: int, out: Path, extra: 
     return json.loads(out.read_text()), cpu, wall
 
 
-def hub(clients: int, per_router: int) -> ConcastNet:
-    net = ConcastNet().router("r1").host("sv", router="r1")
+def hub(clients: int, per_router: int, dataplane: str) -> ConcastNet:
+    net = ConcastNet(dataplane).router("r1").host("sv", router="r1")
     edges = [f"e{i + 1}" for i in range(-(-clients // per_router))]
     for e in edges:
         net.router(e).link("r1", e)
@@ -55,7 +56,10 @@ def hub(clients: int, per_router: int) -> ConcastNet:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", type=int, default=200)
-    ap.add_argument("--topo", choices=("hub", "star", "dumbbell"), default="hub")
+    ap.add_argument("--topo", choices=("hub", "star", "dumbbell", "transit-stub"),
+                    default="hub", help="transit-stub: the ACK study's network (seed 1), "
+                    "emulated links")
+    ap.add_argument("--dataplane", default="ovs", choices=("ovs", "linux"))
     ap.add_argument("--per-router", type=int, default=25, help="hub: clients per edge router")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=4096)
@@ -63,19 +67,28 @@ def main() -> int:
                     help="UDP cross traffic per flow during the fetches (4 flows)")
     ap.add_argument("--tcp-flows", type=int, default=0,
                     help="long-lived TCP cross flows between client pairs during the fetches")
+    ap.add_argument("--cc", help="congestion control of the clients and the server")
     ap.add_argument("--json", help="write all figures here")
     a = ap.parse_args()
     t = time.monotonic()
-    desc = hub(a.clients, a.per_router) if a.topo == "hub" else \
-        (star if a.topo == "star" else dumbbell)(clients=a.clients)
+    if a.topo == "hub":
+        desc = hub(a.clients, a.per_router, a.dataplane)
+    elif a.topo == "transit-stub":
+        desc = transit_stub(a.dataplane, seed=1, clients=a.clients)
+    else:
+        desc = (star if a.topo == "star" else dumbbell)(clients=a.clients,
+                                                        dataplane=a.dataplane)
     net = desc.start()
     start_s = time.monotonic() - t
-    figures = {"topo": a.topo, "clients": a.clients, "mininet_start_s": start_s, "rounds": []}
-    print(f"{a.topo} with {a.clients} clients started in {start_s:.1f} s", flush=True)
+    figures = {"topo": a.topo, "dataplane": a.dataplane, "clients": a.clients, "mininet_start_s": start_s, "rounds": []}
+    print(f"{a.topo} ({a.dataplane}) with {a.clients} clients started in {start_s:.1f} s",
+          flush=True)
     ct = None
     try:
         clients = [h for h in net.plan.hosts if h != "sv"]
-        srv = web.PageServer(net.netns("sv"), port=8000, size=a.size)
+        srv = web.PageServer(net.netns("sv"), port=8000, size=a.size,
+                             tcp=TcpSettings(cc=a.cc) if a.cc else None)
+        extra = ["--cc", a.cc] if a.cc else []
         fl = []
         if a.udp_mbps:
             fl += cross.flows_between(net, pairs.choose_pairs(net, 4, seed=1, exclude=["sv"],
@@ -91,7 +104,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(a.rounds):
                 r, proc_cpu, proc_wall = fetch_once(net, clients, srv.port, a.size,
-                                                    Path(tmp) / f"r{i}.json", [])
+                                                    Path(tmp) / f"r{i}.json", extra)
                 s, c = r["summary"], r["cpu"]
                 row = {"completed": s["completed"], "failed": s["failed"],
                        "release_ms": s["release_ms"], "session_ms": s["session_ms"],
@@ -99,7 +112,9 @@ def main() -> int:
                        "p95_ms": s["completion_ms"]["p95"], "max_ms": s["completion_ms"]["max"],
                        "aggregate_mbps": s["aggregate_mbps"], "loop_cpu_s": c["cpu_s"],
                        "loop_wall_s": c["wall_s"], "setup_s": c["setup_s"],
-                       "process_cpu_s": proc_cpu, "process_wall_s": proc_wall}
+                       "process_cpu_s": proc_cpu, "process_wall_s": proc_wall,
+                       "cc": r["settings"]["clients_tcp"]["cc"] if r["settings"]["clients_tcp"]
+                       else None}
                 figures["rounds"].append(row)
                 print(json.dumps(row), flush=True)
         figures["server"] = srv.stop()

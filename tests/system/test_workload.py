@@ -1,6 +1,7 @@
 """Workload generators on a real network: a dumbbell of 8 clients, OVS routers."""
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -55,6 +56,9 @@ def test_every_client_gets_its_page_with_ordered_timings(net, tmp_path):
     assert "quickack 1" in net["c1"].cmd("ip route show default")
     assert r.summary["aggregate_mbps"] > 0 and r.cpu["cpu_s"] > 0
     assert ns.read_sysctl("net.ipv4.tcp_congestion_control") == root_cc   # root untouched
+    # connects issued at real-time priority (we are root), normal policy restored after
+    assert r.settings["release_priority"] == "fifo"
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
 def test_fetch_cli_one_process_for_all_clients(net, tmp_path):
