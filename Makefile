@@ -66,7 +66,8 @@ test-python:
 	$(PY) -m pytest tests
 
 # The main job: TCP ACK multiplexing on a Mininet network, on and off (docs/multiplex.md).
-# DATAPLANE=bmv2 runs the routers on BMv2 instead of Open vSwitch (needs p4c and BMv2).
+# DATAPLANE=bmv2 runs the routers on BMv2 instead of Open vSwitch (needs p4c and BMv2);
+# DATAPLANE=linux on Linux namespaces forwarding in the kernel (docs/dataplane-linux.md).
 DATAPLANE ?= ovs
 run: build
 	$(PY) -m concast.cli exp mplex --dataplane $(DATAPLANE)
