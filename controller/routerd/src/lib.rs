@@ -5,6 +5,8 @@ pub mod counters;
 pub mod cpu_port;
 pub mod dataplane;
 pub mod egress;
+pub mod linkgate;
+pub mod linkstate;
 /// The shared logger, re-exported so `concast_routerd::log` keeps working.
 pub use concast_daemon::log;
 pub mod mgmt;

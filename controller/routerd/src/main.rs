@@ -17,6 +17,8 @@ use concast_engine::{Engine, EngineConfig};
 use concast_routerd::cpu_port::{parse_mac, CpuPort};
 use concast_routerd::dataplane;
 use concast_routerd::egress::{self, Egress};
+use concast_routerd::linkgate::{self, LinkGate, LinkRoute};
+use concast_routerd::linkstate::{monotonic_ns, LinkState};
 use concast_routerd::log::{emit, Level};
 use concast_routerd::mgmt::Mgmt;
 use concast_routerd::tc::Tc;
@@ -126,6 +128,8 @@ struct Settings {
     /// Direct egress: the routes and their port interfaces.
     egress: Option<(egress::Table, Vec<String>)>,
     timer_lead_us: u64,
+    /// Queue access: the link emulator's state file and the routes' link slots.
+    link_state: Option<(PathBuf, Vec<LinkRoute>)>,
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
@@ -168,7 +172,12 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
         (None, None) => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us })
+    let link_state = match (s("link_state"), routes) {
+        (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?)),
+        (Some(_), None) => return Err("--config: link_state needs egress_routes with link_slot entries".into()),
+        (None, _) => None,
+    };
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, link_state })
 }
 
 /// Where frames routerd writes go: out of their port when direct egress routes them, else
@@ -236,8 +245,19 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
     let desc = router.dataplane().describe();
     emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("egress", &egress_desc), ("mgmt", &s.mgmt.display())]);
 
+    let origin_ns = monotonic_ns(); // the engine's time 0, on the link emulator's clock
     let clock = Instant::now();
     let now = || clock.elapsed().as_micros() as u64;
+    if let Some((path, routes)) = &s.link_state {
+        // Without the file nothing is ever held: datagrams leave as without queue access.
+        match LinkState::open(path).map_err(|e| e.to_string()).and_then(|st| LinkGate::new(st, routes.clone(), origin_ns)) {
+            Ok(gate) => {
+                router.engine.set_egress_gate(Some(Box::new(gate)));
+                emit(Level::Info, "queue_access", &[("link_state", &path.display()), ("routes", &routes.len())]);
+            }
+            Err(e) => emit(Level::Warn, "queue_access_off", &[("link_state", &path.display()), ("error", &e)]),
+        }
+    }
     concast_daemon::wait::fine_timer_slack();
     while !concast_daemon::stopping() {
         // To the µs: the engine's next deadline already has the timer lead taken off.

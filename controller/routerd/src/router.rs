@@ -400,6 +400,7 @@ fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
         "unmerged_forwarded": c.unmerged_forwarded, "out": c.out, "out_bytes": c.out_bytes,
         "built_from": c.built_from, "builds": c.builds, "states_created": c.states_created,
         "timer_fires": c.timer_fires, "traps": c.traps,
+        "gate_held": c.gate_held, "gate_hold_us": c.gate_hold_us,
     })
 }
 
