@@ -54,7 +54,7 @@ fn serialisation_ns(len: u32, rate_bps: u64) -> u64 {
     if rate_bps == 0 {
         return 0;
     }
-    ((len as u128 * 8 * 1_000_000_000 + rate_bps as u128 - 1) / rate_bps as u128) as u64
+    (len as u128 * 8 * 1_000_000_000).div_ceil(rate_bps as u128) as u64
 }
 
 impl<F> Direction<F> {

@@ -67,7 +67,7 @@ fn backlog_shrinks_as_the_transmitter_sends() {
 
 #[test]
 fn drop_tail_keeps_exactly_the_queue_limit() {
-    let mut d = dir(1 * MS, 0.0, 1_000_000, 20);
+    let mut d = dir(MS, 0.0, 1_000_000, 20);
     let mut dropped = 0;
     for i in 0..50 {
         if let Err((why, _)) = d.offer(0, 1000, i) {
@@ -119,7 +119,7 @@ fn down_drops_arrivals_and_frames_in_flight() {
 fn shorter_delay_set_live_never_reorders() {
     let mut d = dir(10 * MS, 0.0, 0, 1000);
     d.offer(0, 100, 1).unwrap();
-    d.params.delay_ns = 1 * MS;
+    d.params.delay_ns = MS;
     d.offer(1, 100, 2).unwrap();
     d.offer(20 * MS, 100, 3).unwrap();
     assert_eq!(drain_all(&mut d), vec![(1, 10 * MS), (2, 10 * MS), (3, 21 * MS)]);
