@@ -195,4 +195,12 @@ fn combined_figure(wasm: &[u8], csv: &mut Vec<String>) {
             csv.push(format!("csv,multiplex combined {ms} ms before,{:.3},%,,,", c.percent()));
         }
     }
+    // The paper's 0 ms row: nothing waits on purpose, but with queue access a bundle waits
+    // for the busy output link (10 Mbit/s, with 1500-byte cross traffic every 1.5 ms).
+    for (what, gate) in [("0 ms, no queue access", false), ("0 ms, queue access", true)] {
+        let link = bursty::Link::new(10_000_000);
+        let c = bursty::run_over(|e| e.load_spec(wasm).unwrap(), &acks, 0, 100_000, Some(link), gate);
+        println!("{:<18} {:>22}", what, format!("{:.1} ({:.2})", c.percent(), c.mean_bundle()));
+        csv.push(format!("csv,multiplex combined {what},{:.3},%,,,", c.percent()));
+    }
 }

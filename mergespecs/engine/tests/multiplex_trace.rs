@@ -30,3 +30,18 @@ fn combined_share_grows_with_the_local_delay_on_bursty_acks() {
     assert!(shares[0] > 60.0, "1 ms: {shares:?}");
     assert!(shares[4] > 95.0, "50 ms: {shares:?}");
 }
+
+#[test]
+fn at_zero_delay_queue_access_combines_what_waits_for_the_busy_link() {
+    // The paper's 0 ms row: without queue access every ACK leaves alone; with it, ACKs
+    // arriving while the 10 Mbit/s output link is busy share a bundle.
+    let acks = bursty::trace(16, 2_000_000);
+    let run = |gate| {
+        let link = bursty::Link::new(10_000_000);
+        bursty::run_over(|_| SpecRef::native::<Multiplex>(), &acks, 0, 100_000, Some(link), gate)
+    };
+    let (without, with) = (run(false), run(true));
+    println!("0 ms: {:.1} % combined without queue access, {:.1} % with", without.percent(), with.percent());
+    assert_eq!(without.combined, 0, "zero delay, nothing pending in a one-datagram batch: alone");
+    assert!(with.percent() > 20.0, "{:.1} %", with.percent());
+}

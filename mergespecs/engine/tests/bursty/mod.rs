@@ -13,7 +13,9 @@ use concast_engine::sdk::wire::build::MplexBuilder;
 use concast_engine::sdk::wire::ipv4::Params;
 use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::sdk::wire::{classify, Datagram};
-use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, OutputKind, Outputs, SpecRef};
+use std::sync::{Arc, Mutex};
+
+use concast_engine::{EgressGate, Engine, EngineConfig, FlowConfig, FlowKey, OutputKind, Outputs, SpecRef};
 
 pub const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 
@@ -93,9 +95,51 @@ impl Combined {
     }
 }
 
+/// A FIFO output link of `rate_bps` that everything the node forwards crosses: when its
+/// transmitter frees (what the link emulator publishes), as the engine's egress gate sees it.
+pub struct Link {
+    rate_bps: u64,
+    free_at: u64,
+}
+
+impl Link {
+    pub fn new(rate_bps: u64) -> Arc<Mutex<Link>> {
+        Arc::new(Mutex::new(Link { rate_bps, free_at: 0 }))
+    }
+
+    /// A datagram of `bytes` queued at `at` (µs).
+    fn send(&mut self, at: u64, bytes: usize) {
+        let tx_us = (bytes as u64 * 8 * 1_000_000).div_ceil(self.rate_bps);
+        self.free_at = self.free_at.max(at) + tx_us;
+    }
+}
+
+struct LinkGate(Arc<Mutex<Link>>);
+
+impl EgressGate for LinkGate {
+    fn busy_until(&mut self, _flow: FlowKey, now: u64) -> Option<u64> {
+        let free_at = self.0.lock().unwrap().free_at;
+        (free_at > now).then_some(free_at)
+    }
+}
+
 /// Runs `acks` through one engine (virtual time) with MaxLocalDelay `local_us` and
 /// MaxTotalDelay `total_us`, and counts records per forwarded MplexPkt.
 pub fn run(spec: impl FnOnce(&mut Engine) -> SpecRef, acks: &[Ack], local_us: u32, total_us: u32) -> Combined {
+    run_over(spec, acks, local_us, total_us, None, false)
+}
+
+/// [`run`] with everything forwarded crossing `link` (plus `cross` traffic: a 1500-byte
+/// datagram of other flows every 1.5 ms, so the link is busy part of the time), and with
+/// queue access (the engine's egress gate on that link) if `queue_access`.
+pub fn run_over(
+    spec: impl FnOnce(&mut Engine) -> SpecRef,
+    acks: &[Ack],
+    local_us: u32,
+    total_us: u32,
+    link: Option<Arc<Mutex<Link>>>,
+    queue_access: bool,
+) -> Combined {
     let mut engine = Engine::new(EngineConfig {
         node: Ipv4Addr::new(10, 0, 0, 254),
         ..EngineConfig::default()
@@ -103,11 +147,23 @@ pub fn run(spec: impl FnOnce(&mut Engine) -> SpecRef, acks: &[Ack], local_us: u3
     .unwrap();
     let spec = spec(&mut engine);
     let flow = engine.add_flow(FlowConfig::new(FlowKey::new(R, 1), spec), 0).unwrap();
+    if let (Some(l), true) = (&link, queue_access) {
+        engine.set_egress_gate(Some(Box::new(LinkGate(l.clone()))));
+    }
     let mut out = Outputs::new();
     let mut seqs = std::collections::HashMap::<u16, u32>::new();
     let mut c = Combined { acks: 0, combined: 0, bundles: 0 };
+    let mut cross_at = 0;
     let mut count = |out: &mut Outputs, c: &mut Combined| {
         for o in out.iter() {
+            if let Some(l) = &link {
+                let mut l = l.lock().unwrap();
+                while cross_at <= o.at_us {
+                    l.send(cross_at, 1_500);
+                    cross_at += 1_500;
+                }
+                l.send(o.at_us, o.datagram.len());
+            }
             assert_eq!(o.kind, OutputKind::Merged, "every ACK is bundled");
             let Ok(Datagram::Mplex { mplex, .. }) = classify(o.datagram) else {
                 panic!("not an MplexPkt")
