@@ -159,3 +159,17 @@ def test_pairs_on_a_transit_stub_network_cross_the_core():
         assert ds.startswith("S") and dd.startswith("S") and ds != dd
         assert hops[plan.hosts[s].router][plan.hosts[d].router] >= 2
     assert "sv" not in {h for p in chosen for h in p}
+
+
+def test_room_for_files_raises_the_soft_limit():
+    import os
+    import resource
+    from concast.topologies.workload import netns
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 10, hard))
+        netns.room_for_files(500)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= in_use + 500
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

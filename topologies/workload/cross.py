@@ -118,6 +118,7 @@ class Receiver:
                 st.update(max_seq=-1, gaps=0, reordered=0, foreign=0, delay_sum_ns=0)
             else:
                 st.update(connections=0, errors=[])
+        ns.room_for_files(2 * len(flows))
         socks = ns.run_in([(f.dst_netns, lambda f=f: self._open(f)) for f in flows])
         for f, s in zip(flows, socks):
             self.sel.register(s, selectors.EVENT_READ, ("udp" if f.kind == "udp" else
@@ -214,6 +215,7 @@ class Sender:
                 self.stats[f.id].update(schedule_resets=0, slots=0)
             else:
                 self.stats[f.id].update(connected_ns=None)
+        ns.room_for_files(len(flows))
         self.socks = ns.run_in([(f.src_netns, lambda f=f: self._open(f)) for f in flows])
         self.chunk = memoryview(os.urandom(TCP_CHUNK))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import threading
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
@@ -88,3 +89,14 @@ def read_sysctl(key: str) -> str:
 
 def write_sysctl(key: str, value: str) -> None:
     sysctl_path(key).write_text(f"{value}\n")
+
+
+def room_for_files(n: int, spare: int = 64) -> None:
+    """Raise the soft open-files limit (up to the hard one) so `n` more sockets fit:
+    the default 1024 is near a few hundred clients plus the interpreter's own files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + spare + len(os.listdir("/proc/self/fd"))
+    if want > soft:
+        if hard != resource.RLIM_INFINITY and want > hard:
+            raise OSError(f"{n} sockets need {want} open files; the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))

@@ -235,6 +235,7 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         return s
+    ns.room_for_files(len(spaces))
     socks = ns.run_in([(n, make) for n in spaces])
     fetches = [_Fetch(c, n, s) for c, n, s in zip(names, spaces, socks)]
     request = page.request(path)
@@ -267,10 +268,10 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
         nonlocal pending
         sel.unregister(f.sock)
         pending -= 1
+        f.rec["bytes"] = len(f.buf)
         if error:
             f.rec["error"] = error
             return
-        f.rec["bytes"] = len(f.buf)
         try:
             status, body = page.split_response(bytes(f.buf))
         except page.BadResponse as e:
