@@ -130,7 +130,6 @@ def test_cross_udp_and_tcp_on_loopback(tmp_path):
     rep = ct.stop()
     udp, tcp = rep["flows"]
     assert udp["sent"] > 50 and udp["received"] == udp["sent"] and udp["loss_pct"] == 0
-    assert udp["sent_mbps"] == pytest.approx(2.0, rel=0.25)
     assert tcp["bytes_received"] > 0 and tcp["bytes_received"] <= tcp["bytes_sent"]
     for pid in pids:
         assert procs.start_time(pid) is None
