@@ -21,9 +21,11 @@ impl CpuLimit {
     pub fn describe(&self) -> String {
         match self {
             CpuLimit::Epoch { tick, budget } => {
-                format!("{budget:?} of CPU time per call, checked every {tick:?}")
+                format!("{budget:?} of CPU time per call (concast_init: {:?}), checked every {tick:?}",
+                    (*budget * crate::cpu::INIT_BUDGET_FACTOR).max(crate::cpu::INIT_MIN_BUDGET))
             }
-            CpuLimit::Fuel(fuel) => format!("{fuel} fuel per call"),
+            CpuLimit::Fuel(fuel) => format!("{fuel} fuel per call (concast_init: {}x)",
+                                             crate::cpu::INIT_BUDGET_FACTOR),
         }
     }
 }

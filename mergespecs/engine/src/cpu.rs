@@ -27,6 +27,12 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// How many times the per-call budget a spec's `concast_init` gets (at least
+/// [`INIT_MIN_BUDGET`]): it runs once per flow and may set up storage (the multiplex spec
+/// writes its bundles' arena there), which is no reason to let `merge` run that long.
+pub const INIT_BUDGET_FACTOR: u32 = 20;
+pub const INIT_MIN_BUDGET: Duration = Duration::from_millis(20);
+
 /// Per-store bookkeeping of the call being timed.
 #[derive(Debug, Default)]
 pub(crate) struct CallClock {
@@ -34,17 +40,19 @@ pub(crate) struct CallClock {
     calls: u64,
     /// (call, thread CPU time) at the call's first deadline callback.
     mark: Option<(u64, Duration)>,
+    /// The CPU budget of the call in progress.
+    budget: Duration,
 }
 
 /// Sets up a new store for `cpu`.
 pub(crate) fn install(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
-    if let CpuLimit::Epoch { budget, .. } = cpu {
+    if let CpuLimit::Epoch { .. } = cpu {
         store.epoch_deadline_callback(move |mut cx| {
             let clock = &mut cx.data_mut().clock;
             let now = thread_cpu_time();
             match clock.mark {
                 Some((call, since)) if call == clock.calls => {
-                    if now.saturating_sub(since) >= budget {
+                    if now.saturating_sub(since) >= clock.budget {
                         return Err(Fault::CpuLimit(cpu.describe()).into());
                     }
                 }
@@ -58,13 +66,29 @@ pub(crate) fn install(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
 /// Gives the next call its budget.
 #[inline]
 pub(crate) fn arm(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
+    arm_scaled(store, cpu, 1);
+}
+
+/// Gives `concast_init` its larger budget (see [`INIT_BUDGET_FACTOR`]).
+pub(crate) fn arm_init(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
+    arm_scaled(store, cpu, INIT_BUDGET_FACTOR);
+}
+
+#[inline]
+fn arm_scaled(store: &mut Store<FlowCtx>, cpu: CpuLimit, factor: u32) {
     match cpu {
-        CpuLimit::Epoch { .. } => {
-            store.data_mut().clock.calls += 1;
+        CpuLimit::Epoch { budget, .. } => {
+            let clock = &mut store.data_mut().clock;
+            clock.calls += 1;
+            clock.budget = if factor == 1 {
+                budget
+            } else {
+                (budget * factor).max(INIT_MIN_BUDGET)
+            };
             store.set_epoch_deadline(1);
         }
         CpuLimit::Fuel(fuel) => store
-            .set_fuel(fuel)
+            .set_fuel(fuel.saturating_mul(u64::from(factor)))
             .expect("fuel is enabled with CpuLimit::Fuel"),
     }
 }

@@ -107,7 +107,7 @@ impl WasmSandbox {
             .map_err(fail("instantiation"))?;
 
         store.data_mut().begin_call(Phase::Init);
-        arm(&mut store, cpu);
+        crate::cpu::arm_init(&mut store, cpu);
         let msg_ptr = init.call(&mut store, ()).map_err(fail("concast_init"))? as u32 as usize;
         store.data_mut().phase = Phase::Outside;
         if msg_ptr + abi::MSG_BUFFER_LEN > memory.data_size(&store) {

@@ -351,6 +351,47 @@ fn held_bytes_limit_quarantines() {
 }
 
 #[test]
+fn init_that_loops_is_still_stopped() {
+    let spec = TestSpec {
+        init: "(loop $forever (br $forever)) (i32.const 0)",
+        ..TestSpec::new()
+    };
+    let mut engine = engine();
+    let spec = engine.load_spec(&spec.wasm()).unwrap();
+    let err = engine
+        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        FlowError::Refused {
+            call: "concast_init",
+            fault: Fault::CpuLimit(_)
+        }
+    ));
+}
+
+/// `concast_init` runs once per flow and may set up storage: a few milliseconds of CPU,
+/// far past the 1 ms every other call gets, still start the flow (the multiplex spec's
+/// arena did not, on a loaded 220-router network).
+#[test]
+fn init_may_take_longer_than_one_call() {
+    // A few milliseconds of CPU: a counted loop of three million iterations.
+    let spec = TestSpec {
+        init: "(loop $spin (global.set $n (i32.add (global.get $n) (i32.const 1))) \
+                 (br_if $spin (i32.lt_u (global.get $n) (i32.const 3000000)))) \
+               (global.set $n (i32.const 0)) (i32.const 0)",
+        ..TestSpec::new()
+    };
+    let mut engine = engine();
+    let spec = engine.load_spec(&spec.wasm()).unwrap();
+    let t = std::time::Instant::now();
+    engine
+        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
+        .expect("a slow init within its budget starts the flow");
+    println!("init took {:?}", t.elapsed());
+}
+
+#[test]
 fn init_that_aborts_refuses_the_flow() {
     let spec = TestSpec {
         imports: r#"(import "concast" "abort" (func $abort (param i32 i32)))"#,
