@@ -24,6 +24,8 @@ class Client:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(self.path)
         self.sock.setblocking(False)
+        self._poll = select.poll()
+        self._poll.register(self.sock, select.POLLIN)
         self._buf = b""
         self._next_id = 1
         self._events: collections.deque[dict] = collections.deque()
@@ -42,7 +44,9 @@ class Client:
         """The next JSON line, waiting until `deadline` (monotonic); None on timeout."""
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+            # poll, not select: an experiment may hold hundreds of these sockets open,
+            # and select() cannot watch a descriptor numbered 1024 or more.
+            if left <= 0 or not self._poll.poll(left * 1000):
                 return None
             chunk = self.sock.recv(1 << 20)
             if not chunk:
