@@ -49,9 +49,13 @@ pub fn divert_program(dst: Option<Ipv4Addr>, proto: u8, dport: u16) -> String {
 
 /// The selector rules of one router namespace, added and removed with `tc`.
 pub struct Tc {
+    /// `tc` (tests give a script that records its arguments).
+    program: String,
     block: u32,
     cpu_dev: String,
     next_handle: u32,
+    /// Handles of removed rules, used again first (handles from 65536 up are left to people).
+    free: Vec<u32>,
     flows: HashMap<FlowId, (Ipv4Addr, Selector)>,
     /// Per selector: how many flows use it, and its rule's handle.
     users: HashMap<(Ipv4Addr, Selector), (usize, u32)>,
@@ -59,7 +63,11 @@ pub struct Tc {
 
 impl Tc {
     pub fn new(block: u32, cpu_dev: &str) -> Tc {
-        Tc { block, cpu_dev: cpu_dev.into(), next_handle: 1, flows: HashMap::new(), users: HashMap::new() }
+        Tc::with_program("tc", block, cpu_dev)
+    }
+
+    pub fn with_program(program: &str, block: u32, cpu_dev: &str) -> Tc {
+        Tc { program: program.into(), block, cpu_dev: cpu_dev.into(), next_handle: 1, free: Vec::new(), flows: HashMap::new(), users: HashMap::new() }
     }
 
     /// `tc filter add` arguments for one selector rule.
@@ -83,8 +91,8 @@ impl Tc {
 }
 
 /// Runs `tc ARGS`; deleting what is already gone (the rule, or the whole chain) is done.
-fn tc(args: &[String]) -> io::Result<()> {
-    let out = Command::new("tc").args(args).output()?;
+fn tc(program: &str, args: &[String]) -> io::Result<()> {
+    let out = Command::new(program).args(args).output()?;
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.success() || (args.get(1).map(String::as_str) == Some("del") && (err.contains("not found") || err.contains("Cannot find"))) {
         Ok(())
@@ -105,9 +113,11 @@ impl Dataplane for Tc {
             self.flows.insert(flow, key);
             return Ok(());
         }
-        let handle = self.next_handle;
-        tc(&self.add_args(handle, flow.receiver, sel))?;
-        self.next_handle += 1;
+        let handle = self.free.last().copied().unwrap_or(self.next_handle);
+        tc(&self.program, &self.add_args(handle, flow.receiver, sel))?;
+        if self.free.pop().is_none() {
+            self.next_handle += 1;
+        }
         self.users.insert(key, (1, handle));
         self.flows.insert(flow, key);
         Ok(())
@@ -122,13 +132,17 @@ impl Dataplane for Tc {
         }
         let handle = *handle;
         self.users.remove(&key);
-        tc(&self.del_args(Some(handle)))
+        tc(&self.program, &self.del_args(Some(handle)))?;
+        self.free.push(handle);
+        Ok(())
     }
 
     fn clear(&mut self) -> io::Result<()> {
         self.flows.clear();
         self.users.clear();
-        tc(&self.del_args(None))
+        self.free.clear();
+        self.next_handle = 1;
+        tc(&self.program, &self.del_args(None))
     }
 
     fn describe(&self) -> String {
@@ -161,5 +175,30 @@ mod tests {
         assert_eq!(add, format!("filter add block 1 pref 30 handle 3 protocol ip bpf bytecode {VECTOR} action mirred egress redirect dev ccxxr1-cpu"));
         assert_eq!(t.del_args(Some(3)).join(" "), "filter del block 1 pref 30 handle 3 protocol ip bpf");
         assert_eq!(t.del_args(None).join(" "), "filter del block 1 pref 30 protocol ip bpf");
+    }
+
+    #[test]
+    fn a_selector_shared_by_flows_is_one_rule_and_handles_are_reused() {
+        let dir = std::env::temp_dir().join(format!("routerd-tc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("calls");
+        let script = dir.join("tc.sh");
+        // Records the operation and the handle (for `clear`: the word after pref 30).
+        std::fs::write(&script, format!("#!/bin/sh\necho \"$2 $8\" >> {}\n", log.display())).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut t = Tc::with_program(script.to_str().unwrap(), 1, "cpu");
+        let r: Ipv4Addr = "10.1.1.2".parse().unwrap();
+        let f = |g| FlowId { receiver: r, group: g };
+        let udp = |d| Selector { proto: 17, dport: d };
+        t.divert(f(1), udp(5000)).unwrap();
+        t.divert(f(2), udp(5000)).unwrap(); // same selector: no second rule
+        t.divert(f(3), udp(6000)).unwrap();
+        t.undivert(f(1)).unwrap(); // flow 2 still needs the rule
+        t.undivert(f(2)).unwrap();
+        t.divert(f(4), udp(7000)).unwrap(); // takes the freed handle 1
+        t.clear().unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(calls, "add 1\nadd 2\ndel 1\nadd 1\ndel ip\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
