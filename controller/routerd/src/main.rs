@@ -173,9 +173,10 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (None, None) => None,
     };
     let link_state = match (s("link_state"), routes) {
-        (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?)),
-        (Some(_), None) => return Err("--config: link_state needs egress_routes with link_slot entries".into()),
-        (None, _) => None,
+        (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?))
+            .filter(|(_, routes)| !routes.is_empty()),
+        // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
+        _ => None,
     };
     Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, link_state })
 }
