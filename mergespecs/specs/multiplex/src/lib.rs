@@ -39,7 +39,7 @@ use concast_speckit::log::log;
 use concast_speckit::{payload_limit, MAX_BUNDLE};
 
 use bundle::{MplexBundle, MAX_RECORDS};
-use config::{Config, MAX_BUNDLES};
+use config::Config;
 use input::{classify_datagram, Incoming, Input, Origin};
 use keys::{key_of, KeyIndex};
 use order::Order;
@@ -354,7 +354,8 @@ impl MergeSpec for Multiplex {
     }
 
     fn new_state(&mut self, tag: u64, host: &mut impl Host) -> u32 {
-        let tag = (tag as usize).min(MAX_BUNDLES - 1);
+        // Tags come from get_tag (< max_bundles); clamp anything else into the arena.
+        let tag = (tag as usize).min(self.set.bundles.len() - 1);
         if !self.set.order.contains(tag as u8) {
             self.set.bundles[tag].reset(payload_limit(host.path_mtu()));
         }
