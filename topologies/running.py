@@ -32,6 +32,15 @@ def _stop_forgotten() -> None:
         net.stop()
 
 
+def _is_veth(iface: str) -> bool:
+    """A root-namespace veth (its iflink is its peer's index; a TAP's is its own)."""
+    try:
+        sys_dir = Path("/sys/class/net") / iface
+        return (sys_dir / "iflink").read_text() != (sys_dir / "ifindex").read_text()
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class PingResult:
     ok: bool
@@ -143,7 +152,7 @@ class RunningNet:
         if self.backend is not None:
             steps.append(self.backend.teardown)
         if self.mn is not None:
-            steps.append(self.mn.stop)
+            steps += [self._delete_link_veths, self.mn.stop]
         for step in steps:
             try:
                 step()
@@ -151,6 +160,20 @@ class RunningNet:
                 print(f"concast: while stopping {self.tag}: {step.__qualname__}: {e}")
         leftovers.remove_run(self.record.data)
         self.record.remove()
+
+    def _delete_link_veths(self) -> None:
+        """Delete every link's veth pair with one `ip -batch` when all their switch ends are
+        root-namespace veths (OVS); Mininet would run one `ip link del` per interface
+        through a node's shell, about 20 s for a 220-router network."""
+        names = [naming.port_iface(self.tag, r.name, p.ofport)
+                 for r in self.plan.routers.values() for p in r.ports]
+        if not names or not all(_is_veth(n) for n in names):
+            return
+        # Deleting one end of a veth deletes its peer, so a router-router link's second
+        # name is already gone: -force keeps going past that error.
+        subprocess.run(["ip", "-force", "-batch", "-"], capture_output=True, timeout=120,
+                       input="".join(f"link del {n}\n" for n in names), text=True)
+        self.mn.links = []
 
     def __enter__(self) -> "RunningNet":
         return self
@@ -285,6 +308,53 @@ class RunningNet:
         return {h: self.daemons.start(h, [a.format(**self.host_fields(h)) for a in argv],
                                       name, env, netns=self.netns(h))
                 for h in chosen}
+
+    def start_concast(self, hold: float = 3, routerd_args: list[str] = (),
+                      hostd_args: list[str] = (), routers: list[str] | None = None,
+                      hosts: list[str] | None = None, timeout: float = 30.0
+                      ) -> tuple[dict[str, Daemon], dict[str, Daemon]]:
+        """The project's concast-routerd on every capable router and concast-hostd on every
+        host (or the ones named), each with `--config {config} --hold HOLD` plus the extra
+        arguments; returns (routerd daemons, hostd daemons) once every one answers on its
+        socket. Raises TimeoutError naming the ones that did not (see their logs)."""
+        from concast import tools
+        from concast.hosts import routerd
+        from concast.hosts.client import Client
+        common = ["--config", "{config}", "--hold", f"{hold:g}"]
+        rd = self.start_routerd([str(tools.rust_binary("concast-routerd")), *common,
+                                 *routerd_args], routers)
+        hd = self.start_hostd([str(tools.rust_binary("concast-hostd")), *common,
+                               *hostd_args], hosts)
+
+        def routerd_answers(r: str) -> bool:
+            routerd.query(self.routerd_socket(r), "status", timeout=1.0)
+            return True
+
+        def hostd_answers(h: str) -> bool:
+            with Client(self.hostd_socket(h), timeout=1.0) as c:
+                c.status()
+            return True
+        waiting = {**{("routerd", r): routerd_answers for r in rd},
+                   **{("hostd", h): hostd_answers for h in hd}}
+        deadline = time.monotonic() + timeout
+        while waiting:
+            for key, check in list(waiting.items()):
+                try:
+                    if check(key[1]):
+                        del waiting[key]
+                except (OSError, TimeoutError, ValueError):
+                    pass
+            if not waiting:
+                break
+            dead = [f"{k[0]} on {k[1]}" for k in waiting
+                    if not (rd if k[0] == "routerd" else hd)[k[1]].alive()]
+            if dead or time.monotonic() > deadline:
+                names = dead or [f"{k[0]} on {k[1]}" for k in waiting]
+                why = "exited" if dead else f"did not answer within {timeout:g} s"
+                raise TimeoutError(f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+                                   f" {why}; logs in {self.run_dir / 'logs'}")
+            time.sleep(0.05)
+        return rd, hd
 
     def stop_daemons(self) -> None:
         self.daemons.stop_all()

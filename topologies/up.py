@@ -1,71 +1,266 @@
-"""Start a prebuilt network and keep it up until Ctrl-C (or SIGTERM, or --seconds):
-for poking at it by hand with `ip netns exec cc<tag>-<host> ...` and ovs-ofctl.
+"""`concast net up TOPO`: start a network with routerd on every concast-capable router and
+hostd on every host, then open Mininet's CLI, run a script, or wait.
 
-    python -m concast.topologies.up tree --levels 2 --senders 8
-    python -m concast.topologies.up line --routers 3 \
-        --routerd "target/release/routerd --iface {cpu_iface} --bridge {bridge}"
+TOPO is a shape (dumbbell, tree, line, star, mixed, transit-stub) or a saved network (a
+.json file written by --save or ConcastNet.save). Examples:
+
+    concast net up tree --levels 2 --senders 8
+    concast net up transit-stub --seed 3 --save ts3.json      # the 220-router network
+    concast net up ts3.json --script check.py                 # the same network again
+    concast net up transit-stub --stubs-per-transit 2 --stub-nodes 3 --clients 4 \\
+        --script ping.sh --script-hosts c1,c2,c3,c4
+    concast net up dumbbell --dry-run --save d.json           # plan only, nothing started
+
+Scripts. FILE ending in .py runs in this process with `net` (the RunningNet: net["c1"] is a
+Mininet host, net.ip("sv") an address, net.ping("c1", "sv")) and `args` (what follows
+--script-args) as globals; raising or sys.exit(n) sets the exit status. Any other FILE
+runs with sh inside every host's namespace (or the --script-hosts ones), all at once, with
+CONCAST_HOST (the host's name), CONCAST_ADDR (its address), CONCAST_IP_<NAME> for every
+host (CONCAST_IP_SV, CONCAST_IP_C1, ...), CONCAST_RUN_DIR and CONCAST_TAG in the
+environment; each host's output is printed prefixed with its name, and the exit status is
+the number of hosts whose script failed (at most 100).
+
+Everything started here (namespaces, bridges, daemons) is stopped on exit, Ctrl-C and
+SIGTERM; nothing else is touched.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
+import runpy
 import signal
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
-from concast.topologies import prebuilt
+from concast.topologies import ConcastNet, prebuilt, transitstub
+
+SHAPES = ("dumbbell", "tree", "line", "star", "mixed", "transit-stub")
+BIG = 12        # above this many routers the address table goes to a file, not the screen
 
 
-def build(ns: argparse.Namespace):
-    if ns.shape == "line":
-        return prebuilt.line(ns.routers, ns.senders, not ns.oblivious)
-    if ns.shape == "tree":
-        return prebuilt.tree(ns.levels, ns.fanout, ns.senders, not ns.oblivious)
-    if ns.shape == "mixed":
-        return prebuilt.mixed(ns.levels, ns.fanout, ns.senders)
-    if ns.shape == "star":
-        return prebuilt.star(ns.clients, not ns.oblivious)
-    return prebuilt.dumbbell(ns.clients, not ns.oblivious, ns.bw)
+def link_params(text: str | None) -> dict | None:
+    """"delay=10ms,bw=100,max_queue_size=20" -> dict (numbers where they parse); "" -> {}."""
+    if text is None:
+        return None
+    out: dict = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or key not in ("delay", "loss", "bw", "max_queue_size"):
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected delay=, loss=, bw= or max_queue_size= (comma-separated)")
+        try:
+            out[key] = int(value) if value.isdigit() else float(value)
+        except ValueError:
+            out[key] = value            # "10ms"
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="concast net up", description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("topo", metavar="TOPO", help=f"{', '.join(SHAPES)}, or a saved .json file")
+    p.add_argument("--dataplane", choices=("ovs", "bmv2", "linux"),
+                   help="router data plane (default: ovs, or the saved file's)")
+    p.add_argument("--seed", type=int, default=1, help="transit-stub: random seed (1)")
+    p.add_argument("--oblivious", action="store_true",
+                   help="every router concast-oblivious (no routerd)")
+    g = p.add_argument_group("prebuilt shapes")
+    g.add_argument("--routers", type=int, default=2, help="line: routers (2)")
+    g.add_argument("--levels", type=int, default=2, help="tree, mixed: router levels (2)")
+    g.add_argument("--fanout", type=int, default=2, help="tree, mixed: children per router (2)")
+    g.add_argument("--senders", type=int, default=8, help="line, tree, mixed: senders (8)")
+    g.add_argument("--clients", type=int,
+                   help="star, dumbbell: clients (4); transit-stub: clients (200)")
+    g.add_argument("--bw", type=float, help="dumbbell: r1-r2 limit, Mbit/s")
+    t = p.add_argument_group("transit-stub (docs/topologies.md; defaults: the 220-router "
+                             "network of the ACK study)")
+    d = transitstub.Params()
+    t.add_argument("--transits", type=int, default=d.transits, help="transit domains (1)")
+    t.add_argument("--transit-nodes", type=int, default=d.transit_nodes,
+                   help="routers per transit domain (4)")
+    t.add_argument("--stubs-per-transit", type=int, default=d.stubs_per_transit,
+                   help="stub domains per transit router (6)")
+    t.add_argument("--stub-nodes", type=int, default=d.stub_nodes,
+                   help="routers per stub domain (9)")
+    t.add_argument("--stub-var", type=int, default=d.stub_var,
+                   help="stub sizes vary by up to this many routers (0)")
+    t.add_argument("--edge-model", choices=transitstub.EDGE_MODELS, default=d.edge_model,
+                   help="random graph inside domains (pure)")
+    t.add_argument("--transit-p", type=float, default=d.transit_p,
+                   help="edge probability inside a transit domain (0.6)")
+    t.add_argument("--stub-p", type=float, default=d.stub_p,
+                   help="edge probability inside a stub domain (0.4)")
+    t.add_argument("--extra-transit-stub", type=int, default=0, help="extra links (0)")
+    t.add_argument("--extra-stub-stub", type=int, default=0, help="extra links (0)")
+    t.add_argument("--placement", choices=transitstub.PLACEMENTS, default=d.placement,
+                   help="clients over stub routers (round-robin)")
+    t.add_argument("--core", type=link_params, metavar="K=V,...",
+                   help="transit and transit-stub links (delay=10ms,bw=100,max_queue_size=20);"
+                        " '' for ideal links")
+    t.add_argument("--edge", type=link_params, metavar="K=V,...",
+                   help="stub links (delay=10ms,bw=10,max_queue_size=20); '' for ideal links")
+    t.add_argument("--access", type=link_params, metavar="K=V,...",
+                   help="hosts' links (ideal)")
+    r = p.add_argument_group("what to do")
+    r.add_argument("--save", metavar="FILE", help="write the network as JSON first")
+    r.add_argument("--dry-run", action="store_true",
+                   help="only build (and --save) the description and print its size")
+    r.add_argument("--no-daemons", action="store_true", help="start no routerd or hostd")
+    r.add_argument("--hold", type=float, default=3, help="routerd/hostd --hold, seconds (3)")
+    r.add_argument("--script", metavar="FILE", help="run FILE (see above) instead of the CLI")
+    r.add_argument("--script-args", nargs=argparse.REMAINDER, default=[],
+                   help=".py scripts: the rest of the command line, as `args`")
+    r.add_argument("--script-hosts", metavar="H1,H2", help="shell scripts: only these hosts")
+    r.add_argument("--seconds", type=float,
+                   help="no CLI: keep the network up this long (or until Ctrl-C)")
+    r.add_argument("--describe", action="store_true",
+                   help="print the whole address table even for big networks")
+    return p
+
+
+def build(ns: argparse.Namespace) -> ConcastNet:
+    capable = not ns.oblivious
+    if ns.topo not in SHAPES:
+        path = Path(ns.topo)
+        if not path.is_file():
+            raise ValueError(f"{ns.topo!r} is neither a shape ({', '.join(SHAPES)}) nor a file")
+        net = ConcastNet.load(path, ns.dataplane)
+        if ns.oblivious:
+            raise ValueError("--oblivious applies to shapes; a saved network keeps its own")
+        return net
+    dp = ns.dataplane or "ovs"
+    if ns.topo == "transit-stub":
+        kw = {k: v for k, v in (("core", ns.core), ("edge", ns.edge), ("access", ns.access))
+              if v is not None}
+        return transitstub.transit_stub(
+            dp, seed=ns.seed, transits=ns.transits, transit_nodes=ns.transit_nodes,
+            stubs_per_transit=ns.stubs_per_transit, stub_nodes=ns.stub_nodes,
+            stub_var=ns.stub_var, edge_model=ns.edge_model, transit_p=ns.transit_p,
+            stub_p=ns.stub_p, extra_transit_stub=ns.extra_transit_stub,
+            extra_stub_stub=ns.extra_stub_stub, placement=ns.placement,
+            clients=200 if ns.clients is None else ns.clients, capable=capable, **kw)
+    clients = 4 if ns.clients is None else ns.clients
+    shapes = {
+        "line": (prebuilt.line, dict(n_routers=ns.routers, senders=ns.senders, capable=capable)),
+        "tree": (prebuilt.tree, dict(levels=ns.levels, fanout=ns.fanout, senders=ns.senders,
+                                     capable=capable)),
+        "mixed": (prebuilt.mixed, dict(levels=ns.levels, fanout=ns.fanout, senders=ns.senders)),
+        "star": (prebuilt.star, dict(clients=clients, capable=capable)),
+        "dumbbell": (prebuilt.dumbbell, dict(clients=clients, capable=capable, bw=ns.bw)),
+    }
+    fn, kw = shapes[ns.topo]
+    net = fn(dataplane=dp, **kw)
+    net.generator = {"name": ns.topo, "params": kw, "seed": None}
+    return net
+
+
+def summary(net, show_all: bool) -> str:
+    plan = net.plan
+    capable = sum(r.capable for r in plan.routers.values())
+    (net.run_dir / "plan.txt").write_text(net.describe() + "\n")
+    lines = []
+    if show_all or len(plan.routers) <= BIG:
+        lines += [net.describe(), ""]
+    lines += [f"{len(plan.routers)} routers ({capable} concast-capable), {len(plan.hosts)} hosts,"
+              f" {len(plan.links)} links on {net.dataplane_name}; run tag {net.tag}",
+              f"address table: {net.run_dir / 'plan.txt'}; logs: {net.run_dir / 'logs'}",
+              f"a host's shell: ip netns exec {net.netns(next(iter(plan.hosts)))} bash"
+              if plan.hosts else ""]
+    return "\n".join(lines)
+
+
+def host_env(net, host: str) -> dict:
+    env = {f"CONCAST_IP_{h.upper()}": net.ip(h) for h in net.plan.hosts}
+    env.update(CONCAST_HOST=host, CONCAST_ADDR=net.ip(host), CONCAST_RUN_DIR=str(net.run_dir),
+               CONCAST_TAG=net.tag)
+    return env
+
+
+def run_shell(net, script: Path, hosts: list[str]) -> int:
+    """The script in every chosen host at once; returns how many failed."""
+    procs = {h: subprocess.Popen(["ip", "netns", "exec", net.netns(h), "sh", str(script)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 stdin=subprocess.DEVNULL, env={**os.environ, **host_env(net, h)})
+             for h in hosts}
+    failed = 0
+    for h, p in procs.items():
+        out, _ = p.communicate()
+        for line in out.splitlines():
+            print(f"{h}: {line}")
+        if p.returncode != 0:
+            print(f"{h}: exit status {p.returncode}")
+            failed += 1
+    return min(failed, 100)
+
+
+def run_python(net, script: Path, args: list[str]) -> int:
+    try:
+        runpy.run_path(str(script), init_globals={"net": net, "args": args},
+                       run_name="__main__")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
+
+
+def run_script(net, ns: argparse.Namespace) -> int:
+    script = Path(ns.script)
+    if script.suffix == ".py":
+        return run_python(net, script, ns.script_args)
+    hosts = ns.script_hosts.split(",") if ns.script_hosts else list(net.plan.hosts)
+    unknown = [h for h in hosts if h not in net.plan.hosts]
+    if unknown:
+        raise ValueError(f"--script-hosts: no host {', '.join(unknown)}")
+    return run_shell(net, script, hosts)
+
+
+def _stop_on_sigterm(*_):
+    raise KeyboardInterrupt     # unwinds through `finally: net.stop()`
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="concast net up", description=__doc__.splitlines()[0])
-    p.add_argument("shape", choices=["line", "tree", "mixed", "star", "dumbbell"])
-    p.add_argument("--routers", type=int, default=2, help="line: routers")
-    p.add_argument("--levels", type=int, default=2, help="tree, mixed: router levels")
-    p.add_argument("--fanout", type=int, default=2, help="tree, mixed: children per router")
-    p.add_argument("--senders", type=int, default=8, help="line, tree, mixed: senders")
-    p.add_argument("--clients", type=int, default=4, help="star, dumbbell: clients")
-    p.add_argument("--bw", type=float, help="dumbbell: r1-r2 limit, Mbit/s")
-    p.add_argument("--oblivious", action="store_true", help="every router concast-oblivious")
-    p.add_argument("--routerd", help="command template started per capable router "
-                   "({router} {bridge} {cpu_iface} {cpu_ofport} {router_id} {router_mac} "
-                   "{cpu_mac} {run_dir} {tag} {config})")
-    p.add_argument("--seconds", type=float, help="stop after this long")
+    p = parser()
     ns = p.parse_args(argv)
-    if os.geteuid() != 0:
-        print("concast net up: needs root", file=sys.stderr)
+    if ns.script and not Path(ns.script).is_file():
+        p.error(f"--script {ns.script}: no such file")
+    try:
+        desc = build(ns)
+    except (ValueError, TypeError) as e:
+        print(f"concast net up: {e}", file=sys.stderr)
         return 2
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    with build(ns).start() as net:
-        print(net.describe())
-        print(f"\nrun tag {net.tag}; logs and captures in {net.run_dir}")
-        for h in net.plan.hosts:
-            print(f"  ip netns exec {net.netns(h)} ...   # {h}")
-        for r in net.routers.values():
-            cpu = (f", CPU port {r.cpu_switch_iface} <-> routerd end {r.cpu_iface}"
-                   if r.capable else "")
-            print(f"  ovs-ofctl -O OpenFlow13 dump-flows {r.bridge}   # {r.name}{cpu}")
-        if ns.routerd:
-            for r, d in net.start_routerd(shlex.split(ns.routerd)).items():
-                print(f"  {r}: pid {d.pid}, log {d.log}")
-        print("up; Ctrl-C stops it", flush=True)
-        done.wait(ns.seconds)
-    print("stopped")
-    return 0
+    if ns.save:
+        print(f"saved {desc.save(ns.save)}")
+    if ns.dry_run:
+        print(desc)
+        return 0
+    if os.geteuid() != 0:
+        print("concast net up: needs root (Mininet, Open vSwitch)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    print(f"starting {desc} ...", flush=True)
+    net = desc.start()
+    try:
+        if not ns.no_daemons:
+            rd, hd = net.start_concast(hold=ns.hold)
+            print(f"routerd on {len(rd)} routers, hostd on {len(hd)} hosts", flush=True)
+        print(summary(net, ns.describe), flush=True)
+        if ns.script:
+            return run_script(net, ns)
+        if ns.seconds is not None or not sys.stdin.isatty():
+            print("up; Ctrl-C stops it", flush=True)
+            threading.Event().wait(ns.seconds)
+            return 0
+        from mininet.cli import CLI
+        print("Mininet CLI: `c1 ping sv`, `sv ip addr`, `exit` stops the network")
+        CLI(net.mn)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        net.stop()
+        print("stopped", flush=True)
 
 
 if __name__ == "__main__":

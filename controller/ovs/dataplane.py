@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from concast.controller.ovs import ofctl
+from concast.controller.ovs import ofctl, pipeline
 from concast.controller.ovs.router import OvsRouter
 from concast.controller.routes import all_routes
 from concast.topologies import naming
@@ -38,8 +38,11 @@ class OvsDataplane:
         nodes = {}
         for r in self.routers.values():
             dpid = f"cc00{int(self.tag, 36):04x}0000{r.plan.index:04x}"
+            # batch: Mininet then creates every bridge in one ovs-vsctl call (it does so
+            # only for switches of a Topo, not for addSwitch, unless asked).
             nodes[r.name] = mn.addSwitch(r.bridge, cls=OVSSwitch, datapath="user",
-                                         protocols="OpenFlow13", failMode="secure", dpid=dpid)
+                                         protocols="OpenFlow13", failMode="secure", dpid=dpid,
+                                         batch=True)
         return nodes
 
     def configure(self, owner_pid: int, owner_start: int | None) -> dict[str, OvsRouter]:
@@ -56,24 +59,31 @@ class OvsDataplane:
             disable_ipv6([r.bridge, *(naming.port_iface(self.tag, r.name, p.ofport)
                                       for p in r.plan.ports)])
         routes = all_routes(self.plan)
+        # New bridges have no rules yet (fail-mode secure, no controller): no del-flows
+        # needed, and all bridges are programmed concurrently (ofctl.add_flows_many).
+        ofctl.add_flows_many({r.bridge: pipeline.router_flows(r.plan, routes[r.name])
+                              for r in self.routers.values()})
         for r in self.routers.values():
-            r.program(routes[r.name])
+            r.routes = list(routes[r.name])
         return self.routers
 
     def _add_cpu_ports(self) -> None:
         capable = [r for r in self.routers.values() if r.capable]
         if not capable:
             return
-        args = []
+        args, batch = [], []
         for r in capable:
             sw, rd = r.cpu_switch_iface, r.cpu_iface
-            for argv in (["ip", "link", "add", sw, "address", r.plan.cpu_switch_mac,
-                          "type", "veth", "peer", "name", rd, "address", r.plan.cpu_routerd_mac],
-                         ["ip", "link", "set", sw, "up"], ["ip", "link", "set", rd, "up"]):
-                subprocess.run(argv, check=True, capture_output=True, timeout=10)
-            disable_ipv6([sw, rd])
+            batch += [f"link add {sw} address {r.plan.cpu_switch_mac} type veth peer name {rd}"
+                      f" address {r.plan.cpu_routerd_mac}", f"link set {sw} up", f"link set {rd} up"]
             args += ["--", "add-port", r.bridge, sw,
                      "--", "set", "interface", sw, f"ofport_request={naming.CPU_OFPORT}"]
+        # One `ip -batch` for every CPU port rather than three processes per router.
+        proc = subprocess.run(["ip", "-batch", "-"], input="\n".join(batch) + "\n", text=True,
+                              capture_output=True, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"creating CPU ports: {proc.stderr.strip()}")
+        disable_ipv6([i for r in capable for i in (r.cpu_switch_iface, r.cpu_iface)])
         ofctl.vsctl(*args)
 
     def teardown(self) -> None:

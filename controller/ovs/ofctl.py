@@ -33,6 +33,33 @@ def add_flows(bridge: str, flows: list[str]) -> None:
         ofctl("add-flows", bridge, "-", stdin="\n".join(flows) + "\n")
 
 
+def add_flows_many(flows_by_bridge: dict[str, list[str]], width: int = 32,
+                   timeout: float = 120) -> None:
+    """add_flows on many bridges, `width` ovs-ofctl processes at a time. With hundreds of
+    userspace ports, each turn of ovs-vswitchd's main loop is slow and a lone ovs-ofctl
+    waits several turns; concurrent ones share them (220 routers: ~9 min serially)."""
+    items = [(b, f) for b, f in flows_by_bridge.items() if f]
+    for k in range(0, len(items), width):
+        running = []
+        for bridge, flows in items[k:k + width]:
+            p = subprocess.Popen([*OFCTL, "--no-names", "add-flows", bridge, "-"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            running.append((bridge, p, "\n".join(flows) + "\n"))
+        errors = []
+        for bridge, p, text in running:
+            try:
+                _, err = p.communicate(text, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                err = f"timed out after {timeout} s"
+            if p.returncode != 0:
+                errors.append(f"add-flows {bridge}: {err.strip()}")
+        if errors:
+            raise OvsError("; ".join(errors))
+
+
 def del_flows(bridge: str, match: str | None = None) -> None:
     ofctl("del-flows", bridge, *([match] if match else []))
 

@@ -39,6 +39,14 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return demo.main(ns.out)
 
 
+def cmd_net(ns: argparse.Namespace) -> int:
+    if ns.action == "up":
+        from concast.topologies import up
+        return up.main(ns.rest)
+    from concast.topologies import leftovers
+    return leftovers.main(ns.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="concast", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -57,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")
     m.add_argument("--out", default=str(tools.RESULTS), help="where to write results")
     m.set_defaults(func=cmd_demo)
+
+    n = sub.add_parser("net", help="concast net up TOPO: start a network (concast net up "
+                                   "--help); concast net cleanup: remove leftovers of dead runs")
+    n.add_argument("action", choices=["up", "cleanup"])
+    n.add_argument("rest", nargs=argparse.REMAINDER, help="the action's own options (--help)")
+    n.set_defaults(func=cmd_net)
 
     from concast import hostcli
     hostcli.add_verbs(sub)                  # send, recv, host, router
