@@ -39,7 +39,7 @@ pub fn parse_link_routes(v: &Value) -> Result<Vec<LinkRoute>, String> {
         let len = len.parse().ok().filter(|l| *l <= 32).ok_or_else(|| format!("egress route {r}: bad prefix length"))?;
         routes.push(LinkRoute { prefix, len, slot });
     }
-    routes.sort_by(|a, b| b.len.cmp(&a.len));
+    routes.sort_by_key(|r| std::cmp::Reverse(r.len));
     Ok(routes)
 }
 

@@ -51,12 +51,12 @@ impl<T> Arena<T> {
 impl<T> Deref for Arena<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.items
+        &self.items[..]
     }
 }
 
 impl<T> DerefMut for Arena<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.items
+        &mut self.items[..]
     }
 }
