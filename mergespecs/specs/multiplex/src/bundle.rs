@@ -8,6 +8,12 @@ use concast_speckit::MAX_BUNDLE;
 use crate::delays::BundleDelays;
 use crate::input::Incoming;
 
+/// Whether `packet`'s records fit in an empty bundle with `limit` bytes of payload (what the
+/// path MTU allows, `payload_limit`).
+pub fn fits_empty(packet: &Incoming, limit: usize) -> bool {
+    mplex::HEADER_LEN + packet.record_bytes <= limit
+}
+
 /// Most records a bundle holds: every record takes at least its 8-byte header.
 pub const MAX_RECORDS: usize = MAX_BUNDLE / mplex::RECORD_HEADER_LEN;
 
@@ -69,11 +75,6 @@ impl MplexBundle {
     /// Whether `packet`'s records fit in the room left.
     pub fn has_room(&self, packet: &Incoming) -> bool {
         packet.record_bytes <= self.buf.remaining()
-    }
-
-    /// Whether they would fit in this bundle emptied (the path MTU allows it at all).
-    pub fn could_ever_hold(&self, packet: &Incoming) -> bool {
-        packet.record_bytes <= self.buf.limit() - mplex::HEADER_LEN
     }
 
     /// Adds `packet`'s records (the caller checked the room), arrived at `now`; `on_record`

@@ -50,7 +50,12 @@ impl Origin<'_> {
                 ..
             } => Some(f(key_of(kind, *src, *protocol, payload))),
             Origin::Records(p) => Some(p.records().any(|r| {
-                f(key_of(kind, r.src_addr().to_bits(), r.protocol(), r.payload()))
+                f(key_of(
+                    kind,
+                    r.src_addr().to_bits(),
+                    r.protocol(),
+                    r.payload(),
+                ))
             })),
         }
     }
@@ -87,7 +92,6 @@ enum Source<'a> {
 }
 
 impl<'a> Incoming<'a> {
-
     /// The records to bundle, TTLs brought up to date, expired ones left out.
     pub fn records(&self) -> LiveRecords<'a> {
         match &self.source {

@@ -152,15 +152,27 @@ mod tests {
         };
         let src = 0x0A00_0001;
         let (a, b) = (tcp(40_000, 80), tcp(40_001, 80));
-        assert_ne!(key_of(KeyKind::Flow, src, 6, &a), key_of(KeyKind::Flow, src, 6, &b));
-        assert_eq!(key_of(KeyKind::Host, src, 6, &a), key_of(KeyKind::Host, src, 6, &b));
+        assert_ne!(
+            key_of(KeyKind::Flow, src, 6, &a),
+            key_of(KeyKind::Flow, src, 6, &b)
+        );
+        assert_eq!(
+            key_of(KeyKind::Host, src, 6, &a),
+            key_of(KeyKind::Host, src, 6, &b)
+        );
         assert_ne!(
             key_of(KeyKind::Flow, src, 6, &a),
             key_of(KeyKind::Flow, src + 1, 6, &a)
         );
         // No ports to read: (source, protocol).
-        assert_eq!(key_of(KeyKind::Flow, src, 1, &[8, 0]), (u64::from(src) << 32) | 1);
-        assert_eq!(key_of(KeyKind::Flow, src, 6, &[1, 2]), (u64::from(src) << 32) | 6);
+        assert_eq!(
+            key_of(KeyKind::Flow, src, 1, &[8, 0]),
+            (u64::from(src) << 32) | 1
+        );
+        assert_eq!(
+            key_of(KeyKind::Flow, src, 6, &[1, 2]),
+            (u64::from(src) << 32) | 6
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ use concast_speckit::arena::Arena;
 use concast_speckit::log::log;
 use concast_speckit::{payload_limit, MAX_BUNDLE};
 
-use bundle::{MplexBundle, MAX_RECORDS};
+use bundle::{fits_empty, MplexBundle, MAX_RECORDS};
 use config::Config;
 use input::{classify_datagram, Incoming, Input, Origin};
 use keys::{key_of, KeyIndex};
@@ -86,7 +86,10 @@ impl BundleSet {
         let kind = self.config.key;
         packet
             .records()
-            .filter_map(|r| self.keys.get(key_of(kind, r.src.to_bits(), r.protocol, r.payload)))
+            .filter_map(|r| {
+                self.keys
+                    .get(key_of(kind, r.src.to_bits(), r.protocol, r.payload))
+            })
             .max()
             .unwrap_or(0)
     }
@@ -100,7 +103,10 @@ impl BundleSet {
             false
         }) {
             Some(_) if newest == 0 => None,
-            Some(_) => self.order.iter().find(|&t| self.bundles[t as usize].seq == newest),
+            Some(_) => self
+                .order
+                .iter()
+                .find(|&t| self.bundles[t as usize].seq == newest),
             None => self.order.newest(), // its key is unknown: after everything open
         }
         .map(u64::from)
@@ -167,7 +173,6 @@ impl BundleSet {
         });
         self.held += raw_len as u64;
     }
-
 }
 
 impl Multiplex {
@@ -331,11 +336,16 @@ impl MergeSpec for Multiplex {
     fn get_tag(&mut self, msg: &[u8], host: &mut impl Host) -> Tag {
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
-                if !self.set.bundles[0].could_ever_hold(&packet) && !self.set.order.is_empty() {
+                if !fits_empty(&packet, payload_limit(host.path_mtu())) {
                     // Too big for any bundle on this path: forwarded as it is, after the
                     // bundles holding its keys.
                     let newest = self.set.newest_holding(&packet);
-                    return match self.set.order.iter().find(|&t| self.set.bundles[t as usize].seq == newest) {
+                    return match self
+                        .set
+                        .order
+                        .iter()
+                        .find(|&t| self.set.bundles[t as usize].seq == newest)
+                    {
                         Some(t) => Tag::Merge(u64::from(t)),
                         None => Tag::Pass,
                     };
@@ -370,7 +380,7 @@ impl MergeSpec for Multiplex {
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
                 let newest = self.set.newest_holding(&packet);
-                if self.set.bundles[tag].could_ever_hold(&packet)
+                if fits_empty(&packet, payload_limit(host.path_mtu()))
                     && self.set.admits(tag, &packet, msg.len(), newest)
                 {
                     let expired = packet.expired;

@@ -19,10 +19,6 @@ impl Order {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
         self.tags[..self.len].iter().copied()
     }

@@ -30,7 +30,12 @@ fn spec(host: &mut TestHost) -> Multiplex {
 
 /// Offers `msg` the way the engine does: tag, a fresh state for a tag that has none (in
 /// `open`), merge. Returns the tag (None: passed or dropped by the tag) and merge's answer.
-fn offer(m: &mut Multiplex, h: &mut TestHost, open: &mut Vec<u32>, msg: &[u8]) -> (Option<u32>, Merge) {
+fn offer(
+    m: &mut Multiplex,
+    h: &mut TestHost,
+    open: &mut Vec<u32>,
+    msg: &[u8],
+) -> (Option<u32>, Merge) {
     match m.get_tag(msg, h) {
         Tag::Merge(t) => {
             let mut tag = t as u32;
@@ -221,17 +226,28 @@ fn bundles_sources_in_arrival_order_until_the_local_delay() {
     h.now = 1_000;
     for n in 1..=3 {
         let msg = make::concast(host(n), 6, 60 + n, &ACK);
-        assert_eq!(offer(&mut m, &mut h, &mut open, &msg), (Some(0), Merge::Merged));
+        assert_eq!(
+            offer(&mut m, &mut h, &mut open, &msg),
+            (Some(0), Merge::Merged)
+        );
         assert!(!m.done(&mut 0, &mut h));
         h.now += 100;
     }
-    assert_eq!(h.timer, Some(1_000 + 3_000), "MaxLocalDelay after the first arrival");
+    assert_eq!(
+        h.timer,
+        Some(1_000 + 3_000),
+        "MaxLocalDelay after the first arrival"
+    );
     h.now = 4_000; // the timer fired
     assert!(m.timeout(&mut 0, &mut h));
     let (hdr, records) = build(&mut m, &mut h, &mut open, 0);
     assert_eq!(
         records,
-        [(host(1), 61, 6, 20), (host(2), 62, 6, 20), (host(3), 63, 6, 20)]
+        [
+            (host(1), 61, 6, 20),
+            (host(2), 62, 6, 20),
+            (host(3), 63, 6, 20)
+        ]
     );
     assert_eq!(hdr.initial_ttl, 63, "initialTTL = the largest record TTL");
     assert_eq!(
@@ -246,7 +262,10 @@ fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
     h.mtu = 28 + 16 + 2 * 28; // room for two ACK records
     let mut m = spec(&mut h);
     let mut open = Vec::new();
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::Merged)
+    );
     assert_eq!(
         offer(&mut m, &mut h, &mut open, &ack(1)),
         (Some(1), Merge::Merged),
@@ -257,9 +276,15 @@ fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
         (Some(0), Merge::Merged),
         "another flow joins the oldest bundle"
     );
-    assert!(m.done(&mut 0, &mut h), "not even an empty record fits: send now");
+    assert!(
+        m.done(&mut 0, &mut h),
+        "not even an empty record fits: send now"
+    );
     let (_, records) = build(&mut m, &mut h, &mut open, 0);
-    assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), [host(1), host(2)]);
+    assert_eq!(
+        records.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [host(1), host(2)]
+    );
     assert_eq!(
         offer(&mut m, &mut h, &mut open, &ack(3)),
         (Some(1), Merge::Merged),
@@ -275,8 +300,8 @@ fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
     let mut fresh = spec(&mut h);
     assert_eq!(
         offer(&mut fresh, &mut h, &mut Vec::new(), &ack(3)),
-        (Some(0), Merge::Pass),
-        "cannot fit even alone, and nothing of its flow waits"
+        (None, Merge::Pass),
+        "cannot fit even alone, and nothing of its flow waits: passed by the tag"
     );
 }
 
@@ -285,17 +310,27 @@ fn a_passing_datagram_of_a_bundled_source_waits_for_the_bundle() {
     let mut h = TestHost::new("key=host");
     let mut m = spec(&mut h);
     let mut open = Vec::new();
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::Merged)
+    );
     let large_from_1 = make::concast(host(1), 6, 64, &[0; 500]);
     let large_from_2 = make::concast(host(2), 6, 64, &[0; 500]);
-    assert_eq!(offer(&mut m, &mut h, &mut open, &large_from_2), (None, Merge::Pass));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &large_from_2),
+        (None, Merge::Pass)
+    );
     assert_eq!(
         offer(&mut m, &mut h, &mut open, &large_from_1),
         (Some(0), Merge::FlushFirst)
     );
     build(&mut m, &mut h, &mut open, 0);
     let mut tag = m.new_state(0, &mut h);
-    assert_eq!(m.merge(&mut tag, &large_from_1, &mut h), Merge::Pass, "then it goes as it is");
+    assert_eq!(
+        m.merge(&mut tag, &large_from_1, &mut h),
+        Merge::Pass,
+        "then it goes as it is"
+    );
 }
 
 #[test]
@@ -305,7 +340,10 @@ fn zero_delay_takes_what_is_pending_and_keeps_each_source_in_order() {
     let mut open = Vec::new();
     let large_from_4 = make::concast(host(4), 6, 64, &[0; 300]);
     h.pending = [ack(2), ack(3), large_from_4.clone(), ack(4), ack(1), ack(5)].to_vec();
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::Merged)
+    );
     assert!(m.done(&mut 0, &mut h), "zero local delay: now");
     // 4 is blocked behind its large datagram, the second 1 by the bundle's first.
     assert_eq!(h.taken, [ack(2), ack(3), ack(5)]);
@@ -329,7 +367,12 @@ fn bad_parameters_refuse_the_flow() {
     }
     let c = Config::parse(b"size_threshold=200 max_local_delay_us=0 max_held_bytes=4096").unwrap();
     assert_eq!(
-        (c.size_threshold, c.max_local_delay_us, c.max_total_delay_us, c.max_held_bytes),
+        (
+            c.size_threshold,
+            c.max_local_delay_us,
+            c.max_total_delay_us,
+            c.max_held_bytes
+        ),
         (200, 0, 10_000, 4_096)
     );
     assert_eq!((c.key, c.max_bundles), (crate::keys::KeyKind::Flow, 16));
@@ -342,9 +385,18 @@ fn the_held_bytes_budget_sends_every_bundle_first() {
     let mut h = TestHost::new("max_held_bytes=150");
     let mut m = spec(&mut h);
     let mut open = Vec::new();
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged)); // 48 held
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::Merged)); // 96
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(2)), (Some(0), Merge::Merged)); // 144
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::Merged)
+    ); // 48 held
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(1), Merge::Merged)
+    ); // 96
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(2)),
+        (Some(0), Merge::Merged)
+    ); // 144
     assert_eq!(
         offer(&mut m, &mut h, &mut open, &ack(3)),
         (Some(1), Merge::FlushFirst),
@@ -357,15 +409,30 @@ fn with_every_bundle_open_the_oldest_is_named_to_leave() {
     let mut h = TestHost::new("max_bundles=2");
     let mut m = spec(&mut h);
     let mut open = Vec::new();
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::Merged));
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::Merged));
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(0), Merge::FlushFirst));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::Merged)
+    );
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(1), Merge::Merged)
+    );
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(0), Merge::FlushFirst)
+    );
     build(&mut m, &mut h, &mut open, 0);
     // Offered again (the engine does so): a fresh bundle under tag 0, now the newest.
     let mut tag = m.new_state(0, &mut h);
     assert_eq!(m.merge(&mut tag, &ack(1), &mut h), Merge::Merged);
     assert_eq!(m.open_bundles().collect::<Vec<_>>(), [1, 0]);
     // Flow 2 joins the oldest (1); a second ACK of flow 1 must follow bundle 0: no room.
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(2)), (Some(1), Merge::Merged));
-    assert_eq!(offer(&mut m, &mut h, &mut open, &ack(1)), (Some(1), Merge::FlushFirst));
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(2)),
+        (Some(1), Merge::Merged)
+    );
+    assert_eq!(
+        offer(&mut m, &mut h, &mut open, &ack(1)),
+        (Some(1), Merge::FlushFirst)
+    );
 }
