@@ -55,8 +55,10 @@ def udp(net, pairs, seconds: float, length: int) -> list[dict]:
     for c in clients:
         text, _ = c.communicate(timeout=seconds + 30)
         end = json.loads(text)["end"]["sum"]
-        out.append({"mbps": end["bits_per_second"] / 1e6, "lost_pct": end["lost_percent"],
-                    "pps": end["packets"] * (1 - end["lost_percent"] / 100) / end["seconds"]})
+        # The sender's rate less what the receiver found missing: what got through.
+        got = 1 - end["lost_percent"] / 100
+        out.append({"mbps": end["bits_per_second"] * got / 1e6, "lost_pct": end["lost_percent"],
+                    "pps": end["packets"] * got / end["seconds"]})
     for s in servers:
         try:
             s.wait(timeout=5)
