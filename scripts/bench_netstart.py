@@ -43,28 +43,28 @@ def pick_pairs(plan, hops: int, n: int) -> list[tuple[str, str]]:
 
 
 def udp(net, pairs, seconds: float, length: int) -> list[dict]:
-    servers = [net[b].popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """Each pair's sender as fast as it can; the rate is what the receiving iperf3 counted."""
+    servers = [net[b].popen(["iperf3", "-s", "-1", "-p", str(5201 + i), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for i, (_, b) in enumerate(pairs)]
     time.sleep(0.5)
     clients = [net[a].popen(["iperf3", "-c", net.ip(b), "-p", str(5201 + i), "-u", "-b", "0",
-                             "-l", str(length), "-t", str(seconds), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "-l", str(length), "-t", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for i, (a, b) in enumerate(pairs)]
-    out = []
     for c in clients:
-        text, _ = c.communicate(timeout=seconds + 30)
-        end = json.loads(text)["end"]["sum"]
-        # The sender's rate less what the receiver found missing: what got through.
-        got = 1 - end["lost_percent"] / 100
-        out.append({"mbps": end["bits_per_second"] * got / 1e6, "lost_pct": end["lost_percent"],
-                    "pps": end["packets"] * got / end["seconds"]})
+        c.wait(timeout=seconds + 60)
+    out = []
     for s in servers:
         try:
-            s.wait(timeout=5)
+            text, _ = s.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             s.kill()
-            s.wait()
+            text, _ = s.communicate()
+        end = json.loads(text)["end"]["sum"]
+        got = end["packets"] - end["lost_packets"]
+        out.append({"mbps": end["bits_per_second"] / 1e6, "lost_pct": end["lost_percent"],
+                    "pps": got / end["seconds"]})
     return out
 
 
@@ -76,6 +76,9 @@ def main() -> int:
     p.add_argument("--daemons", action="store_true", help="start routerd + hostd (implies --capable)")
     p.add_argument("--link-params", action="store_true",
                    help="the paper's 10 ms / 100 and 10 Mbit/s / 20-packet links")
+    p.add_argument("--stubs-per-transit", type=int, default=6)
+    p.add_argument("--stub-nodes", type=int, default=9)
+    p.add_argument("--clients", type=int, default=200)
     p.add_argument("--pairs", type=int, default=4, help="iperf3 pairs (0: none)")
     p.add_argument("--hops", type=int, default=8, help="routers on each pair's path")
     p.add_argument("--seconds", type=float, default=5)
@@ -85,8 +88,9 @@ def main() -> int:
         print("needs root", file=sys.stderr)
         return 2
     kw = {} if ns.link_params else {"core": {}, "edge": {}}
-    net = transit_stub(seed=ns.seed, capable=ns.capable or ns.daemons,
-                       dataplane=ns.dataplane, **kw)
+    net = transit_stub(seed=ns.seed, capable=ns.capable or ns.daemons, dataplane=ns.dataplane,
+                       stubs_per_transit=ns.stubs_per_transit, stub_nodes=ns.stub_nodes,
+                       clients=ns.clients, **kw)
     print(f"{net}; link params: {'paper' if ns.link_params else 'none'}", flush=True)
     before = mem_used_mb()
     t0 = time.monotonic()

@@ -47,15 +47,21 @@ def add_flows_many(flows_by_bridge: dict[str, list[str]], width: int = 32,
                                  stderr=subprocess.PIPE, text=True)
             running.append((bridge, p, "\n".join(flows) + "\n"))
         errors = []
-        for bridge, p, text in running:
-            try:
-                _, err = p.communicate(text, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-                err = f"timed out after {timeout} s"
-            if p.returncode != 0:
-                errors.append(f"add-flows {bridge}: {err.strip()}")
+        try:
+            for bridge, p, text in running:
+                try:
+                    _, err = p.communicate(text, timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, err = p.communicate()
+                    err = f"timed out after {timeout} s"
+                if p.returncode != 0:
+                    errors.append(f"add-flows {bridge}: {err.strip()}")
+        finally:        # interrupted (Ctrl-C, an error): leave no ovs-ofctl behind
+            for _, p, _ in running:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         if errors:
             raise OvsError("; ".join(errors))
 
