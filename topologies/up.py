@@ -34,6 +34,7 @@ import sys
 import threading
 from pathlib import Path
 
+from concast import tools
 from concast.topologies import ConcastNet, prebuilt, transitstub
 
 SHAPES = ("dumbbell", "tree", "line", "star", "mixed", "transit-stub")
@@ -240,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     print(f"starting {desc} ...", flush=True)
-    net = desc.start()
+    try:
+        net = desc.start()          # stops what it built if interrupted half way
+    except KeyboardInterrupt:
+        return 130
     try:
         if not ns.no_daemons:
             rd, hd = net.start_concast(hold=ns.hold)
@@ -258,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except (TimeoutError, tools.MissingTool) as e:     # a daemon missing or not answering
+        print(f"concast net up: {e}", file=sys.stderr)
+        return 1
     finally:
         net.stop()
         print("stopped", flush=True)
