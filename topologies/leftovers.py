@@ -29,14 +29,17 @@ def remove_run(data: dict, dry_run: bool = False) -> list[str]:
             done.append(f"process {d['pid']} ({d.get('name', '?')})")
             if not dry_run:
                 procs.terminate(d["pid"], d.get("start"), group=True)
-    for ns in data.get("netns", []):
-        path = f"/run/netns/{ns}"
-        if os.path.exists(path):
-            pids = procs.pids_in_netns(path)
-            done.append(f"netns {ns}" + (f" and its processes {pids}" if pids else ""))
-            if not dry_run:
-                procs.kill_netns_processes(path)
-                _run(["ip", "netns", "delete", ns])
+    paths = {ns: f"/run/netns/{ns}" for ns in data.get("netns", [])
+             if os.path.exists(f"/run/netns/{ns}")}
+    found = procs.pids_by_netns(list(paths.values()))
+    for ns, path in paths.items():
+        pids = found.get(path, [])
+        done.append(f"netns {ns}" + (f" and its processes {pids}" if pids else ""))
+    if paths and not dry_run:
+        # One scan of /proc, one kill round and one `ip -batch` for all namespaces.
+        procs.kill_pids([pid for pids in found.values() for pid in pids])
+        subprocess.run(["ip", "-force", "-batch", "-"], capture_output=True, timeout=120,
+                       input="".join(f"netns delete {ns}\n" for ns in paths), text=True)
     existing = set(_list_bridges())
     bridges = [b for b in data.get("bridges", []) if b in existing]
     if bridges:

@@ -58,14 +58,19 @@ def _reap(pid: int) -> None:
         pass
 
 
-def pids_in_netns(ns_path: str | Path) -> list[int]:
-    """Processes whose network namespace is the one bound at `ns_path`."""
-    try:
-        st = os.stat(ns_path)
-    except OSError:
-        return []
-    key = (st.st_dev, st.st_ino)
-    out = []
+def pids_by_netns(ns_paths: list[str | Path]) -> dict[str, list[int]]:
+    """Processes in each of the network namespaces bound at `ns_paths`, from one scan of
+    /proc (a scan per namespace costs minutes for 200 namespaces on a loaded machine)."""
+    keys: dict[tuple[int, int], str] = {}
+    for path in ns_paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        keys[(st.st_dev, st.st_ino)] = str(path)
+    out: dict[str, list[int]] = {p: [] for p in keys.values()}
+    if not keys:
+        return out
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -73,23 +78,35 @@ def pids_in_netns(ns_path: str | Path) -> list[int]:
             s = os.stat(f"/proc/{entry.name}/ns/net")
         except OSError:
             continue
-        if (s.st_dev, s.st_ino) == key:
-            out.append(int(entry.name))
+        path = keys.get((s.st_dev, s.st_ino))
+        if path is not None:
+            out[path].append(int(entry.name))
     return out
+
+
+def pids_in_netns(ns_path: str | Path) -> list[int]:
+    """Processes whose network namespace is the one bound at `ns_path`."""
+    return pids_by_netns([ns_path]).get(str(ns_path), [])
+
+
+def kill_pids(pids: list[int], timeout: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` to those still there (PIDs checked against
+    their start times, so a recycled PID is left alone)."""
+    started = {pid: start_time(pid) for pid in pids if pid != os.getpid()}
+    for pid in started:
+        _signal(pid, signal.SIGTERM, False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p, s) for p, s in started.items()):
+        for pid in started:
+            _reap(pid)
+        time.sleep(0.02)
+    for pid, st in started.items():
+        if alive(pid, st):
+            _signal(pid, signal.SIGKILL, False)
+            _reap(pid)
 
 
 def kill_netns_processes(ns_path: str | Path, timeout: float = 2.0) -> None:
     """Every process left in one of our host namespaces (iperf3, tcpdump, ... that a
     test started in the background)."""
-    pids = {pid: start_time(pid) for pid in pids_in_netns(ns_path) if pid != os.getpid()}
-    for pid in pids:
-        _signal(pid, signal.SIGTERM, False)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(alive(p, s) for p, s in pids.items()):
-        for pid in pids:
-            _reap(pid)
-        time.sleep(0.02)
-    for pid, started in pids.items():
-        if alive(pid, started):
-            _signal(pid, signal.SIGKILL, False)
-            _reap(pid)
+    kill_pids(pids_in_netns(ns_path), timeout)
