@@ -70,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
                    help="every router concast-oblivious (no routerd)")
     g = p.add_argument_group("prebuilt shapes")
     g.add_argument("--routers", type=int, default=2, help="line: routers (2)")
-    g.add_argument("--levels", type=int, default=2, help="tree, mixed: router levels (2)")
+    g.add_argument("--levels", type=int, help="tree, mixed: router levels (2; mixed: 3)")
     g.add_argument("--fanout", type=int, default=2, help="tree, mixed: children per router (2)")
     g.add_argument("--senders", type=int, default=8, help="line, tree, mixed: senders (8)")
     g.add_argument("--clients", type=int,
@@ -144,11 +144,12 @@ def build(ns: argparse.Namespace) -> ConcastNet:
             extra_stub_stub=ns.extra_stub_stub, placement=ns.placement,
             clients=200 if ns.clients is None else ns.clients, capable=capable, **kw)
     clients = 4 if ns.clients is None else ns.clients
+    levels = ns.levels or (3 if ns.topo == "mixed" else 2)
     shapes = {
         "line": (prebuilt.line, dict(n_routers=ns.routers, senders=ns.senders, capable=capable)),
-        "tree": (prebuilt.tree, dict(levels=ns.levels, fanout=ns.fanout, senders=ns.senders,
+        "tree": (prebuilt.tree, dict(levels=levels, fanout=ns.fanout, senders=ns.senders,
                                      capable=capable)),
-        "mixed": (prebuilt.mixed, dict(levels=ns.levels, fanout=ns.fanout, senders=ns.senders)),
+        "mixed": (prebuilt.mixed, dict(levels=levels, fanout=ns.fanout, senders=ns.senders)),
         "star": (prebuilt.star, dict(clients=clients, capable=capable)),
         "dumbbell": (prebuilt.dumbbell, dict(clients=clients, capable=capable, bw=ns.bw)),
     }
