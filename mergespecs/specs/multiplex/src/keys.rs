@@ -4,7 +4,7 @@
 //!
 //! [`KeyIndex`] maps each key to the sequence number of the newest open bundle holding it.
 
-use concast_speckit::arena::Arena;
+use concast_speckit::arena::{Arena, Zeroable};
 
 /// What "the same source" means (`key=host` or `key=flow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,9 @@ struct Entry {
     seq: u64,
 }
 
+// SAFETY: two integers; all zero is the empty slot.
+unsafe impl Zeroable for Entry {}
+
 /// Open addressing with linear probing and backward-shift deletion (no tombstones), sized
 /// at init for every record the open bundles can hold, at most half full.
 pub struct KeyIndex {
@@ -51,7 +54,7 @@ impl KeyIndex {
     pub fn new(keys: usize) -> Result<KeyIndex, &'static str> {
         let size = (keys.max(8) * 2).next_power_of_two();
         Ok(KeyIndex {
-            slots: Arena::new(size, Entry::default)?,
+            slots: Arena::zeroed(size)?,
             mask: size - 1,
             len: 0,
         })

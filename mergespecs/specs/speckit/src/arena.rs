@@ -48,6 +48,56 @@ impl<T> Arena<T> {
     }
 }
 
+/// Types whose all-zero bytes are a valid value (plain integers and arrays of them).
+///
+/// # Safety
+/// Implement only for types where every field is an integer (or an array or struct of
+/// such): no references, no `bool`, no enums, no `Option`.
+pub unsafe trait Zeroable {}
+
+unsafe impl Zeroable for u8 {}
+unsafe impl Zeroable for u32 {}
+unsafe impl Zeroable for u64 {}
+
+impl<T: Zeroable> Arena<T> {
+    /// `len` zeroed items. On wasm the fresh pages of `memory.grow` are zero already, so
+    /// nothing is written: a large index costs nothing at init.
+    pub fn zeroed(len: usize) -> Result<Arena<T>, &'static str> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            let bytes = len
+                .checked_mul(core::mem::size_of::<T>())
+                .ok_or("arena too large")?;
+            let pages = bytes.div_ceil(65_536).max(1);
+            let old = core::arch::wasm32::memory_grow::<0>(pages);
+            if old == usize::MAX {
+                return Err("out of memory for the spec's arena");
+            }
+            // SAFETY: fresh, zero-filled, page-aligned pages of this instance's memory, and
+            // all-zero is a valid `T` (`Zeroable`).
+            let items = unsafe { core::slice::from_raw_parts_mut((old * 65_536) as *mut T, len) };
+            Ok(Arena { items })
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let layout = std::alloc::Layout::array::<T>(len).map_err(|_| "arena too large")?;
+            if layout.size() == 0 {
+                return Arena::new(len, || unsafe { core::mem::zeroed() });
+            }
+            // SAFETY: non-zero size; all-zero is a valid `T` (`Zeroable`); the box takes the
+            // allocation with the same layout.
+            let items = unsafe {
+                let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
+                if ptr.is_null() {
+                    return Err("out of memory for the spec's arena");
+                }
+                std::boxed::Box::from_raw(core::ptr::slice_from_raw_parts_mut(ptr, len))
+            };
+            Ok(Arena { items })
+        }
+    }
+}
+
 impl<T> Deref for Arena<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
