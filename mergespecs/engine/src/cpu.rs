@@ -42,6 +42,8 @@ pub(crate) struct CallClock {
     mark: Option<(u64, Duration)>,
     /// The CPU budget of the call in progress.
     budget: Duration,
+    /// The engine's ticker, told of every call (None: no ticker, e.g. fuel or a probe).
+    pub activity: Option<std::sync::Arc<crate::epoch::Activity>>,
 }
 
 /// Sets up a new store for `cpu`.
@@ -79,6 +81,9 @@ fn arm_scaled(store: &mut Store<FlowCtx>, cpu: CpuLimit, factor: u32) {
     match cpu {
         CpuLimit::Epoch { budget, .. } => {
             let clock = &mut store.data_mut().clock;
+            if let Some(a) = &clock.activity {
+                a.note_call();
+            }
             clock.calls += 1;
             clock.budget = if factor == 1 {
                 budget

@@ -114,7 +114,7 @@ pub struct Engine {
     by_key: HashMap<FlowKey, FlowId>,
     timers: TimerWheel,
     due: Vec<(u64, TimerKey)>,
-    _ticker: Option<EpochTicker>,
+    ticker: Option<EpochTicker>,
     gate: Option<Box<dyn EgressGate>>,
     /// Timers fire this long before their deadline (sleep and send latency; 0 offline).
     lead_us: u64,
@@ -164,7 +164,7 @@ impl Engine {
             by_key: HashMap::new(),
             timers,
             due: Vec::new(),
-            _ticker: ticker,
+            ticker,
             gate: None,
             lead_us,
         })
@@ -249,6 +249,7 @@ impl Engine {
         };
         let mut ctx = FlowCtx::new(info, limits, self.config.log_lines);
         ctx.now_us = now;
+        ctx.clock.activity = self.ticker.as_ref().map(|t| t.activity.clone());
         let sandbox: Box<dyn Sandbox> = match &cfg.spec.0.kind {
             SpecKind::Wasm(ws) => {
                 if !wasmtime::Engine::same(ws.pre.module().engine(), &self.wasm) {

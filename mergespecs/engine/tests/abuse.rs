@@ -166,6 +166,27 @@ fn infinite_loop_is_stopped_by_the_cpu_limit() {
     quarantines_only_its_flow(&spec, |f| matches!(f, Fault::CpuLimit(_)));
 }
 
+/// An idle engine's epoch ticker dozes (engine/src/epoch.rs); a call that runs away after
+/// a quiet spell must still be stopped.
+#[test]
+fn infinite_loop_after_the_engine_was_idle_is_stopped() {
+    let spec = TestSpec::third_merge("(loop $forever (br $forever))").wasm();
+    let mut engine = engine();
+    let bad = add(&mut engine, &spec, 2, "");
+    let mut out = Outputs::new();
+    let batch: Vec<Vec<u8>> = (1..=2).map(|i| contribution(i, 1, 1, 1)).collect();
+    engine.ingest(bad, &batch, 0, &mut out).unwrap();
+    // Well past the ticker's idle threshold (100 ticks of 1 ms).
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let t = std::time::Instant::now();
+    engine
+        .ingest(bad, &[contribution(3, 1, 1, 1)], 1, &mut out)
+        .unwrap();
+    println!("stopped after {:?}", t.elapsed());
+    let q = engine.stats(bad).unwrap().quarantine.expect("the flow is quarantined");
+    assert!(matches!(q.fault, Fault::CpuLimit(_)), "{:?}", q.fault);
+}
+
 #[test]
 fn infinite_loop_is_stopped_by_fuel_too() {
     let limits = Limits {
