@@ -5,7 +5,10 @@ import argparse
 import importlib
 
 EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundle sizes, "
-                        "transfer times, with and without (results/mplex.*)"}
+                        "transfer times, with and without (results/mplex.*)",
+               "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
+                            "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)"}
+MODULES = {"mplex": "mplex", "ack-study": "ackstudy"}
 
 
 def add_verbs(sub) -> None:
@@ -15,4 +18,4 @@ def add_verbs(sub) -> None:
     e.add_argument("args", nargs=argparse.REMAINDER, help="the experiment's own options "
                                                           "(concast exp NAME --help)")
     e.set_defaults(func=lambda ns: importlib.import_module(
-        f"concast.topologies.experiments.{ns.name}").main(ns.args))
+        f"concast.topologies.experiments.{MODULES[ns.name]}").main(ns.args))

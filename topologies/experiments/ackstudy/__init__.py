@@ -1,0 +1,80 @@
+"""`concast exp ack-study`: the ACK study of Calvert et al. (ICNP 2000, section 5) at its own
+scale, with our Table 1 and Figures 5-6 beside the paper's.
+
+    sudo .venv/bin/concast exp ack-study            # 220 routers, 200 clients, full sweep
+    sudo .venv/bin/concast exp ack-study --quick    # 14 routers, 24 clients, 0 and 10 ms
+
+One network is built and reused by every run (testbed.py); for each environment (low-loss:
+light UDP cross traffic; high-loss: plus long-lived TCP flows) and seed, every MaxLocalDelay
+is run with multiplexing on and off (runner.py). Results go to
+results/ack-study/<stamp>/: runs.csv, table1.csv/.md, table1.png, figures5-6.png,
+meta.json (git revision, machine, every parameter, scale, peak memory) and topology.json
+(the network, reloadable with --topology). docs/experiments.md discusses the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from concast import tools
+from concast.topologies.experiments.ackstudy import meta, paper, report, runner, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    p = argparse.ArgumentParser(prog="concast exp ack-study", description=(
+        "The ACK study of Calvert et al. (ICNP 2000, section 5): a transit-stub network, "
+        "web clients fetching a small page at once, ACKs combined per MaxLocalDelay, with "
+        "and without cross traffic; Table 1 and Figures 5-6 beside the paper's."))
+    settings.add_arguments(p)
+    p.add_argument("--out", help="results folder (default results/ack-study/<stamp>)")
+    ns = p.parse_args(argv)
+    s = settings.from_args(ns)
+    if os.geteuid() != 0:
+        print("concast exp ack-study: needs root (Mininet, namespaces)", file=sys.stderr)
+        return 2
+    out = Path(ns.out) if ns.out else tools.RESULTS / "ack-study" / meta.stamp()
+    out.mkdir(parents=True, exist_ok=True)
+    from concast.topologies.experiments.ackstudy.testbed import Testbed, say
+    say(f"{s.routers if not s.topology else '?'} routers, {s.clients} clients, "
+        f"{len(s.envs)} environment(s) x {len(s.delays_ms)} delays x {len(s.seeds)} seed(s) "
+        f"x {len(s.modes)} modes = {s.runs} runs; results in {out}")
+    info = {"study": "ack-study", "paper": paper.SETUP, "settings": s.as_dict(),
+            "git": meta.git(), "machine": meta.machine(), "started": time.strftime("%FT%TZ",
+                                                                                    time.gmtime())}
+    rows: list[dict] = []
+    bed = Testbed(s, out)
+    t0 = time.monotonic()
+    status = 0
+    with meta.PeakMemory() as mem:
+        try:
+            bed.start()
+            info["scale"] = {"routers": len(bed.net.plan.routers), "hosts": len(bed.net.plan.hosts),
+                             "clients": len(bed.clients), "cross_hosts": len(bed.cross_hosts),
+                             "links": len(bed.net.plan.links), "start_s": round(bed.start_s, 1),
+                             "warmup_s": round(bed.warmup_s, 1),
+                             "warmup_rejoins": bed.warmup_rejoins}
+            runner.sweep(bed, s, runner.Progress(s.runs), rows)
+        except KeyboardInterrupt:
+            say("interrupted: writing what was measured so far")
+            status = 130
+        finally:
+            bed.stop()
+    info.update(memory=mem.as_dict(), wall_s=round(time.monotonic() - t0, 1),
+                cross_traffic=bed.cross_report, finished=time.strftime("%FT%TZ", time.gmtime()))
+    info.setdefault("scale", {"routers": s.routers, "clients": s.clients})
+    if not rows:
+        (out / "meta.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+        say("no run finished")
+        return status or 1
+    summary = report.write_all(rows, info, out)
+    print()
+    print(report.table1_markdown(summary))
+    print()
+    failed = sum(r["failed"] for r in rows)
+    say(f"{len(rows)} runs in {info['wall_s'] / 60:.1f} min; {failed} page fetches failed; "
+        f"peak memory +{mem.as_dict()['added_mib']} MiB; wrote {out}")
+    return status or (1 if failed else 0)

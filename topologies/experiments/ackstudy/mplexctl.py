@@ -1,0 +1,94 @@
+"""Mplex_Control for many hosts at once, through their hostd API sockets: the receiver
+once, every sender with one MaxLocalDelay, on and off. Requests go to all senders first,
+then the answers are awaited, so 200 joins take one signalling round, not 200."""
+from __future__ import annotations
+
+import time
+
+from concast import tools
+
+GROUP = 1
+
+
+def receiver_on(net, server: str) -> dict:
+    from concast.hosts import Client
+    with Client(net.hostd_socket(server)) as c:
+        return c.request("mplex", action="on", role="receiver", group=GROUP,
+                         spec_path=str(tools.spec_module("multiplex")))
+
+
+def receiver_off(net, server: str) -> None:
+    from concast.hosts import Client
+    with Client(net.hostd_socket(server)) as c:
+        c.request("mplex", action="off", role="receiver", group=GROUP)
+
+
+def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
+               max_total_ms: float, timeout: float = 60.0, rounds: int = 3) -> int:
+    """Every client captures its pure ACKs toward the server, or this raises saying who
+    did not (and why). A client whose join fell back (CSP gave up after its retries: the
+    first join of a network fetches the spec over every hop) is turned off and on again,
+    up to `rounds` times. Returns how many re-joins that took."""
+    from concast.hosts import Client
+    from concast.mplexcli import wait_capture
+    pending = list(clients)
+    rejoins = 0
+    failed: dict[str, str] = {}
+    for round_ in range(rounds):
+        if round_:
+            senders_off(net, pending, server_ip)
+            rejoins += len(pending)
+        conns = {h: Client(net.hostd_socket(h), timeout=timeout) for h in pending}
+        try:
+            waiting = []
+            for h, c in conns.items():
+                r = c.request("mplex", action="on", role="sender", receiver=server_ip,
+                              group=GROUP, max_local_delay_ms=max_local_ms,
+                              max_total_delay_ms=max_total_ms)
+                if r["state"] != "capturing":
+                    waiting.append(h)
+            deadline = time.monotonic() + timeout
+            failed = {}
+            for h in waiting:
+                ok, text = wait_capture(conns[h], server_ip, GROUP,
+                                        max(0.1, deadline - time.monotonic()))
+                if not ok:
+                    failed[h] = text
+        finally:
+            for c in conns.values():
+                c.close()
+        if not failed:
+            return rejoins
+        pending = list(failed)
+    first = next(iter(failed.items()))
+    raise RuntimeError(f"{len(failed)} of {len(clients)} clients do not capture after "
+                       f"{rounds} joins (first: {first[0]}: {first[1]})")
+
+
+def senders_off(net, clients: list[str], server_ip: str) -> None:
+    from concast.hosts import Client
+    for h in clients:
+        with Client(net.hostd_socket(h)) as c:
+            c.request("mplex", action="off", role="sender", receiver=server_ip, group=GROUP)
+
+
+def status(net, hosts: list[str]) -> dict[str, dict]:
+    from concast.hosts import Client
+    out = {}
+    for h in hosts:
+        with Client(net.hostd_socket(h)) as c:
+            out[h] = c.request("mplex", action="status")
+    return out
+
+
+def sender_captured(st: dict) -> int:
+    """ACKs a sender's hostd took (all its sender flows), from `mplex status`."""
+    return sum(f["counters"]["captured"] for f in st.get("senders", []))
+
+
+def receiver_counters(st: dict) -> dict:
+    """The receiver group's counters from the server's `mplex status` (zeros if none)."""
+    for r in st.get("receivers", []):
+        if r.get("group") == GROUP:
+            return r["counters"]
+    return {"records": 0, "bundle_sizes": {}, "expired_ttl": 0, "mplex_received": 0}

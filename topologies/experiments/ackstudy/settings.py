@@ -1,0 +1,136 @@
+"""Every parameter of an ACK-study run, with the paper's values as defaults (`full()`) and
+a scaled-down preset (`quick()`) that CI and `make run` use."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, field
+
+from concast.topologies.experiments.ackstudy import paper
+
+ENVS = ("low-loss", "high-loss")
+
+
+@dataclass
+class Settings:
+    # the network (topologies/transitstub.py; defaults: the paper's 220 routers)
+    topo_seed: int = 1
+    transit_nodes: int = 4
+    stubs_per_transit: int = 6
+    stub_nodes: int = 9
+    clients: int = 200
+    link_delay_ms: float = 10.0
+    core_mbps: float = 100.0
+    edge_mbps: float = 10.0
+    queue_pkts: int = 20
+    topology: str | None = None          # a saved JSON topology instead of generating one
+    dataplane: str = "linux"
+    # the workload
+    page_bytes: int = 4096
+    tcp_cc: str = "reno"
+    mss: int = 1000                      # ns-2's default packet size
+    initcwnd: int = 1                    # ns-2's default initial window
+    quickack: bool = True                # ns-2's TCPSink ACKs every packet
+    fetch_timeout_s: float = 60.0
+    # cross traffic per environment
+    udp_flows: int = 10
+    udp_mbps: float = 0.5                # per flow
+    tcp_flows: int = 40                  # high-loss only
+    warmup_s: float = 3.0
+    # the sweep
+    envs: tuple[str, ...] = ENVS
+    delays_ms: tuple[float, ...] = paper.DELAYS_MS
+    seeds: tuple[int, ...] = (1, 2, 3)
+    modes: tuple[str, ...] = ("on", "off")
+    max_total_delay_ms: float = 10_000.0  # the largest hostd takes: "unbounded" at this scale
+    settle_s: float = 1.0                # after the last page: final ACKs, bundles flushed
+    quick: bool = False
+
+    @property
+    def routers(self) -> int:
+        return self.transit_nodes * (1 + self.stubs_per_transit * self.stub_nodes)
+
+    @property
+    def runs(self) -> int:
+        return len(self.envs) * len(self.delays_ms) * len(self.seeds) * len(self.modes)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["routers"] = self.routers
+        return d
+
+
+def full() -> Settings:
+    return Settings()
+
+
+def quick() -> Settings:
+    """A 2 x (2 stubs x 3 routers) network with 24 clients and two delays: the paper's
+    question in small, in about a minute."""
+    return Settings(transit_nodes=2, stubs_per_transit=2, stub_nodes=3, clients=24,
+                    udp_flows=3, tcp_flows=6, delays_ms=(0, 10), seeds=(1,), warmup_s=2.0,
+                    quick=True)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+    if any(v < 0 or v > 10_000 for v in vals):
+        raise argparse.ArgumentTypeError("delays must be between 0 and 10000 ms")
+    return vals
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+
+
+def _envs(text: str) -> tuple[str, ...]:
+    vals = tuple(text.split(","))
+    bad = [v for v in vals if v not in ENVS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown environment(s) {bad}; known: {', '.join(ENVS)}")
+    return vals
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true",
+                   help="scaled-down run: 14 routers, 24 clients, delays 0 and 10 ms, one seed")
+    p.add_argument("--clients", type=int, help="web clients (default 200)")
+    p.add_argument("--stub-nodes", type=int, help="routers per stub domain (default 9)")
+    p.add_argument("--stubs-per-transit", type=int, help="stub domains per transit router (6)")
+    p.add_argument("--transit-nodes", type=int, help="transit routers (4)")
+    p.add_argument("--topology", help="a saved topology JSON (concast net up --save) instead")
+    p.add_argument("--topo-seed", type=int, help="seed of the generated topology (1)")
+    p.add_argument("--delays", type=_floats, help="MaxLocalDelay values in ms (0,1,5,10,20,50)")
+    p.add_argument("--envs", type=_envs, help="low-loss,high-loss")
+    p.add_argument("--seeds", type=_ints, help="seeds of the cross traffic (1,2,3)")
+    p.add_argument("--modes", type=lambda t: tuple(t.split(",")), help="on,off")
+    p.add_argument("--tcp-flows", type=int, help="long-lived TCP cross flows, high-loss (40)")
+    p.add_argument("--udp-flows", type=int, help="UDP cross flows, both environments (10)")
+    p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
+    p.add_argument("--page-bytes", type=int, help="page size (4096)")
+    p.add_argument("--cc", dest="tcp_cc", choices=["reno", "cubic"], help="TCP congestion control")
+    p.add_argument("--dataplane", choices=["linux", "ovs"],
+                   help="router data plane (linux: kernel forwarding + tc diversion; default)")
+
+
+def from_args(ns: argparse.Namespace) -> Settings:
+    s = quick() if ns.quick else full()
+    for key in ("clients", "stub_nodes", "stubs_per_transit", "transit_nodes", "topology",
+                "topo_seed", "envs", "seeds", "modes", "tcp_flows", "udp_flows", "udp_mbps",
+                "page_bytes", "tcp_cc", "dataplane"):
+        v = getattr(ns, key, None)
+        if v is not None:
+            setattr(s, key, v)
+    if ns.delays is not None:
+        s.delays_ms = ns.delays
+    bad = [m for m in s.modes if m not in ("on", "off")]
+    if bad:
+        raise SystemExit(f"concast exp ack-study: unknown mode(s) {bad}; use on,off")
+    if s.clients < 1:
+        raise SystemExit("concast exp ack-study: --clients must be at least 1")
+    return s

@@ -1,0 +1,207 @@
+"""The study's network, built once and reused by every run: a transit-stub network with
+emulated links (topologies/transitstub.py, topologies/links.py), routerd on every router,
+hostd on every host, the page server on sv, cross-traffic hosts x1..xN (one per stub
+domain), and the switches between runs (multiplexing on with a MaxLocalDelay, or off)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from concast.topologies.experiments.ackstudy import mplexctl
+from concast.topologies.experiments.ackstudy.runner import combined
+from concast.topologies.experiments.ackstudy.settings import Settings
+
+WEB_PORT = 8080
+SERVER = "sv"
+
+
+def say(text: str) -> None:
+    print(f"[ack-study] {text}", flush=True)
+
+
+def describe(s: Settings):
+    """The unstarted network: generated (seeded) or loaded, plus one cross-traffic host on
+    a router of each stub domain (they never fetch pages, so they never send ACKs to sv)."""
+    import random
+
+    from concast.topologies.net import ConcastNet
+    from concast.topologies.transitstub import transit_stub
+    if s.topology:
+        net = ConcastNet.load(s.topology, dataplane=s.dataplane)
+    else:
+        core = {"delay": f"{s.link_delay_ms:g}ms", "bw": s.core_mbps, "max_queue_size": s.queue_pkts}
+        edge = {"delay": f"{s.link_delay_ms:g}ms", "bw": s.edge_mbps, "max_queue_size": s.queue_pkts}
+        net = transit_stub(dataplane=s.dataplane, seed=s.topo_seed,
+                           transit_nodes=s.transit_nodes, stubs_per_transit=s.stubs_per_transit,
+                           stub_nodes=s.stub_nodes, clients=s.clients, core=core, edge=edge,
+                           access=edge)
+    meta = getattr(net, "meta", {}) or {}
+    domains = meta.get("domains", {})
+    stubs: dict[str, list[str]] = {}
+    for router, dom in sorted(domains.items()):
+        if not str(dom).startswith("T"):
+            stubs.setdefault(str(dom), []).append(router)
+    rng = random.Random(s.topo_seed)
+    cross = []
+    if not any(h.startswith("x") for h in net.topo.hosts):
+        edge_params = next(iter(net.topo.hosts.values())).params
+        for i, (dom, routers) in enumerate(sorted(stubs.items()), start=1):
+            name = f"x{i}"
+            net.host(name, router=rng.choice(sorted(routers)), **edge_params)
+            cross.append(name)
+    else:
+        cross = [h for h in net.topo.hosts if h.startswith("x")]
+    host_domain = {h: str(domains.get(spec.router, spec.router))
+                   for h, spec in net.topo.hosts.items()}
+    return net, cross, host_domain
+
+
+class Testbed:
+    def __init__(self, s: Settings, out: Path) -> None:
+        self.s = s
+        self.out = out
+        self.net = None
+        self.server = None
+        self.cross = None
+        self.cross_report: dict = {}
+
+    # --- start and stop ------------------------------------------------------------------
+    def start(self) -> "Testbed":
+        from concast.topologies.workload import web
+        from concast.topologies.workload.tcpsettings import TcpSettings
+        s = self.s
+        t0 = time.monotonic()
+        desc, self.cross_hosts, self.host_domain = describe(s)
+        self.clients = [h for h in desc.topo.hosts if h.startswith("c")]
+        desc.save(self.out / "topology.json")
+        t = desc.topo
+        say(f"starting {len(t.routers)} routers ({s.dataplane}), {len(t.hosts)} hosts, "
+            f"{len(t.links)} router links, every link emulated "
+            f"({s.link_delay_ms:g} ms, core {s.core_mbps:g} / edge {s.edge_mbps:g} Mbit/s, "
+            f"{s.queue_pkts}-packet drop-tail)")
+        self.net = desc.start(run_dir=self.out / "net")
+        self.start_s = time.monotonic() - t0
+        say(f"network up in {self.start_s:.0f} s; starting routerd and hostd")
+        t1 = time.monotonic()
+        # A long soft-state hold: 220 routers and 200 hosts on two cores miss short refresh
+        # deadlines, and an expiring child tears its branch of the flow down.
+        self.net.start_concast(hold=30, timeout=120)
+        say(f"daemons up in {time.monotonic() - t1:.0f} s")
+        self.sv_ip = self.net.ip(SERVER)
+        self._no_metrics_cache()
+        self.client_tcp = TcpSettings(cc=s.tcp_cc, advmss=s.mss, quickack=s.quickack)
+        self.server = web.PageServer(self.net.netns(SERVER), port=WEB_PORT, size=s.page_bytes,
+                                     seed=s.topo_seed, out=self.out / "server.json",
+                                     tcp=TcpSettings(cc=s.tcp_cc, initcwnd=s.initcwnd))
+        mplexctl.receiver_on(self.net, SERVER)
+        say(f"page server on {SERVER} ({self.sv_ip}:{WEB_PORT}, {s.page_bytes} bytes); "
+            f"{SERVER} unbundles group {mplexctl.GROUP}")
+        # Warm-up, before any cross traffic: every client joins once, so every router
+        # fetches the multiplex spec over CSP (37 chunks a hop) and caches it by hash.
+        t1 = time.monotonic()
+        self.warmup_rejoins = mplexctl.senders_on(self.net, self.clients, self.sv_ip, 0,
+                                                  s.max_total_delay_ms, timeout=90)
+        mplexctl.senders_off(self.net, self.clients, self.sv_ip)
+        self.warmup_s = time.monotonic() - t1
+        say(f"warm-up: {len(self.clients)} clients joined (group {mplexctl.GROUP}) in "
+            f"{self.warmup_s:.0f} s ({self.warmup_rejoins} re-joins); every router holds the spec")
+        return self
+
+    def _no_metrics_cache(self) -> None:
+        """Every run starts from the same TCP state: no cached ssthresh or RTT per peer."""
+        from concast.topologies.workload import netns as ns
+        spaces = [self.net.netns(h) for h in self.net.plan.hosts]
+        ns.run_in([(n, lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save", "1"))
+                   for n in spaces])
+
+    def stop(self) -> None:
+        for step in (self.cross_stop, self._stop_server):
+            try:
+                step()
+            except Exception as e:          # keep going: the network must stop
+                say(f"while stopping: {e}")
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+
+    def _stop_server(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    # --- cross traffic -------------------------------------------------------------------
+    def cross_start(self, env: str, seed: int) -> None:
+        from concast.topologies.workload import cross, pairs
+        s = self.s
+        group = self.host_domain.get
+        udp = pairs.choose_pairs(self.net, s.udp_flows, seed=seed, hosts=self.cross_hosts,
+                                 group_of=group, reuse=True)
+        flows = cross.flows_between(self.net, udp, "udp", rate_mbps=s.udp_mbps, size=1000)
+        if env == "high-loss":
+            tcp = pairs.choose_pairs(self.net, s.tcp_flows, seed=seed + 1000,
+                                     hosts=self.cross_hosts, group_of=group, reuse=True)
+            flows += cross.flows_between(self.net, tcp, "tcp", first_id=len(flows))
+        self.cross = cross.CrossTraffic(flows, self.out / f"cross-{env}-{seed}").start()
+        self.cross_env = (env, seed)
+        time.sleep(s.warmup_s)
+
+    def cross_stop(self) -> dict:
+        if self.cross is None:
+            return {}
+        report = self.cross.stop()
+        self.cross = None
+        self.cross_report[f"{self.cross_env[0]}-{self.cross_env[1]}"] = report
+        return report
+
+    # --- one run -------------------------------------------------------------------------
+    def run(self, mode: str, delay_ms: float) -> dict:
+        from concast.topologies.workload import web
+        s, net = self.s, self.net
+        hosts = self.clients + [SERVER]
+        join_s = rejoins = None
+        if mode == "on":
+            t0 = time.monotonic()
+            # The first join of a sweep fetches the spec over every hop (CSP chunks through
+            # 10 ms links and 20-packet queues); routers cache it for later joins.
+            rejoins = mplexctl.senders_on(net, self.clients, self.sv_ip, delay_ms,
+                                          s.max_total_delay_ms)
+            join_s = time.monotonic() - t0
+        before = mplexctl.status(net, hosts)
+        res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
+                            size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
+                            tcp=self.client_tcp)
+        # The last ACKs (of the FIN exchange) leave after the last byte; bundles wait up to
+        # MaxLocalDelay at every hop (at most ~12 hops here).
+        time.sleep(s.settle_s + 12 * delay_ms / 1000)
+        after = mplexctl.status(net, hosts)
+        if mode == "on":
+            mplexctl.senders_off(net, self.clients, self.sv_ip)
+        row = measure(res.to_dict(), before, after, self.clients)
+        row["join_s"], row["rejoins"] = join_s, rejoins
+        return row
+
+
+def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
+    """One row of runs.csv from the fetcher's result and two `mplex status` snapshots."""
+    summ = fetch["summary"]
+    rb = mplexctl.receiver_counters(before[SERVER])
+    ra = mplexctl.receiver_counters(after[SERVER])
+    records, bundled, pkts = combined(rb.get("bundle_sizes", {}), ra.get("bundle_sizes", {}))
+    captured = sum(mplexctl.sender_captured(after[c]) - mplexctl.sender_captured(before[c])
+                   for c in clients)
+    comp = summ["completion_ms"]
+    return {
+        "clients": summ["clients"], "completed": summ["completed"], "failed": summ["failed"],
+        "intact": sum(1 for r in fetch["clients"] if r.get("sha256_ok")),
+        "errors": summ["errors"],
+        "acks_captured": captured, "records_at_r": records, "records_combined": bundled,
+        "combined_pct": 100.0 * bundled / captured if captured else 0.0,
+        "mplex_pkts_at_r": pkts, "mean_bundle": records / pkts if pkts else 0.0,
+        "expired_ttl": ra.get("expired_ttl", 0) - rb.get("expired_ttl", 0),
+        "late_records": ra.get("late_records", 0) - rb.get("late_records", 0),
+        "session_tput_mbps": summ["per_client_mbps"]["mean"] or 0.0,
+        "agg_tput_mbps": summ["aggregate_mbps"] or 0.0,
+        "makespan_s": (summ["session_ms"] or 0) / 1000,
+        "median_s": (comp["median"] or 0) / 1000, "p95_s": (comp["p95"] or 0) / 1000,
+        "tcp": fetch["settings"].get("clients_tcp"),
+    }
