@@ -16,12 +16,13 @@ else
 P4C      := $(shell command -v p4c-bm2-ss 2>/dev/null)
 endif
 
-.PHONY: all setup build rust specs p4 vectors test test-rust test-python run bench clean help
+.PHONY: all setup build rust specs p4 vectors test test-rust test-python run run-mplex bench clean help
 
 all: build
 
 help:
-	@echo "make run     - install what is needed, build, run the ACK multiplexing experiment"
+	@echo "make run     - install what is needed, build, run the paper's ACK study in small (~1 min)"
+	@echo "make run-mplex - the dumbbell ACK multiplexing experiment (8 clients x 2 MB)"
 	@echo "make test    - install what is needed, build, run every test"
 	@echo "make bench   - speed benchmarks (figures and ratios to their peers)"
 	@echo "make build   - build the Rust workspace, the merge specs and (with p4c) the P4 program"
@@ -65,12 +66,19 @@ test-python:
 	$(PY) tests/vectors/generate.py --check
 	$(PY) -m pytest tests
 
-# The main job: TCP ACK multiplexing on a Mininet network, on and off (docs/multiplex.md).
-# DATAPLANE=bmv2 runs the routers on BMv2 instead of Open vSwitch (needs p4c and BMv2);
-# DATAPLANE=linux on Linux namespaces forwarding in the kernel (docs/dataplane-linux.md).
-DATAPLANE ?= ovs
+# The main job: the paper's ACK study in small (docs/experiments.md): a 14-router
+# transit-stub network with emulated 10 ms links, 24 web clients, MaxLocalDelay 0 and 10 ms,
+# both environments, about a minute. The full study: `concast exp ack-study` (root).
+# DATAPLANE=ovs runs its routers on Open vSwitch instead of Linux namespaces.
+DATAPLANE ?= linux
 run: build
-	$(PY) -m concast.cli exp mplex --dataplane $(DATAPLANE)
+	$(PY) -m concast.cli exp ack-study --quick --dataplane $(DATAPLANE)
+
+# The dumbbell experiment (docs/multiplex.md): 8 clients x 2 MB, multiplexing on and off.
+# MPLEX_DATAPLANE=bmv2 runs the routers on BMv2 (needs p4c and BMv2), =linux on namespaces.
+MPLEX_DATAPLANE ?= ovs
+run-mplex: build
+	$(PY) -m concast.cli exp mplex --dataplane $(MPLEX_DATAPLANE)
 
 # Speed figures with the ratio to their peer measured in the same run (docs/benchmarks.md).
 # The network benchmarks need root; results/ gets their CSV.

@@ -1,4 +1,5 @@
-"""`make run`'s experiment, small: `concast exp mplex` completes, checks its downloads, and
+"""`make run-mplex`'s experiment, small (`make run` is the ACK study: test_ack_study.py):
+`concast exp mplex` completes, checks its downloads, and
 writes the table, the CSV, the plot and the pcaps a user reads."""
 from __future__ import annotations
 

@@ -81,9 +81,15 @@ def status(net, hosts: list[str]) -> dict[str, dict]:
     return out
 
 
-def sender_captured(st: dict) -> int:
-    """ACKs a sender's hostd took (all its sender flows), from `mplex status`."""
-    return sum(f["counters"]["captured"] for f in st.get("senders", []))
+def sender_acks(st: dict) -> int:
+    """Pure ACKs a sender's hostd took (all its sender flows), from `mplex status`: what
+    its queue handed over, less the short data segments it let pass untouched (an HTTP
+    request is short enough to match the capture rule but is not an ACK)."""
+    total = 0
+    for f in st.get("senders", []):
+        c = f["counters"]
+        total += c["captured"] - (c.get("passed") or {}).get("not_pure_ack", 0)
+    return total
 
 
 def receiver_counters(st: dict) -> dict:

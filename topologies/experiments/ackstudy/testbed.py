@@ -187,7 +187,7 @@ def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
     rb = mplexctl.receiver_counters(before[SERVER])
     ra = mplexctl.receiver_counters(after[SERVER])
     records, bundled, pkts = combined(rb.get("bundle_sizes", {}), ra.get("bundle_sizes", {}))
-    captured = sum(mplexctl.sender_captured(after[c]) - mplexctl.sender_captured(before[c])
+    captured = sum(mplexctl.sender_acks(after[c]) - mplexctl.sender_acks(before[c])
                    for c in clients)
     comp = summ["completion_ms"]
     return {
