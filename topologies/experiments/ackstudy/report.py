@@ -146,7 +146,8 @@ def plot(summary: dict, out: Path, title_note: str = "") -> list[Path]:
         ax.set_xlim(-0.3, max(delays) * 1.3 if delays else 1)
         ax.set_xlabel("MaxLocalDelay (ms)")
         ax.set_ylabel("throughput, normalised to plain TCP")
-        ax.set_ylim(0, 1.3)
+        shown = [v for v in ys + ya if v is not None]
+        ax.set_ylim(0, max([1.3] + [v * 1.1 for v in shown]))
         ax.set_title(f"Figure {5 if env == 'low-loss' else 6}, {env}")
         ax.legend(loc="lower left", fontsize=7)
     if title_note:
@@ -181,7 +182,8 @@ def write_all(rows: list[dict], meta: dict, out: Path) -> dict:
                                               indent=1, default=str) + "\n")
     note = (f"{meta.get('scale', {}).get('routers', '?')} routers, "
             f"{meta.get('scale', {}).get('clients', '?')} clients, "
-            f"{len(meta.get('seeds', []))} seed(s), rev {meta.get('git', {}).get('rev', '?')[:10]}")
+            f"{len(meta.get('settings', {}).get('seeds', []))} seed(s), "
+            f"rev {meta.get('git', {}).get('rev', '?')[:10]}")
     plot(summary, out, note)
     return summary
 
