@@ -13,24 +13,31 @@ pub struct Arena<T: 'static> {
     items: std::boxed::Box<[T]>,
 }
 
+/// Room for `len` items of `T` in fresh, zero-filled, page-aligned pages of this instance's
+/// linear memory (`memory.grow`).
+#[cfg(target_arch = "wasm32")]
+fn fresh_pages<T>(len: usize) -> Result<*mut T, &'static str> {
+    let bytes = len
+        .checked_mul(core::mem::size_of::<T>())
+        .ok_or("arena too large")?;
+    let pages = bytes.div_ceil(65_536).max(1);
+    let old = core::arch::wasm32::memory_grow::<0>(pages);
+    if old == usize::MAX {
+        return Err("out of memory for the spec's arena");
+    }
+    debug_assert!(core::mem::align_of::<T>() <= 65_536);
+    Ok((old * 65_536) as *mut T)
+}
+
 impl<T> Arena<T> {
     /// `len` items, each made by `make` and written in place (one item at a time passes
     /// through the stack, never the whole array). `Err` if memory cannot grow.
     pub fn new(len: usize, mut make: impl FnMut() -> T) -> Result<Arena<T>, &'static str> {
         #[cfg(target_arch = "wasm32")]
         {
-            let bytes = len
-                .checked_mul(core::mem::size_of::<T>())
-                .ok_or("arena too large")?;
-            let pages = bytes.div_ceil(65_536).max(1);
-            let old = core::arch::wasm32::memory_grow::<0>(pages);
-            if old == usize::MAX {
-                return Err("out of memory for the spec's arena");
-            }
-            let base = (old * 65_536) as *mut T;
-            debug_assert!(core::mem::align_of::<T>() <= 65_536);
+            let base = fresh_pages::<T>(len)?;
             for i in 0..len {
-                // SAFETY: fresh, page-aligned pages of this instance's memory, `bytes` long.
+                // SAFETY: `fresh_pages` gave room for `len` items.
                 unsafe { base.add(i).write(make()) };
             }
             // SAFETY: every item was just initialised; nothing else refers to these pages.
@@ -65,17 +72,10 @@ impl<T: Zeroable> Arena<T> {
     pub fn zeroed(len: usize) -> Result<Arena<T>, &'static str> {
         #[cfg(target_arch = "wasm32")]
         {
-            let bytes = len
-                .checked_mul(core::mem::size_of::<T>())
-                .ok_or("arena too large")?;
-            let pages = bytes.div_ceil(65_536).max(1);
-            let old = core::arch::wasm32::memory_grow::<0>(pages);
-            if old == usize::MAX {
-                return Err("out of memory for the spec's arena");
-            }
+            let base = fresh_pages::<T>(len)?;
             // SAFETY: fresh, zero-filled, page-aligned pages of this instance's memory, and
             // all-zero is a valid `T` (`Zeroable`).
-            let items = unsafe { core::slice::from_raw_parts_mut((old * 65_536) as *mut T, len) };
+            let items = unsafe { core::slice::from_raw_parts_mut(base, len) };
             Ok(Arena { items })
         }
         #[cfg(not(target_arch = "wasm32"))]
