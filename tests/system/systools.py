@@ -118,3 +118,27 @@ def udp_datagrams(packets, dport: int) -> list[bytes]:
 
 def options_of(ip: bytes) -> bytes:
     return ip[20:(ip[0] & 0xF) * 4]
+
+
+# --- bodies shared by the tree tests of every data plane (tree(levels=2), senders s1..s8) ---
+def datagram_whose_ttl_runs_out_is_dropped(net) -> None:
+    """s2's datagrams cross two routers: TTL 2 expires at the second, TTL 3 arrives with 1."""
+    with net.capture("rx", "udp", name="ttl") as cap:
+        send_raw(net["s2"], net.ip("rx"), ttl=2, dport=5100)     # expires at the 2nd router
+        send_raw(net["s2"], net.ip("rx"), ttl=3, dport=5101)
+        net.ping("s2", "rx")
+    pkts = cap.packets()
+    assert udp_datagrams(pkts, 5100) == []
+    assert [ip[8] for ip in udp_datagrams(pkts, 5101)] == [1]
+
+
+def routers_answer_arp_for_their_port_addresses(net) -> None:
+    """With s4's pinned gateway entry gone, ARP resolves the gateway to the plan's MAC."""
+    s4, gw = net["s4"], net.plan.hosts["s4"]
+    s4.cmd(f"ip neigh del {gw.gateway} dev s4-eth0")
+    try:
+        assert net.ping("s4", "rx").ok
+        entry = s4.cmd(f"ip neigh show {gw.gateway}")
+        assert gw.gateway_mac in entry and "PERMANENT" not in entry
+    finally:
+        s4.cmd(f"ip neigh replace {gw.gateway} lladdr {gw.gateway_mac} dev s4-eth0 nud permanent")

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from systools import (concast_option, ip_checksum_ok, ip_datagram, options_of, send_raw,
-                      tcp_transfer, udp_datagrams)
+from systools import (concast_option, datagram_whose_ttl_runs_out_is_dropped, ip_checksum_ok,
+                      ip_datagram, options_of, routers_answer_arp_for_their_port_addresses,
+                      send_raw, tcp_transfer, udp_datagrams)
 
 from concast.controller.routes import router_hops
 from concast.topologies import tree
@@ -107,24 +108,11 @@ def test_tcp_through_two_kernel_routers(net):
 
 
 def test_a_datagram_whose_ttl_runs_out_is_dropped(net):
-    with net.capture("rx", "udp", name="ttl") as cap:
-        send_raw(net["s2"], net.ip("rx"), ttl=2, dport=5100)
-        send_raw(net["s2"], net.ip("rx"), ttl=3, dport=5101)
-        net.ping("s2", "rx")
-    pkts = cap.packets()
-    assert udp_datagrams(pkts, 5100) == []
-    assert [ip[8] for ip in udp_datagrams(pkts, 5101)] == [1]
+    datagram_whose_ttl_runs_out_is_dropped(net)
 
 
 def test_routers_answer_arp_for_their_port_addresses(net):
-    s4, gw = net["s4"], net.plan.hosts["s4"]
-    s4.cmd(f"ip neigh del {gw.gateway} dev s4-eth0")
-    try:
-        assert net.ping("s4", "rx").ok
-        entry = s4.cmd(f"ip neigh show {gw.gateway}")
-        assert gw.gateway_mac in entry and "PERMANENT" not in entry
-    finally:
-        s4.cmd(f"ip neigh replace {gw.gateway} lladdr {gw.gateway_mac} dev s4-eth0 nud permanent")
+    routers_answer_arp_for_their_port_addresses(net)
 
 
 def test_counters_and_static_rules(net):

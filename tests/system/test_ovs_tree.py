@@ -4,8 +4,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from systools import (concast_option, ip_checksum_ok, options_of, send_raw, tcp_transfer,
-                      udp_datagrams)
+from systools import (concast_option, datagram_whose_ttl_runs_out_is_dropped, ip_checksum_ok,
+                      options_of, routers_answer_arp_for_their_port_addresses, send_raw,
+                      tcp_transfer, udp_datagrams)
 
 from concast.controller.routes import router_hops
 from concast.topologies import tree
@@ -75,21 +76,8 @@ def test_counters_see_the_traffic(net):
 
 
 def test_a_datagram_whose_ttl_runs_out_is_dropped(net):
-    with net.capture("rx", "udp", name="ttl") as cap:
-        send_raw(net["s2"], net.ip("rx"), ttl=2, dport=5100)     # expires at the 2nd router
-        send_raw(net["s2"], net.ip("rx"), ttl=3, dport=5101)
-        net.ping("s2", "rx")
-    pkts = cap.packets()
-    assert udp_datagrams(pkts, 5100) == []
-    assert [ip[8] for ip in udp_datagrams(pkts, 5101)] == [1]
+    datagram_whose_ttl_runs_out_is_dropped(net)
 
 
 def test_routers_answer_arp_for_their_port_addresses(net):
-    s4, gw = net["s4"], net.plan.hosts["s4"]
-    s4.cmd(f"ip neigh del {gw.gateway} dev s4-eth0")
-    try:
-        assert net.ping("s4", "rx").ok
-        entry = s4.cmd(f"ip neigh show {gw.gateway}")
-        assert gw.gateway_mac in entry and "PERMANENT" not in entry
-    finally:
-        s4.cmd(f"ip neigh replace {gw.gateway} lladdr {gw.gateway_mac} dev s4-eth0 nud permanent")
+    routers_answer_arp_for_their_port_addresses(net)
