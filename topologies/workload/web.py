@@ -212,13 +212,15 @@ def _realtime(wanted: bool) -> tuple | None:
 def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
               port: int = DEFAULT_PORT, size: int = page.DEFAULT_SIZE, seed: int = 0,
               timeout: float = 60.0, path: str = "/", tcp: TcpSettings | None = None,
-              realtime_release: bool = True) -> Result:
+              realtime_release: bool = True, read_back: bool = True) -> Result:
     """Fetch the page once per client, all connects issued at the same instant from
     one event loop. `netns_by_client`: client name -> /run/netns name (None: this
     process's own namespace). `tcp`: settings applied to the clients' namespaces first
     (and recorded). `timeout` bounds the whole session: what is not done by then is
     reported as "timeout: <stage>". `realtime_release`: issue the connects at SCHED_FIFO
-    priority when allowed (root), so they leave together on a busy machine."""
+    priority when allowed (root), so they leave together on a busy machine.
+    `read_back=False`: without `tcp`, do not read the namespaces' settings back (a caller
+    that applied and recorded them once for many sessions)."""
     if not netns_by_client:
         raise ValueError("no clients")
     setup0 = time.monotonic()
@@ -228,7 +230,7 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
     spaces = [netns_by_client[c] for c in names]
     distinct = list(dict.fromkeys(spaces))
     state = tcpsettings.apply(distinct, tcp) if not tcp.empty() else None
-    if state is None and None not in distinct:
+    if state is None and read_back and None not in distinct:
         state = tcpsettings.read_back(distinct)
 
     def make() -> socket.socket:

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                              "links": len(bed.net.plan.links), "start_s": round(bed.start_s, 1),
                              "warmup_s": round(bed.warmup_s, 1),
                              "warmup_rejoins": bed.warmup_rejoins}
+            info["clients_tcp"] = bed.client_tcp
             runner.sweep(bed, s, runner.Progress(s.runs), rows)
         except KeyboardInterrupt:
             say("interrupted: writing what was measured so far")

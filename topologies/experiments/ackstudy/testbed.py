@@ -89,7 +89,11 @@ class Testbed:
         say(f"daemons up in {time.monotonic() - t1:.0f} s")
         self.sv_ip = self.net.ip(SERVER)
         self._no_metrics_cache()
-        self.client_tcp = TcpSettings(cc=s.tcp_cc, advmss=s.mss, quickack=s.quickack)
+        # The clients' TCP settings never change between runs: applied and recorded once.
+        from concast.topologies.workload import tcpsettings
+        self.client_tcp = tcpsettings.summarize(tcpsettings.apply(
+            [self.net.netns(c) for c in self.clients],
+            TcpSettings(cc=s.tcp_cc, advmss=s.mss, quickack=s.quickack)))
         self.server = web.PageServer(self.net.netns(SERVER), port=WEB_PORT, size=s.page_bytes,
                                      seed=s.topo_seed, out=self.out / "server.json",
                                      tcp=TcpSettings(cc=s.tcp_cc, initcwnd=s.initcwnd))
@@ -169,7 +173,7 @@ class Testbed:
         before = mplexctl.status(net, hosts)
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
-                            tcp=self.client_tcp)
+                            read_back=False)
         # The last ACKs (of the FIN exchange) leave after the last byte; bundles wait up to
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
@@ -203,5 +207,4 @@ def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
         "agg_tput_mbps": summ["aggregate_mbps"] or 0.0,
         "makespan_s": (summ["session_ms"] or 0) / 1000,
         "median_s": (comp["median"] or 0) / 1000, "p95_s": (comp["p95"] or 0) / 1000,
-        "tcp": fetch["settings"].get("clients_tcp"),
     }
