@@ -371,17 +371,21 @@ fn held_bytes_limit_quarantines() {
     assert_eq!(out.len(), 5);
 }
 
+/// Loads `spec` into a fresh engine and starts flow (R, 2) with it: what `concast_init` made
+/// of the flow.
+fn start_flow(spec: &TestSpec) -> Result<concast_engine::FlowId, FlowError> {
+    let mut engine = engine();
+    let spec = engine.load_spec(&spec.wasm()).unwrap();
+    engine.add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
+}
+
 #[test]
 fn init_that_loops_is_still_stopped() {
     let spec = TestSpec {
         init: "(loop $forever (br $forever)) (i32.const 0)",
         ..TestSpec::new()
     };
-    let mut engine = engine();
-    let spec = engine.load_spec(&spec.wasm()).unwrap();
-    let err = engine
-        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
-        .unwrap_err();
+    let err = start_flow(&spec).unwrap_err();
     assert!(matches!(
         err,
         FlowError::Refused {
@@ -403,13 +407,9 @@ fn init_may_take_longer_than_one_call() {
                (global.set $n (i32.const 0)) (i32.const 0)",
         ..TestSpec::new()
     };
-    let mut engine = engine();
-    let spec = engine.load_spec(&spec.wasm()).unwrap();
     let t = std::time::Instant::now();
-    engine
-        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
-        .expect("a slow init within its budget starts the flow");
-    println!("init took {:?}", t.elapsed());
+    start_flow(&spec).expect("a slow init within its budget starts the flow");
+    println!("engine, spec load and init took {:?}", t.elapsed());
 }
 
 #[test]
@@ -419,11 +419,7 @@ fn init_that_aborts_refuses_the_flow() {
         init: "(call $abort (i32.const 0) (i32.const 0)) (i32.const 0)",
         ..TestSpec::new()
     };
-    let mut engine = engine();
-    let spec = engine.load_spec(&spec.wasm()).unwrap();
-    let err = engine
-        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
-        .unwrap_err();
+    let err = start_flow(&spec).unwrap_err();
     println!("{err}");
     assert!(matches!(
         err,
@@ -440,11 +436,7 @@ fn message_buffer_outside_memory_refuses_the_flow() {
         init: "(i32.const 100000)",
         ..TestSpec::new()
     };
-    let mut engine = engine();
-    let spec = engine.load_spec(&spec.wasm()).unwrap();
-    let err = engine
-        .add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)
-        .unwrap_err();
+    let err = start_flow(&spec).unwrap_err();
     assert!(err.to_string().contains("message buffer 100000"), "{err}");
 }
 
