@@ -49,8 +49,10 @@ pub fn divert_program(dst: Option<Ipv4Addr>, proto: u8, dport: u16) -> String {
 
 /// The selector rules of one router namespace, added and removed with `tc`.
 pub struct Tc {
-    /// `tc` (tests give a script that records its arguments).
-    program: String,
+    /// `tc`, as a program and leading arguments (tests give `/bin/sh SCRIPT`, a script that
+    /// records its arguments: run by the shell, the freshly written file is read, never
+    /// executed, so a test thread forking meanwhile cannot make the exec fail with ETXTBSY).
+    command: Vec<String>,
     block: u32,
     cpu_dev: String,
     next_handle: u32,
@@ -63,11 +65,11 @@ pub struct Tc {
 
 impl Tc {
     pub fn new(block: u32, cpu_dev: &str) -> Tc {
-        Tc::with_program("tc", block, cpu_dev)
+        Tc::with_command(&["tc"], block, cpu_dev)
     }
 
-    pub fn with_program(program: &str, block: u32, cpu_dev: &str) -> Tc {
-        Tc { program: program.into(), block, cpu_dev: cpu_dev.into(), next_handle: 1, free: Vec::new(), flows: HashMap::new(), users: HashMap::new() }
+    pub fn with_command(command: &[&str], block: u32, cpu_dev: &str) -> Tc {
+        Tc { command: command.iter().map(|a| a.to_string()).collect(), block, cpu_dev: cpu_dev.into(), next_handle: 1, free: Vec::new(), flows: HashMap::new(), users: HashMap::new() }
     }
 
     /// `tc filter add` arguments for one selector rule.
@@ -91,8 +93,8 @@ impl Tc {
 }
 
 /// Runs `tc ARGS`; deleting what is already gone (the rule, or the whole chain) is done.
-fn tc(program: &str, args: &[String]) -> io::Result<()> {
-    let out = Command::new(program).args(args).output()?;
+fn tc(command: &[String], args: &[String]) -> io::Result<()> {
+    let out = Command::new(&command[0]).args(&command[1..]).args(args).output()?;
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.success() || (args.get(1).map(String::as_str) == Some("del") && (err.contains("not found") || err.contains("Cannot find"))) {
         Ok(())
@@ -114,7 +116,7 @@ impl Dataplane for Tc {
             return Ok(());
         }
         let handle = self.free.last().copied().unwrap_or(self.next_handle);
-        tc(&self.program, &self.add_args(handle, flow.receiver, sel))?;
+        tc(&self.command, &self.add_args(handle, flow.receiver, sel))?;
         if self.free.pop().is_none() {
             self.next_handle += 1;
         }
@@ -132,7 +134,7 @@ impl Dataplane for Tc {
         }
         let handle = *handle;
         self.users.remove(&key);
-        tc(&self.program, &self.del_args(Some(handle)))?;
+        tc(&self.command, &self.del_args(Some(handle)))?;
         self.free.push(handle);
         Ok(())
     }
@@ -142,7 +144,7 @@ impl Dataplane for Tc {
         self.users.clear();
         self.free.clear();
         self.next_handle = 1;
-        tc(&self.program, &self.del_args(None))
+        tc(&self.command, &self.del_args(None))
     }
 
     fn describe(&self) -> String {
@@ -185,8 +187,7 @@ mod tests {
         let script = dir.join("tc.sh");
         // Records the operation and the handle (for `clear`: the word after pref 30).
         std::fs::write(&script, format!("#!/bin/sh\necho \"$2 $8\" >> {}\n", log.display())).unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let mut t = Tc::with_program(script.to_str().unwrap(), 1, "cpu");
+        let mut t = Tc::with_command(&["/bin/sh", script.to_str().unwrap()], 1, "cpu");
         let r: Ipv4Addr = "10.1.1.2".parse().unwrap();
         let f = |g| FlowId { receiver: r, group: g };
         let udp = |d| Selector { proto: 17, dport: d };
