@@ -26,7 +26,9 @@ pub fn decode(m: &wcsp::Message<'_>) -> Msg {
     let body = match &m.body {
         wcsp::Body::Join(b) => Body::Join(join(b)),
         wcsp::Body::Refresh(b) => Body::Refresh(join(b)),
-        wcsp::Body::JoinAck(b) => Body::JoinAck { hold_s: b.hold_time(), spec_size: b.spec_size(), hash: *b.spec_hash() },
+        wcsp::Body::JoinAck(b) => {
+            Body::JoinAck { hold_s: b.hold_time(), path_mtu: b.path_mtu(), spec_size: b.spec_size(), hash: *b.spec_hash() }
+        }
         wcsp::Body::Leave => Body::Leave,
         wcsp::Body::SpecRequest(b) => Body::SpecRequest { hash: *b.spec_hash(), index: b.chunk_index() },
         wcsp::Body::SpecChunk(b) => Body::SpecChunk {
@@ -57,9 +59,12 @@ pub fn encode(src: Ipv4Addr, dst: Ipv4Addr, msg: &Msg, buf: &mut [u8]) -> Result
     let body = match &msg.body {
         Body::Join(b) => BodyRepr::Join(join_repr(b)),
         Body::Refresh(b) => BodyRepr::Refresh(join_repr(b)),
-        Body::JoinAck { hold_s, spec_size, hash } => {
-            BodyRepr::JoinAck(wcsp::JoinAckRepr { hold_time: *hold_s, spec_size: *spec_size, spec_hash: *hash })
-        }
+        Body::JoinAck { hold_s, path_mtu, spec_size, hash } => BodyRepr::JoinAck(wcsp::JoinAckRepr {
+            hold_time: *hold_s,
+            path_mtu: *path_mtu,
+            spec_size: *spec_size,
+            spec_hash: *hash,
+        }),
         Body::Leave => BodyRepr::Leave,
         Body::SpecRequest { hash, index } => BodyRepr::SpecRequest(wcsp::SpecRequestRepr { spec_hash: *hash, chunk_index: *index }),
         Body::SpecChunk { hash, size, index, count, data } => BodyRepr::SpecChunk(wcsp::SpecChunkRepr {
@@ -104,7 +109,7 @@ mod tests {
         for body in [
             Body::Join(j.clone()),
             Body::Refresh(j),
-            Body::JoinAck { hold_s: 30, spec_size: 2500, hash: [4; 32] },
+            Body::JoinAck { hold_s: 30, path_mtu: 1000, spec_size: 2500, hash: [4; 32] },
             Body::Leave,
             Body::SpecRequest { hash: [5; 32], index: 2 },
             Body::SpecChunk { hash: [6; 32], size: 1500, index: 1, count: 2, data: vec![9; 476] },

@@ -16,5 +16,5 @@ mod store;
 
 pub use config::Config;
 pub use msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, NO_HASH};
-pub use node::{Action, FlowStatus, Node, Role};
+pub use node::{Action, FlowStatus, LinkMtu, Node, Role};
 pub use store::{chunk_count, sha256, SpecStore, CHUNK_SIZE, MAX_SPEC_SIZE};

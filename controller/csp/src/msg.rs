@@ -43,7 +43,9 @@ pub struct JoinBody {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
     Join(JoinBody),
-    JoinAck { hold_s: u16, spec_size: u32, hash: SpecHash },
+    /// `path_mtu`: the smallest MTU from the sender of the JOIN_ACK to R, its link toward
+    /// the joiner included; 0 = not known (section 2.3).
+    JoinAck { hold_s: u16, path_mtu: u16, spec_size: u32, hash: SpecHash },
     Refresh(JoinBody),
     Leave,
     SpecRequest { hash: SpecHash, index: u16 },

@@ -46,6 +46,8 @@ pub struct FlowStatus {
     pub upstream: Option<Ipv4Addr>,
     pub children: Vec<Ipv4Addr>,
     pub hash: SpecHash,
+    /// The smallest MTU from this node to R as learned from JOIN_ACK (None: not known).
+    pub path_mtu: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +88,13 @@ struct Upstream {
     join: Option<Retry>,
     refresh_at: Option<u64>,
     fetch: Option<Fetch>,
+    /// min(the upstream node's advertised path MTU, our own link toward R).
+    path_mtu: Option<u16>,
 }
 
 impl Upstream {
     fn new(selector: Selector) -> Upstream {
-        Upstream { addr: None, hash: NO_HASH, selector, join: None, refresh_at: None, fetch: None }
+        Upstream { addr: None, hash: NO_HASH, selector, join: None, refresh_at: None, fetch: None, path_mtu: None }
     }
 
     fn deadline(&self) -> Option<u64> {
@@ -139,9 +143,21 @@ pub struct Node {
     served: BTreeMap<u32, ServedFlow>,
     /// Lazy timer queue: an entry only says "look at this flow then"; stale ones are harmless.
     wakeups: BinaryHeap<Reverse<(u64, Key)>>,
+    link_mtu: LinkMtu,
 }
 
 type Out = Vec<Action>;
+
+/// The MTU of this node's link toward an address (the interface its route uses), if known.
+pub type LinkMtu = Box<dyn Fn(Ipv4Addr) -> Option<u16> + Send>;
+
+/// The smaller of two MTUs, either of which may be unknown.
+fn min_mtu(a: Option<u16>, b: Option<u16>) -> Option<u16> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
 
 fn send(out: &mut Out, to: Ipv4Addr, msg: Msg) {
     out.push(Action::Send { to, msg });
@@ -159,7 +175,28 @@ impl Node {
             joined: BTreeMap::new(),
             served: BTreeMap::new(),
             wakeups: BinaryHeap::new(),
+            link_mtu: Box::new(|_| None),
         }
+    }
+
+    /// Tells the node its links' MTUs (docs/protocol.md 2.3): `f(addr)` is the MTU of the
+    /// link its route toward `addr` leaves by. Without it every link counts as unknown.
+    pub fn set_link_mtu(&mut self, f: LinkMtu) {
+        self.link_mtu = f;
+    }
+
+    /// The path MTU toward R of a flow this node routes or joined (None: not known).
+    pub fn path_mtu(&self, flow: FlowId) -> Option<u16> {
+        match self.routed.get(&flow) {
+            Some(r) => r.up.path_mtu,
+            None => self.joined.get(&flow).and_then(|s| s.up.path_mtu),
+        }
+    }
+
+    /// The path MTU to put in a JOIN_ACK for `child`: our own path toward R (`own`; None at
+    /// R itself) and our link toward the child, the smaller; 0 if neither is known.
+    fn ack_mtu(&self, own: Option<u16>, child: Ipv4Addr) -> u16 {
+        min_mtu(own, (self.link_mtu)(child)).unwrap_or(0)
     }
 
     pub fn addr(&self) -> Ipv4Addr {
@@ -335,7 +372,8 @@ impl Node {
                 served.children.upsert(src, Child::joined(hold(b, &self.cfg), None));
                 if is_join || !known || b.hash != hash {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
-                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, spec_size: size, hash } });
+                    let path_mtu = self.ack_mtu(None, src);
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
                 }
                 self.schedule(Key::Served(group));
             }
@@ -386,7 +424,9 @@ impl Node {
                 if answer_now {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
-                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, spec_size: size, hash: r.up.hash } });
+                    let hash = r.up.hash;
+                    let path_mtu = min_mtu(r.up.path_mtu, (self.link_mtu)(src)).unwrap_or(0);
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
                 }
             }
             Body::Leave => {
@@ -428,7 +468,12 @@ impl Node {
         };
         let mut out = Vec::new();
         match msg.body {
-            Body::JoinAck { spec_size, hash, .. } => self.on_join_ack(now, key, src, spec_size, hash, &mut out),
+            Body::JoinAck { spec_size, hash, path_mtu, .. } => {
+                // Ours toward R is the advertised one (0: not known) capped by our own link.
+                let told = Some(path_mtu).filter(|&m| m != 0);
+                self.upstream_mut(key).path_mtu = min_mtu(told, (self.link_mtu)(flow.receiver));
+                self.on_join_ack(now, key, src, spec_size, hash, &mut out)
+            }
             Body::SpecUpdate { size, hash } => {
                 let up = self.upstream_mut(key);
                 if up.hash != hash && up.fetch.as_ref().map(|f| f.hash) != Some(hash) {
@@ -590,12 +635,14 @@ impl Node {
     fn answer_children(&mut self, flow: FlowId, out: &mut Out) {
         let Some(r) = self.routed.get_mut(&flow) else { return };
         let hash = r.up.hash;
+        let own = r.up.path_mtu;
         let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
-        for (addr, child) in r.children.iter_mut() {
-            if let Some(seq) = child.unanswered.take() {
-                let hold_s = self.cfg.hold_s;
-                send(out, *addr, Msg { flow, seq, body: Body::JoinAck { hold_s, spec_size: size, hash } });
-            }
+        let waiting: Vec<(Ipv4Addr, u32)> =
+            r.children.iter_mut().filter_map(|(addr, child)| child.unanswered.take().map(|seq| (*addr, seq))).collect();
+        for (addr, seq) in waiting {
+            let hold_s = self.cfg.hold_s;
+            let path_mtu = self.ack_mtu(own, addr);
+            send(out, addr, Msg { flow, seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
         }
     }
 
@@ -771,7 +818,7 @@ impl Node {
                 RState::Active => "active",
                 RState::Quarantined => "quarantined",
             };
-            v.push(FlowStatus { flow: *f, role: "router", state, upstream: r.up.addr, children: r.children.addrs(), hash: r.up.hash });
+            v.push(FlowStatus { flow: *f, role: "router", state, upstream: r.up.addr, children: r.children.addrs(), hash: r.up.hash, path_mtu: r.up.path_mtu });
         }
         for (f, s) in &self.joined {
             let state = match s.state {
@@ -780,13 +827,13 @@ impl Node {
                 SState::Joined => "joined",
                 SState::Unicast => "unicast",
             };
-            v.push(FlowStatus { flow: *f, role: "sender", state, upstream: s.up.addr, children: Vec::new(), hash: s.up.hash });
+            v.push(FlowStatus { flow: *f, role: "sender", state, upstream: s.up.addr, children: Vec::new(), hash: s.up.hash, path_mtu: s.up.path_mtu });
         }
         for (g, s) in &self.served {
             let flow = FlowId { receiver: self.addr, group: *g };
             let state = if s.spec.is_some() { "serving" } else { "no-spec" };
             let hash = s.spec.map_or(NO_HASH, |(h, _)| h);
-            v.push(FlowStatus { flow, role: "receiver", state, upstream: None, children: s.children.addrs(), hash });
+            v.push(FlowStatus { flow, role: "receiver", state, upstream: None, children: s.children.addrs(), hash, path_mtu: None });
         }
         v
     }

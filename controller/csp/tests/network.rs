@@ -410,7 +410,7 @@ fn spec_request_for_unknown_hash_gets_spec_not_found() {
 #[test]
 fn messages_for_others_are_forwarded_by_routers() {
     let mut net = Net::tree(true);
-    let msg = Msg { flow: Net::flow(), seq: 1, body: Body::JoinAck { hold_s: 30, spec_size: 1, hash: [2; 32] } };
+    let msg = Msg { flow: Net::flow(), seq: 1, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 1, hash: [2; 32] } };
     let out = net.node(ip("10.0.5.3")).handle(0, Net::r(), ip("10.0.1.1"), msg);
     assert_eq!(out, vec![Action::Forward]);
 }

@@ -205,7 +205,7 @@ fn malformed_frames_are_counted_and_dropped_and_good_ones_still_pass() {
 fn csp_for_other_nodes_is_forwarded_unchanged() {
     let mut lab = Lab::new();
     let flow = FlowId { receiver: ip(RX), group: 7 };
-    let msg = Msg { flow, seq: 3, body: Body::JoinAck { hold_s: 30, spec_size: 10, hash: [1; 32] } };
+    let msg = Msg { flow, seq: 3, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 10, hash: [1; 32] } };
     let f = csp_frame(RX, C1, &msg);
     assert_eq!(lab.feed(vec![f.clone()]), vec![f]);
 }

@@ -355,7 +355,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> JoinBody<T> {
 pub mod join_ack_field {
     use core::ops::Range;
     pub const HOLD_TIME: Range<usize> = 0..2;
-    pub const RESERVED: Range<usize> = 2..4;
+    /// Reserved (zero) in the first version-1 nodes; now the path MTU, 0 = not known.
+    pub const PATH_MTU: Range<usize> = 2..4;
     pub const SPEC_SIZE: Range<usize> = 4..8;
     pub const SPEC_HASH: Range<usize> = 8..40;
     pub const LEN: usize = 40;
@@ -375,6 +376,11 @@ impl<T: AsRef<[u8]>> JoinAckBody<T> {
     pub fn hold_time(&self) -> u16 {
         read_u16(self.buffer.as_ref(), join_ack_field::HOLD_TIME.start)
     }
+    /// The smallest MTU on the path from the sender of the JOIN_ACK to R, including its
+    /// link toward the joiner (section 2.3); 0 = not known (a node that predates the field).
+    pub fn path_mtu(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), join_ack_field::PATH_MTU.start)
+    }
     pub fn spec_size(&self) -> u32 {
         read_u32(self.buffer.as_ref(), join_ack_field::SPEC_SIZE.start)
     }
@@ -387,14 +393,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> JoinAckBody<T> {
     pub fn set_hold_time(&mut self, v: u16) {
         write_u16(self.buffer.as_mut(), join_ack_field::HOLD_TIME.start, v);
     }
+    pub fn set_path_mtu(&mut self, v: u16) {
+        write_u16(self.buffer.as_mut(), join_ack_field::PATH_MTU.start, v);
+    }
     pub fn set_spec_size(&mut self, v: u32) {
         write_u32(self.buffer.as_mut(), join_ack_field::SPEC_SIZE.start, v);
     }
     pub fn set_spec_hash(&mut self, h: &SpecHash) {
         self.buffer.as_mut()[join_ack_field::SPEC_HASH].copy_from_slice(h);
-    }
-    pub fn clear_reserved(&mut self) {
-        self.buffer.as_mut()[join_ack_field::RESERVED].fill(0);
     }
 }
 
@@ -713,6 +719,8 @@ pub struct JoinRepr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct JoinAckRepr {
     pub hold_time: u16,
+    /// 0 = not known.
+    pub path_mtu: u16,
     pub spec_size: u32,
     pub spec_hash: SpecHash,
 }
@@ -837,6 +845,7 @@ impl<'a> Repr<'a> {
             }
             Body::JoinAck(b) => BodyRepr::JoinAck(JoinAckRepr {
                 hold_time: b.hold_time(),
+                path_mtu: b.path_mtu(),
                 spec_size: b.spec_size(),
                 spec_hash: *b.spec_hash(),
             }),
@@ -902,6 +911,7 @@ impl<'a> Repr<'a> {
             BodyRepr::JoinAck(a) => {
                 let mut b = JoinAckBody::new_unchecked(body);
                 b.set_hold_time(a.hold_time);
+                b.set_path_mtu(a.path_mtu);
                 b.set_spec_size(a.spec_size);
                 b.set_spec_hash(&a.spec_hash);
             }
@@ -965,6 +975,27 @@ mod tests {
         assert_eq!(m.group(), 7);
         assert_eq!(m.receiver(), R);
         assert_eq!(Packet::new_checked(&buf[..n]).unwrap().seq(), 0x0A0B_0C0D);
+    }
+
+    #[test]
+    fn join_ack_carries_the_path_mtu_where_reserved_was() {
+        let mut buf = [0u8; 64];
+        let ack = JoinAckRepr {
+            hold_time: 30,
+            path_mtu: 9000,
+            spec_size: 0x0102_0304,
+            spec_hash: [0xAB; 32],
+        };
+        let n = emit(BodyRepr::JoinAck(ack), &mut buf).unwrap();
+        assert_eq!(n, 56);
+        assert_eq!(&buf[16..24], &[0, 30, 0x23, 0x28, 1, 2, 3, 4]);
+        let m = Message::parse(&buf[..n]).unwrap();
+        let Body::JoinAck(b) = m.body else { panic!("not a JOIN_ACK") };
+        assert_eq!((b.hold_time(), b.path_mtu()), (30, 9000));
+        // A node that predates the field sends zero there: "not known".
+        let old = JoinAckRepr { path_mtu: 0, ..ack };
+        emit(BodyRepr::JoinAck(old), &mut buf).unwrap();
+        assert_eq!(&buf[18..20], &[0, 0]);
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn exercise_csp(buf: &[u8], payload: &[u8]) -> Result<(), TestCaseError> {
                 inside!(buf, b.spec_hash());
             }
             Body::JoinAck(b) => {
-                let _ = (b.hold_time(), b.spec_size());
+                let _ = (b.hold_time(), b.path_mtu(), b.spec_size());
                 inside!(buf, b.spec_hash());
             }
             Body::Leave => {}
@@ -373,6 +373,7 @@ fn body_of<'a>(
         1 => BodyRepr::Join(j),
         2 => BodyRepr::JoinAck(csp::JoinAckRepr {
             hold_time: j.hold_time,
+            path_mtu: j.selector_dport,
             spec_size: size,
             spec_hash: j.spec_hash,
         }),

@@ -93,6 +93,7 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
                 (Body::Join(b) | Body::Refresh(b), "selector_dport") => json!(b.selector_dport()),
                 (Body::Join(b) | Body::Refresh(b), "spec_hash") => json!(hex(b.spec_hash())),
                 (Body::JoinAck(b), "hold_time") => json!(b.hold_time()),
+                (Body::JoinAck(b), "path_mtu") => json!(b.path_mtu()),
                 (Body::JoinAck(b), "spec_size") => json!(b.spec_size()),
                 (Body::JoinAck(b), "spec_hash") => json!(hex(b.spec_hash())),
                 (Body::SpecRequest(b), "spec_hash") => json!(hex(b.spec_hash())),
