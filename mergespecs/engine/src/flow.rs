@@ -244,7 +244,15 @@ impl Flow {
             StateCall::Timeout => "concast_timeout",
             StateCall::Free => "concast_state_free",
         };
-        self.cx().begin_call(Phase::State { slot, call });
+        let egress_free_at = match (call, env.gate.as_deref_mut()) {
+            (StateCall::Done | StateCall::Timeout, Some(gate)) => {
+                gate.busy_until(self.key, env.now).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        let cx = self.cx();
+        cx.begin_call(Phase::State { slot, call });
+        cx.egress_free_at = egress_free_at;
         let r = f(self.sb());
         self.cx().phase = Phase::Outside;
         let r = r.map_err(|f| (name, f))?;

@@ -84,6 +84,9 @@ pub(crate) struct FlowCtx {
     pub timer_op: Option<TimerOp>,
     /// `hold_limit` of the current call: how long an egress gate may hold the state.
     pub hold_limit: Option<u64>,
+    /// The egress gate's answer for this flow before a `done`/`timeout` call (0: idle or
+    /// unknown); what the `egress_free_at` import returns.
+    pub egress_free_at: u64,
     pub emit_bytes: Vec<u8>,
     pub emits: Vec<Emit>,
     pub logs: VecDeque<LogLine>,
@@ -110,6 +113,7 @@ impl FlowCtx {
             taken: Vec::new(),
             timer_op: None,
             hold_limit: None,
+            egress_free_at: 0,
             emit_bytes: Vec::new(),
             emits: Vec::new(),
             logs: VecDeque::new(),
@@ -265,6 +269,7 @@ impl FlowCtx {
         self.taken.clear();
         self.timer_op = None;
         self.hold_limit = None;
+        self.egress_free_at = 0;
         if matches!(
             phase,
             Phase::State {

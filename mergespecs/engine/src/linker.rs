@@ -78,6 +78,9 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
             Ok(c.data_mut().hold_limit(at_us.max(0) as u64)?)
         },
     )?;
+    l.func_wrap(m, "egress_free_at", |c: Caller<'_, FlowCtx>| {
+        c.data().egress_free_at as i64
+    })?;
     l.func_wrap(
         m,
         "cancel_timer",

@@ -189,6 +189,9 @@ impl Host for NativeHost<'_> {
         let r = self.cx.hold_limit(at_us);
         self.check(r);
     }
+    fn egress_free_at(&self) -> u64 {
+        self.cx.egress_free_at
+    }
     fn pending_count(&self) -> usize {
         self.cx.pending_count()
     }

@@ -76,7 +76,8 @@ fn a_finished_bundle_waits_for_the_busy_link_and_keeps_merging() {
     );
     let c = run.stats().counters;
     assert_eq!((c.gate_held, c.gate_hold_us), (2, 4_000 + 3_000));
-    assert_eq!(asked.load(Ordering::Relaxed), 2, "one question per finished state");
+    // One per `done` (four datagrams: the spec's egress_free_at) and one per finished state.
+    assert_eq!(asked.load(Ordering::Relaxed), 4 + 2);
 }
 
 #[test]
@@ -105,4 +106,28 @@ fn a_spec_that_gives_no_hold_limit_is_never_held() {
     assert!(!run.forwarded().is_empty(), "forwarded without waiting for the link");
     assert_eq!(run.stats().counters.gate_held, 0);
     assert_eq!(asked.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn zero_delay_folds_the_read_batch_only_while_the_link_is_busy() {
+    let batch = [ack(1, 20_000, 0), ack(2, 20_000, 0), ack(3, 20_000, 0)];
+    // Idle link: nothing waits in its queue, so each ACK leaves as it came.
+    let run = both::<Multiplex>("multiplex", &Setup::params(""), |run| {
+        gate(run, 0);
+        run.at(1_000, &batch);
+        run.until(10_000);
+    });
+    let sizes: Vec<usize> = out(&run).iter().map(|(_, r, _)| r.len()).collect();
+    assert_eq!(sizes, [1, 1, 1]);
+    assert_eq!(run.stats().counters.taken, 0);
+    // Busy for less than the timer lead: not held by the engine, but the spec folds the
+    // rest of the batch into the first bundle (it would have waited in the link's queue).
+    let run = both::<Multiplex>("multiplex", &Setup::params(""), |run| {
+        run.engine.set_timer_lead(500);
+        gate(run, 1_100);
+        run.at(1_000, &batch);
+        run.until(10_000);
+    });
+    assert_eq!(out(&run), [(1_000, vec![(1, 0), (2, 0), (3, 0)], 0)]);
+    assert_eq!(run.stats().counters.taken, 2);
 }

@@ -405,7 +405,8 @@ fn a_passing_datagram_leaves_after_the_bundle_holding_its_source() {
 #[test]
 fn zero_delay_bundles_the_pending_batch_into_one_mplexpkt() {
     let batch: Vec<Vec<u8>> = (1..=8).map(|n| sent(n, (0, 0, 0))).collect();
-    let run = multiplex(&Setup::params(""), |run| run.at(1_000, &batch));
+    // fold_pending=always: folded without asking a gate (there is none here).
+    let run = multiplex(&Setup::params("fold_pending=always"), |run| run.at(1_000, &batch));
     let out = bundles(&run, 1500);
     assert_eq!(
         out.len(),
@@ -435,7 +436,7 @@ fn zero_delay_plain_datagrams_with_repeated_sources_keep_their_order() {
         make::concast(host(1), 6, 64, b"1 again, later ......"),
         plain_ack(3),
     ];
-    let run = multiplex(&Setup::params("max_local_delay_us=0 key=host"), |run| {
+    let run = multiplex(&Setup::params("max_local_delay_us=0 key=host fold_pending=always"), |run| {
         run.at(0, &batch)
     });
     let out = bundles(&run, 1500);

@@ -97,6 +97,7 @@ pub const IMPORTS: &[(&str, &str)] = &[
     ("flow_params", "(i32, i32) -> i32"),
     ("set_timer", "(i64) -> ()"),
     ("hold_limit", "(i64) -> ()"),
+    ("egress_free_at", "() -> i64"),
     ("cancel_timer", "() -> ()"),
     ("pending_count", "() -> i32"),
     ("pending_peek", "(i32, i32, i32) -> i32"),

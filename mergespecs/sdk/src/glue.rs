@@ -33,6 +33,8 @@ mod imports {
         pub fn cancel_timer();
         #[link_name = "hold_limit"]
         pub fn hold_limit(at_us: i64);
+        #[link_name = "egress_free_at"]
+        pub fn egress_free_at() -> i64;
         #[link_name = "pending_count"]
         pub fn pending_count() -> i32;
         #[link_name = "pending_peek"]
@@ -115,6 +117,9 @@ impl Host for WasmHost {
     }
     fn hold_limit(&mut self, at_us: u64) {
         unsafe { imports::hold_limit(at_us as i64) }
+    }
+    fn egress_free_at(&self) -> u64 {
+        unsafe { imports::egress_free_at().max(0) as u64 }
     }
     fn pending_count(&self) -> usize {
         unsafe { imports::pending_count().max(0) as usize }

@@ -157,6 +157,13 @@ pub trait Host {
     fn hold_limit(&mut self, at_us: u64) {
         let _ = at_us;
     }
+    /// When the output link toward R will have sent what is queued on it (engine clock,
+    /// µs), as the embedder's egress gate last saw it before this `done` or `timeout` call;
+    /// 0 when it is idle or unknown (no gate). A state built while `egress_free_at() >
+    /// now_us()` waits in that queue anyway: the paper's "queue access".
+    fn egress_free_at(&self) -> u64 {
+        0
+    }
 
     /// Datagrams of this flow already received but not yet processed.
     fn pending_count(&self) -> usize;

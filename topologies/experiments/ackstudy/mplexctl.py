@@ -10,11 +10,28 @@ from concast import tools
 GROUP = 1
 
 
-def receiver_on(net, server: str) -> dict:
+def receiver_on(net, server: str, spec_path=None) -> dict:
+    """R unbundles GROUP with the bundled multiplex spec, or the one at `spec_path`."""
     from concast.hosts import Client
+    spec = spec_path or tools.spec_module("multiplex")
     with Client(net.hostd_socket(server)) as c:
         return c.request("mplex", action="on", role="receiver", group=GROUP,
-                         spec_path=str(tools.spec_module("multiplex")))
+                         spec_path=str(spec))
+
+
+def embed_params(params: tuple[str, ...], out) -> "Path":
+    """The multiplex spec with `params` (KEY=VALUE) embedded as its concast.params section,
+    written to `out`: every router that fetches it over CSP merges with those values."""
+    import subprocess
+    args = [str(tools.rust_binary("concast-spec")), "embed", str(tools.spec_module("multiplex"))]
+    for p in params:
+        args += ["--param", p]
+    r = subprocess.run(args + ["--output", str(out)], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"concast-spec embed {' '.join(params)}: {r.stderr.strip()}")
+    subprocess.run([str(tools.rust_binary("concast-spec")), "check", str(out)],
+                   check=True, capture_output=True)  # the parameters parse: init accepts them
+    return out
 
 
 def receiver_off(net, server: str) -> None:

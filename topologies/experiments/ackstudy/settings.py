@@ -43,6 +43,9 @@ class Settings:
     modes: tuple[str, ...] = ("on", "off")
     max_total_delay_ms: float = 10_000.0  # the largest hostd takes: "unbounded" at this scale
     settle_s: float = 1.0                # after the last page: final ACKs, bundles flushed
+    # receiver-given parameters embedded in the multiplex spec (KEY=VALUE), e.g.
+    # fold_pending=always to measure queue access against the daemon's read batch
+    spec_params: tuple[str, ...] = ()
     quick: bool = False
 
     @property
@@ -114,6 +117,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
     p.add_argument("--page-bytes", type=int, help="page size (4096)")
     p.add_argument("--cc", dest="tcp_cc", choices=["reno", "cubic"], help="TCP congestion control")
+    p.add_argument("--spec-param", dest="spec_params", action="append", metavar="KEY=VALUE",
+                   help="a multiplex spec parameter embedded in the receiver's spec "
+                        "(repeatable; see docs/multiplex.md), e.g. fold_pending=always")
     p.add_argument("--dataplane", choices=["linux", "ovs"],
                    help="router data plane (linux: kernel forwarding + tc diversion; default)")
 
@@ -128,6 +134,11 @@ def from_args(ns: argparse.Namespace) -> Settings:
             setattr(s, key, v)
     if ns.delays is not None:
         s.delays_ms = ns.delays
+    if getattr(ns, "spec_params", None):
+        bad = [p for p in ns.spec_params if "=" not in p]
+        if bad:
+            raise SystemExit(f"concast exp ack-study: --spec-param wants KEY=VALUE, got {bad}")
+        s.spec_params = tuple(ns.spec_params)
     bad = [m for m in s.modes if m not in ("on", "off")]
     if bad:
         raise SystemExit(f"concast exp ack-study: unknown mode(s) {bad}; use on,off")

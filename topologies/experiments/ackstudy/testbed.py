@@ -97,7 +97,9 @@ class Testbed:
         self.server = web.PageServer(self.net.netns(SERVER), port=WEB_PORT, size=s.page_bytes,
                                      seed=s.topo_seed, out=self.out / "server.json",
                                      tcp=TcpSettings(cc=s.tcp_cc, initcwnd=s.initcwnd))
-        mplexctl.receiver_on(self.net, SERVER)
+        spec = (mplexctl.embed_params(s.spec_params, self.out / "multiplex.wasm")
+                if s.spec_params else None)
+        mplexctl.receiver_on(self.net, SERVER, spec)
         say(f"page server on {SERVER} ({self.sv_ip}:{WEB_PORT}, {s.page_bytes} bytes); "
             f"{SERVER} unbundles group {mplexctl.GROUP}")
         # Warm-up, before any cross traffic: every client joins once, so every router

@@ -25,6 +25,20 @@ pub struct Config {
     pub key: KeyKind,
     /// Bundles open at once (1..=64); when a record needs one more, the oldest leaves.
     pub max_bundles: u32,
+    /// When a bundle whose delay is up may take datagrams already received but not yet
+    /// processed (`fold_pending=link_busy|always`).
+    pub fold_pending: FoldPending,
+}
+
+/// Queue access at zero added delay (docs/multiplex.md "Queue access"): the paper combines
+/// only packets that wait for a busy output link. Datagrams that merely sit together in the
+/// daemon's read batch did not wait for the link, so by default they are folded into a
+/// finished bundle only while the egress gate reports the link busy; `always` folds the
+/// whole batch (the behaviour before, kept to measure the difference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldPending {
+    LinkBusy,
+    Always,
 }
 
 impl Config {
@@ -37,6 +51,11 @@ impl Config {
             Some(b"host") => KeyKind::Host,
             Some(_) => return Err("multiplex spec: key must be host or flow"),
         };
+        let fold_pending = match params::get(raw, "fold_pending") {
+            None | Some(b"link_busy") => FoldPending::LinkBusy,
+            Some(b"always") => FoldPending::Always,
+            Some(_) => return Err("multiplex spec: fold_pending must be link_busy or always"),
+        };
         let max_bundles = number(raw, "max_bundles", 16, MAX_BUNDLES as u64, WHY)? as u32;
         if max_bundles == 0 {
             return Err("multiplex spec: max_bundles must be 1 or more");
@@ -48,6 +67,7 @@ impl Config {
             max_held_bytes: number(raw, "max_held_bytes", 1 << 20, u32_max, WHY)? as u32,
             key,
             max_bundles,
+            fold_pending,
         })
     }
 }

@@ -39,7 +39,7 @@ use concast_speckit::log::log;
 use concast_speckit::{payload_limit, MAX_BUNDLE};
 
 use bundle::{fits_empty, MplexBundle, MAX_RECORDS};
-use config::Config;
+use config::{Config, FoldPending};
 use input::{classify_datagram, Incoming, Input, Origin};
 use keys::{key_of, KeyIndex};
 use order::Order;
@@ -207,8 +207,9 @@ impl Multiplex {
         self.blocked[..self.blocked_len].contains(&key)
     }
 
-    /// Zero added delay: before bundle `tag` leaves, fold in the datagrams of this flow that
-    /// have already arrived (the rest of the batch), keeping each key's order.
+    /// Zero added delay: before bundle `tag` leaves a busy link's queue, fold in the
+    /// datagrams of this flow that have already arrived (the rest of the batch), keeping each
+    /// key's order.
     fn fill_from_pending(&mut self, tag: usize, host: &mut impl Host) {
         self.blocked_len = 0;
         let now = host.now_us();
@@ -410,7 +411,10 @@ impl MergeSpec for Multiplex {
             return true; // nothing held: let the engine close the state
         };
         if deadline <= host.now_us() {
-            self.fill_from_pending(tag, host);
+            let link_busy = host.egress_free_at() > host.now_us();
+            if link_busy || self.config.fold_pending == FoldPending::Always {
+                self.fill_from_pending(tag, host);
+            }
             self.allow_hold(tag, host);
             return true;
         }

@@ -334,8 +334,33 @@ fn a_passing_datagram_of_a_bundled_source_waits_for_the_bundle() {
 }
 
 #[test]
+fn zero_delay_leaves_the_batch_alone_while_the_link_is_idle() {
+    let mut h = TestHost::new("max_local_delay_us=0 key=host");
+    let mut m = spec(&mut h);
+    let mut open = Vec::new();
+    h.now = 1_000;
+    h.egress_free_at = 1_000; // frees now: nothing would wait in its queue
+    h.pending = [ack(2), ack(3)].to_vec();
+    offer(&mut m, &mut h, &mut open, &ack(1));
+    assert!(m.done(&mut 0, &mut h), "zero local delay: now");
+    assert!(h.taken.is_empty(), "an idle link combines nothing");
+    let (_, records) = build(&mut m, &mut h, &mut open, 0);
+    assert_eq!(records.len(), 1);
+
+    // The same batch with fold_pending=always (the old rule) is folded in.
+    let mut h = TestHost::new("max_local_delay_us=0 key=host fold_pending=always");
+    let mut m = spec(&mut h);
+    let mut open = Vec::new();
+    h.pending = [ack(2), ack(3)].to_vec();
+    offer(&mut m, &mut h, &mut open, &ack(1));
+    assert!(m.done(&mut 0, &mut h));
+    assert_eq!(h.taken, [ack(2), ack(3)]);
+}
+
+#[test]
 fn zero_delay_takes_what_is_pending_and_keeps_each_source_in_order() {
     let mut h = TestHost::new("max_local_delay_us=0 key=host");
+    h.egress_free_at = 500; // the output link is busy: the bundle would wait in its queue
     let mut m = spec(&mut h);
     let mut open = Vec::new();
     let large_from_4 = make::concast(host(4), 6, 64, &[0; 300]);
@@ -362,6 +387,7 @@ fn bad_parameters_refuse_the_flow() {
         "key=port",
         "max_bundles=0",
         "max_bundles=65",
+        "fold_pending=never",
     ] {
         assert!(Multiplex::init(&mut TestHost::new(p)).is_err(), "{p}");
     }

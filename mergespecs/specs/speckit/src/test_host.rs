@@ -18,6 +18,8 @@ pub struct TestHost {
     pub params: Vec<u8>,
     /// The timer as last armed (`None` after `cancel_timer`).
     pub timer: Option<u64>,
+    /// What `egress_free_at` answers (0: output link idle).
+    pub egress_free_at: u64,
     /// Datagrams not yet processed, next first.
     pub pending: Vec<Vec<u8>>,
     /// Datagrams the spec took from `pending`.
@@ -38,6 +40,7 @@ impl TestHost {
             children: 0,
             params: params.as_bytes().to_vec(),
             timer: None,
+            egress_free_at: 0,
             pending: Vec::new(),
             taken: Vec::new(),
             emitted: Vec::new(),
@@ -73,6 +76,9 @@ impl Host for TestHost {
     }
     fn cancel_timer(&mut self) {
         self.timer = None;
+    }
+    fn egress_free_at(&self) -> u64 {
+        self.egress_free_at
     }
     fn pending_count(&self) -> usize {
         self.pending.len()
