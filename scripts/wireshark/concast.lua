@@ -61,7 +61,8 @@ local SPEC_MAX_SIZE     = 1048576        -- 1 MiB
 local SPEC_MAX_CHUNKS   = 1024
 local ERROR_MAX_REASON  = 200
 local MPLEX_HEADER_LEN  = 16
-local RECORD_HEADER_LEN = 8
+local RECORD_HEADER_LEN = 9
+local MPLEX_VERSION     = 1
 
 local CSP_JOIN, CSP_JOIN_ACK, CSP_REFRESH, CSP_LEAVE = 1, 2, 3, 4
 local CSP_SPEC_REQUEST, CSP_SPEC_CHUNK, CSP_SPEC_UPDATE, CSP_ERROR = 5, 6, 7, 8
@@ -140,6 +141,7 @@ p_csp.fields = {
 
 -- concast.mplex: MplexHdr and EncapsulatedPkt records (section 3)
 local f_mx_initial_ttl     = ProtoField.uint8("concast.mplex.initial_ttl", "initialTTL", base.DEC)
+local f_mx_version         = ProtoField.uint8("concast.mplex.version", "Version", base.DEC)
 local f_mx_reserved        = ProtoField.bytes("concast.mplex.reserved", "Reserved")
 local f_mx_max_total_delay = ProtoField.uint32("concast.mplex.max_total_delay",
                                                "MaxTotalDelay (µs)", base.DEC)
@@ -155,11 +157,12 @@ local f_mx_rec_proto       = ProtoField.uint8("concast.mplex.record.proto", "Pro
                                               base.DEC)
 local f_mx_rec_length      = ProtoField.uint16("concast.mplex.record.payload_length",
                                                "PayloadLength", base.DEC)
+local f_mx_rec_tos         = ProtoField.uint8("concast.mplex.record.tos", "TOS", base.DEC)
 local f_mx_rec_payload     = ProtoField.bytes("concast.mplex.record.payload", "Payload")
 p_mplex.fields = {
-    f_mx_initial_ttl, f_mx_reserved, f_mx_max_total_delay, f_mx_delayed_so_far,
+    f_mx_initial_ttl, f_mx_version, f_mx_reserved, f_mx_max_total_delay, f_mx_delayed_so_far,
     f_mx_max_local_delay, f_mx_record_count, f_mx_record, f_mx_rec_src, f_mx_rec_ttl,
-    f_mx_rec_proto, f_mx_rec_length, f_mx_rec_payload,
+    f_mx_rec_proto, f_mx_rec_length, f_mx_rec_tos, f_mx_rec_payload,
 }
 
 -- Field extractors used to find the IPv4 header: a dissector registered in "ip.proto" only
@@ -564,7 +567,8 @@ end
 
 local function mplex_header(p, t)
     t:add(f_mx_initial_ttl, p(0, 1))
-    t:add(f_mx_reserved, p(1, 3))
+    t:add(f_mx_version, p(1, 1))
+    t:add(f_mx_reserved, p(2, 2))
     t:add(f_mx_max_total_delay, p(4, 4))
     t:add(f_mx_delayed_so_far, p(8, 4))
     t:add(f_mx_max_local_delay, p(12, 4))
@@ -576,19 +580,21 @@ local function mplex_record(p, off, index, t)
     local left = p:len() - off
     if left < RECORD_HEADER_LEN then
         t:add(f_mx_record, p(off, left)):append_text(" (truncated record header)")
-        return nil, left .. " bytes left for a record header of 8"
+        return nil, left .. " bytes left for a record header of " .. RECORD_HEADER_LEN
     end
     local plen = p(off + 6, 2):uint()
     local fits = RECORD_HEADER_LEN + plen <= left
     local size = fits and RECORD_HEADER_LEN + plen or left
     local rt = t:add(f_mx_record, p(off, size))
-    rt:set_text(string.format("Record %d: %s, TTL %d, protocol %d, %d bytes%s", index,
-                              tostring(p(off, 4):ipv4()), p(off + 4, 1):uint(),
-                              p(off + 5, 1):uint(), plen, fits and "" or " (truncated)"))
+    rt:set_text(string.format("Record %d: %s, TTL %d, protocol %d, TOS 0x%02x, %d bytes%s",
+                              index, tostring(p(off, 4):ipv4()), p(off + 4, 1):uint(),
+                              p(off + 5, 1):uint(), p(off + 8, 1):uint(), plen,
+                              fits and "" or " (truncated)"))
     rt:add(f_mx_rec_src, p(off, 4))
     rt:add(f_mx_rec_ttl, p(off + 4, 1))
     rt:add(f_mx_rec_proto, p(off + 5, 1))
     rt:add(f_mx_rec_length, p(off + 6, 2))
+    rt:add(f_mx_rec_tos, p(off + 8, 1))
     if not fits then
         return nil, "PayloadLength " .. plen .. " with " .. (left - RECORD_HEADER_LEN) ..
                     " bytes left"
@@ -621,6 +627,11 @@ function p_mplex.dissector(tvb, pinfo, tree)
         return plen
     end
     mplex_header(tvb, t)
+    if tvb(1, 1):uint() ~= MPLEX_VERSION then
+        report(t, pinfo, "mplex_bad_version", "Version " .. tvb(1, 1):uint() .. ", this dissector reads "
+               .. MPLEX_VERSION, tvb(1, 1))
+        return plen
+    end
 
     -- records back to back up to the IPv4 total length (the tvb ends there)
     local off, count, err, err_off = MPLEX_HEADER_LEN, 0, nil, nil

@@ -21,7 +21,8 @@ ERRORS = (
     "concast_option_duplicate",
     "csp_missing_router_alert", "csp_truncated", "csp_bad_version", "csp_unknown_type",
     "csp_bad_length", "csp_chunk_out_of_range",
-    "mplex_missing_concast_option", "mplex_truncated_header", "mplex_zero_records",
+    "mplex_missing_concast_option", "mplex_truncated_header", "mplex_bad_version",
+    "mplex_zero_records",
     "mplex_record_truncated",
 )
 """Every error name docs/protocol.md defines, in the order its tables list them."""

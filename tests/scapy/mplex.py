@@ -3,7 +3,7 @@ import random
 from typing import NamedTuple
 
 from scapy.fields import (ByteEnumField, ByteField, FieldLenField, IntField, IPField,
-                          PacketListField, StrLenField, X3BytesField)
+                          PacketListField, StrLenField, XByteField, XShortField)
 from scapy.layers.inet import IP, IP_PROTOS
 from scapy.packet import Packet, Raw, bind_layers
 
@@ -12,10 +12,12 @@ from .option import IPOption_Concast
 PROTO_MPLEX = 254
 MPLEX_GROUP = 1
 MPLEX_HEADER_LEN = 16
+MPLEX_VERSION = 1          # the MplexHdr Version with a TOS byte in each record header
+RECORD_HEADER_LEN = 9
 
 
 class EncapsulatedPkt(Packet):
-    """One carried datagram: its source, TTL, protocol and IPv4 payload (`data`).
+    """One carried datagram: its source, TTL, protocol, TOS byte and IPv4 payload (`data`).
 
     The destination is not carried: it is the MplexPkt's. `payload_len` is filled in when
     left None. Records follow each other with no padding, so everything after this record's
@@ -26,6 +28,7 @@ class EncapsulatedPkt(Packet):
                    ByteField("ttl", 64),
                    ByteEnumField("proto", 6, IP_PROTOS),
                    FieldLenField("payload_len", None, length_of="data", fmt="H"),
+                   XByteField("tos", 0),
                    StrLenField("data", b"", length_from=lambda p: p.payload_len)]
 
     def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
@@ -41,7 +44,8 @@ class MplexHdr(Packet):
     """
     name = "MplexHdr"
     fields_desc = [ByteField("initial_ttl", None),
-                   X3BytesField("reserved", 0),
+                   ByteField("version", MPLEX_VERSION),
+                   XShortField("reserved", 0),
                    IntField("max_total_delay", 0),
                    IntField("delayed_so_far", 0),
                    IntField("max_local_delay", 0),
@@ -94,8 +98,8 @@ def unbundle(pkt: Packet | bytes, *, first_id: int | None = None) -> Unbundled:
 
     Each record's TTL is lowered by the hops the MplexPkt travelled (initialTTL - outer TTL);
     a record left with TTL <= 0 would have expired on a plain path, so it is not rebuilt but
-    returned in `expired`. The others become plain IPv4 datagrams (IHL 5, DF, fresh ID,
-    checksum computed) with the payload copied unchanged, so transport checksums still hold.
+    returned in `expired`. The others become plain IPv4 datagrams (IHL 5, the record's TOS,
+    DF, fresh ID, checksum computed) with the payload copied unchanged, so transport checksums still hold.
     IDs are `first_id`, `first_id + 1`, ... or random. Raises ValueError on a malformed or
     non-multiplex datagram, naming the spec's error.
     """
@@ -114,7 +118,7 @@ def unbundle(pkt: Packet | bytes, *, first_id: int | None = None) -> Unbundled:
         if ttl <= 0:
             expired.append(rec)
             continue
-        orig = IP(ihl=5, tos=0, id=(first_id + len(out)) & 0xFFFF, flags="DF", frag=0,
+        orig = IP(ihl=5, tos=rec.tos, id=(first_id + len(out)) & 0xFFFF, flags="DF", frag=0,
                   ttl=min(ttl, 255), proto=rec.proto, src=rec.src, dst=ip.dst) / Raw(rec.data)
         out.append(IP(bytes(orig)))
     return Unbundled(out, expired)

@@ -7,7 +7,7 @@ other concast parser. Checks run in the spec's order; the first failure is the a
 from typing import NamedTuple
 
 from .csp import CHUNK_SIZE, MAX_REASON_LEN, MAX_SPEC_SIZE, PROTO_CSP
-from .mplex import PROTO_MPLEX
+from .mplex import MPLEX_VERSION, PROTO_MPLEX, RECORD_HEADER_LEN
 from .option import CONCAST_OPTION
 
 EOL, NOP, ROUTER_ALERT = 0x00, 0x01, 0x94
@@ -100,13 +100,16 @@ def _check_mplex(body: bytes) -> None:
     """Section 3: the MplexHdr, then records back to back up to the total length."""
     if len(body) < 16:
         raise _Malformed("mplex_truncated_header")
+    if body[1] != MPLEX_VERSION:
+        raise _Malformed("mplex_bad_version")
     if len(body) == 16:
         raise _Malformed("mplex_zero_records")
     i = 16
     while i < len(body):
-        if len(body) - i < 8 or i + 8 + _u16(body, i + 6) > len(body):
+        n = RECORD_HEADER_LEN
+        if len(body) - i < n or i + n + _u16(body, i + 6) > len(body):
             raise _Malformed("mplex_record_truncated")
-        i += 8 + _u16(body, i + 6)
+        i += n + _u16(body, i + 6)
 
 
 def _classify(raw: bytes) -> Classification:

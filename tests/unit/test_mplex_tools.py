@@ -40,9 +40,9 @@ def nflog(packet: bytes) -> bytes:
 
 
 def mplex_pkt(records: list[tuple[bytes, bytes]]) -> bytes:
-    body = struct.pack("!B3xIII", 64, 10_000, 0, 2000)
+    body = struct.pack("!BB2xIII", 64, 1, 10_000, 0, 2000)
     for src, seg in records:
-        body += src + struct.pack("!BBH", 63, 6, len(seg)) + seg
+        body += src + struct.pack("!BBHB", 63, 6, len(seg), 0) + seg
     return ipv4(bytes([10, 0, 0, 2]), SV, 254, body, options=bytes([0x9E, 6, 0, 0, 0, 1, 0, 0]))
 
 

@@ -40,8 +40,8 @@ def _group(p):
 
 
 def _records(p):
-    return [{"src": r.src, "ttl": r.ttl, "proto": r.proto, "payload_len": r.payload_len,
-             "payload_hex": r.data.hex()} for r in mplex_records(p)]
+    return [{"src": r.src, "ttl": r.ttl, "proto": r.proto, "tos": r.tos,
+             "payload_len": r.payload_len, "payload_hex": r.data.hex()} for r in mplex_records(p)]
 
 
 # Every field name a vector may carry, and where the decoded packet keeps it.
@@ -69,6 +69,7 @@ DECODED = {
     "offending_type": lambda p: _body(p).offending_type,
     "reason": lambda p: _body(p).reason.decode(),
     "initial_ttl": lambda p: p[MplexHdr].initial_ttl,
+    "version": lambda p: p[MplexHdr].version,
     "max_total_delay": lambda p: p[MplexHdr].max_total_delay,
     "delayed_so_far": lambda p: p[MplexHdr].delayed_so_far,
     "max_local_delay": lambda p: p[MplexHdr].max_local_delay,
@@ -163,7 +164,7 @@ def build_csp(v):
 
 def build_mplex(v):
     f = v["fields"]
-    records = [EncapsulatedPkt(src=r["src"], ttl=r["ttl"], proto=r["proto"],
+    records = [EncapsulatedPkt(src=r["src"], ttl=r["ttl"], proto=r["proto"], tos=r["tos"],
                                data=bytes.fromhex(r["payload_hex"])) for r in f["records"]]
     hdr = {k: f[k] for k in ("initial_ttl", "max_total_delay", "delayed_so_far",
                              "max_local_delay")}
@@ -265,7 +266,7 @@ def test_fuzz_decode_and_validate_never_raise():
             assert isinstance(p[CSP].payload, CSP_BODIES[p[CSP].type])
         if c.kind == "mplex":
             assert all(isinstance(r, EncapsulatedPkt) for r in p[MplexHdr].records)
-            assert sum(8 + r.payload_len for r in mplex_records(p)) + 16 \
+            assert sum(9 + r.payload_len for r in mplex_records(p)) + 16 \
                 == p.len - p.ihl * 4
     assert len(seen) > 15, seen                      # the mutations reach most checks
 

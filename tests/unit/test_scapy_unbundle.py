@@ -20,7 +20,7 @@ def test_unbundle_vector(v):
     for i, (d, rec) in enumerate(zip(out, f["records"])):
         raw = bytes(d)
         assert checksum(raw[:20]) == 0                          # valid IPv4 header checksum
-        assert (d.version, d.ihl, d.tos, d.len) == (4, 5, 0, 20 + rec["payload_len"])
+        assert (d.version, d.ihl, d.tos, d.len) == (4, 5, rec["tos"], 20 + rec["payload_len"])
         assert (d.flags, d.frag, d.id) == ("DF", 0, (0xFFFE + i) & 0xFFFF)
         assert (d.src, d.dst, d.proto, d.ttl) == (rec["src"], f["dst"], rec["proto"],
                                                   rec["ttl"] - hops)

@@ -78,6 +78,7 @@ CSP_FIELDS = {
 MPLEX_FIELDS = {
     "group": "concast.group",
     "initial_ttl": "concast.mplex.initial_ttl",
+    "version": "concast.mplex.version",
     "max_total_delay": "concast.mplex.max_total_delay",
     "delayed_so_far": "concast.mplex.delayed_so_far",
     "max_local_delay": "concast.mplex.max_local_delay",
@@ -87,6 +88,7 @@ RECORD_FIELDS = {
     "ttl": "concast.mplex.record.ttl",
     "proto": "concast.mplex.record.proto",
     "payload_len": "concast.mplex.record.payload_length",
+    "tos": "concast.mplex.record.tos",
 }
 # Wireshark's own IPv4 fields, to prove frame i really is vector i.
 IPV4_FIELDS = {"src": "ip.src", "dst": "ip.dst", "ttl": "ip.ttl", "proto": "ip.proto",

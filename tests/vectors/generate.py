@@ -123,14 +123,19 @@ def csp_dgram(message: bytes, *, options: bytes = RA, src: str = SENDER,
 
 # ---------------------------------------------------------------- MplexPkt
 
-def mplex_hdr(initial_ttl: int, max_total: int, so_far: int, max_local: int) -> bytes:
-    return struct.pack("!B3xIII", initial_ttl, max_total, so_far, max_local)
+MPLEX_VERSION = 1
 
 
-def record(src: str, ttl: int, proto: int, payload: bytes, length: int | None = None) -> bytes:
+def mplex_hdr(initial_ttl: int, max_total: int, so_far: int, max_local: int,
+              version: int = MPLEX_VERSION) -> bytes:
+    return struct.pack("!BB2xIII", initial_ttl, version, max_total, so_far, max_local)
+
+
+def record(src: str, ttl: int, proto: int, payload: bytes, length: int | None = None,
+           tos: int = 0) -> bytes:
     if length is None:
         length = len(payload)
-    return struct.pack("!4sBBH", ip_bytes(src), ttl, proto, length) + payload
+    return struct.pack("!4sBBHB", ip_bytes(src), ttl, proto, length, tos) + payload
 
 
 def mplex(body: bytes, *, group: int = 1, ttl: int = 62, options: bytes | None = None,
@@ -168,8 +173,8 @@ def csp_fields(t: int, *, group: int = 7, receiver: str = RECEIVER, seq: int = 0
             "receiver": receiver, "seq": seq, **more}
 
 
-def rec_fields(src: str, ttl: int, proto: int, payload: bytes) -> dict:
-    return {"src": src, "ttl": ttl, "proto": proto, "payload_len": len(payload),
+def rec_fields(src: str, ttl: int, proto: int, payload: bytes, tos: int = 0) -> dict:
+    return {"src": src, "ttl": ttl, "proto": proto, "tos": tos, "payload_len": len(payload),
             "payload_hex": payload.hex()}
 
 
@@ -365,14 +370,14 @@ def build() -> None:
     valid("mplex_one_record", "mplex",
           mplex(mplex_hdr(64, 20000, 0, 5000) + record("10.0.1.1", 64, PROTO_TCP, a1), ttl=64),
           "one TCP ACK, as a sender's multiplex module emits it",
-          group=1, initial_ttl=64, max_total_delay=20000, delayed_so_far=0,
+          group=1, initial_ttl=64, version=1, max_total_delay=20000, delayed_so_far=0,
           max_local_delay=5000, records=[rec_fields("10.0.1.1", 64, PROTO_TCP, a1)])
     valid("mplex_three_records", "mplex",
           mplex(mplex_hdr(64, 20000, 1200, 2000)
                 + record("10.0.1.1", 63, PROTO_TCP, a1) + record("10.0.1.2", 64, PROTO_TCP, a2)
                 + record("10.0.2.7", 60, PROTO_TCP, a3), ttl=62),
           "three ACKs from three senders bundled by a router, two hops travelled",
-          group=1, initial_ttl=64, max_total_delay=20000, delayed_so_far=1200,
+          group=1, initial_ttl=64, version=1, max_total_delay=20000, delayed_so_far=1200,
           max_local_delay=2000,
           records=[rec_fields("10.0.1.1", 63, PROTO_TCP, a1),
                    rec_fields("10.0.1.2", 64, PROTO_TCP, a2),
@@ -380,14 +385,24 @@ def build() -> None:
     valid("mplex_empty_payload_record", "mplex",
           mplex(mplex_hdr(32, 0, 0, 0) + record("10.0.1.3", 32, 17, b""), ttl=32),
           "a record with PayloadLength 0 is valid; zero delays (zero-delay mode)",
-          group=1, initial_ttl=32, max_total_delay=0, delayed_so_far=0, max_local_delay=0,
+          group=1, initial_ttl=32, version=1, max_total_delay=0, delayed_so_far=0, max_local_delay=0,
           records=[rec_fields("10.0.1.3", 32, 17, b"")])
     valid("mplex_group_42_after_nops", "mplex",
           mplex(mplex_hdr(64, 1000, 999, 1) + record("10.0.1.1", 9, PROTO_UDP, udp(b"x")),
                 options=b"\1\1" + concast_opt(42), ttl=60),
           "an MplexPkt for group 42, option after two NOPs",
-          group=42, initial_ttl=64, max_total_delay=1000, delayed_so_far=999,
+          group=42, initial_ttl=64, version=1, max_total_delay=1000, delayed_so_far=999,
           max_local_delay=1, records=[rec_fields("10.0.1.1", 9, PROTO_UDP, udp(b"x"))])
+    udp_ce = udp(b"media")
+    valid("mplex_record_tos", "mplex",
+          mplex(mplex_hdr(64, 10000, 300, 1000)
+                + record("10.0.1.1", 64, PROTO_TCP, a1, tos=0xB8 | 0b11)
+                + record("10.0.1.2", 63, PROTO_UDP, udp_ce, tos=0b10), ttl=63),
+          "records keep their TOS byte: DSCP EF with ECN CE (0xBB), then ECT(0) (0x02)",
+          group=1, initial_ttl=64, version=1, max_total_delay=10000, delayed_so_far=300,
+          max_local_delay=1000,
+          records=[rec_fields("10.0.1.1", 64, PROTO_TCP, a1, tos=0xBB),
+                   rec_fields("10.0.1.2", 63, PROTO_UDP, udp_ce, tos=0x02)])
 
     valid("mplex_later_fragment_not_checked", "concast",
           mplex(bytes(12), flags_frag=2),
@@ -401,6 +416,16 @@ def build() -> None:
         "10 bytes of MplexHdr")
     bad("mplex_zero_records", "mplex_zero_records", mplex(mplex_hdr(64, 0, 0, 0)),
         "a header and no record")
+    bad("mplex_version_0", "mplex_bad_version",
+        mplex(mplex_hdr(64, 0, 0, 0, version=0) + struct.pack("!4sBBH", ip_bytes(SENDER), 64,
+                                                              6, len(a1)) + a1),
+        "the first format (Version 0, 8-byte record headers) is not read")
+    bad("mplex_version_2", "mplex_bad_version",
+        mplex(mplex_hdr(64, 0, 0, 0, version=2) + record("10.0.1.1", 64, 6, a1)),
+        "an unknown Version")
+    bad("mplex_version_before_records", "mplex_bad_version",
+        mplex(mplex_hdr(64, 0, 0, 0, version=7)),
+        "Version is checked before the records (none here)")
     bad("mplex_payload_length_past_end", "mplex_record_truncated",
         mplex(mplex_hdr(64, 0, 0, 0) + record("10.0.1.1", 64, 6, a1, length=21)),
         "PayloadLength 21 with 20 bytes left")

@@ -18,6 +18,7 @@ LINKTYPE_NFLOG = 239
 LINKTYPE_LINUX_SLL2 = 276
 NFULA_PAYLOAD = 9
 PROTO_TCP, PROTO_MPLEX = 6, 254
+MPLEX_VERSION, RECORD_HEADER_LEN = 1, 9     # docs/protocol.md section 3
 
 
 def _nflog_payload(data: bytes) -> bytes | None:
@@ -111,6 +112,7 @@ class Record:
     ttl: int
     protocol: int
     payload: bytes
+    tos: int = 0
 
 
 def mplex_records(ip: bytes) -> list[Record] | None:
@@ -118,17 +120,18 @@ def mplex_records(ip: bytes) -> list[Record] | None:
     if ip[9] != PROTO_MPLEX:
         return None
     body = ip[(ip[0] & 0xF) * 4:]
-    if len(body) < 16:
+    if len(body) < 16 or body[1] != MPLEX_VERSION:
         return None
-    out, i = [], 16
+    out, i, h = [], 16, RECORD_HEADER_LEN
     while i < len(body):
-        if i + 8 > len(body):
+        if i + h > len(body):
             return None
         n = struct.unpack_from("!H", body, i + 6)[0]
-        if i + 8 + n > len(body):
+        if i + h + n > len(body):
             return None
-        out.append(Record(_addr(body[i:i + 4]), body[i + 4], body[i + 5], body[i + 8:i + 8 + n]))
-        i += 8 + n
+        out.append(Record(_addr(body[i:i + 4]), body[i + 4], body[i + 5], body[i + h:i + h + n],
+                          body[i + 8]))
+        i += h + n
     return out
 
 

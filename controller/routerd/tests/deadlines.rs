@@ -41,7 +41,7 @@ fn ack_frame(n: u8, seq: u32, delays: (u32, u32, u32)) -> Vec<u8> {
     tcp[4..8].copy_from_slice(&seq.to_be_bytes());
     let mut buf = vec![0u8; 128];
     let mut b = MplexBuilder::new(&mut buf, &Params::new(src, RX, 254), 1, &header).unwrap();
-    b.push(&RecordRepr { src, ttl: 64, protocol: 6, payload: &tcp }).unwrap();
+    b.push(&RecordRepr { src, ttl: 64, protocol: 6, tos: 0, payload: &tcp }).unwrap();
     let len = b.finish_bundle().unwrap();
     let mut f = ROUTER_MAC.to_vec();
     f.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x00]);

@@ -35,7 +35,7 @@ fn ack_frame(n: u8, max_total_delay: u32) -> Vec<u8> {
     let header = HeaderRepr { initial_ttl: 64, max_total_delay, delayed_so_far: 0, max_local_delay: 0 };
     let mut buf = vec![0u8; 128];
     let mut b = MplexBuilder::new(&mut buf, &Params::new(src, RX, 254), 1, &header).unwrap();
-    b.push(&RecordRepr { src, ttl: 64, protocol: 6, payload: &[0x50; 20] }).unwrap();
+    b.push(&RecordRepr { src, ttl: 64, protocol: 6, tos: 0, payload: &[0x50; 20] }).unwrap();
     let len = b.finish_bundle().unwrap();
     let mut f = ROUTER_MAC.to_vec();
     f.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x00]);

@@ -206,6 +206,7 @@ mod tests {
             src: S,
             ttl: 60,
             protocol: 6,
+            tos: 0,
             payload: &[0; 20],
         })
         .unwrap();
@@ -213,6 +214,7 @@ mod tests {
             src: S,
             ttl: 63,
             protocol: 6,
+            tos: 0,
             payload: &[0; 20],
         })
         .unwrap();

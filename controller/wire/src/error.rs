@@ -46,6 +46,8 @@ pub enum Error {
     MplexMissingConcastOption,
     /// MplexPkt payload shorter than the 16-byte MplexHdr.
     MplexTruncatedHeader,
+    /// An MplexHdr Version other than the one this crate speaks.
+    MplexBadVersion,
     /// No EncapsulatedPkt record after the MplexHdr.
     MplexZeroRecords,
     /// A record header or payload runs past the IPv4 total length.
@@ -54,7 +56,7 @@ pub enum Error {
 
 impl Error {
     /// Every variant, in the order the spec's tables list them.
-    pub const ALL: [Error; 20] = [
+    pub const ALL: [Error; 21] = [
         Error::Truncated,
         Error::BadVersion,
         Error::BadIhl,
@@ -73,6 +75,7 @@ impl Error {
         Error::CspChunkOutOfRange,
         Error::MplexMissingConcastOption,
         Error::MplexTruncatedHeader,
+        Error::MplexBadVersion,
         Error::MplexZeroRecords,
         Error::MplexRecordTruncated,
     ];
@@ -98,6 +101,7 @@ impl Error {
             Error::CspChunkOutOfRange => "csp_chunk_out_of_range",
             Error::MplexMissingConcastOption => "mplex_missing_concast_option",
             Error::MplexTruncatedHeader => "mplex_truncated_header",
+            Error::MplexBadVersion => "mplex_bad_version",
             Error::MplexZeroRecords => "mplex_zero_records",
             Error::MplexRecordTruncated => "mplex_record_truncated",
         }

@@ -11,14 +11,18 @@ use crate::{ipv4, read_array, read_u16, read_u32, view, write_u16, write_u32};
 
 /// Length of the MplexHdr.
 pub const HEADER_LEN: usize = 16;
+/// The MplexHdr Version this crate reads and writes: 1 added the record's TOS byte (version 0,
+/// the first format, had 8-byte record headers and rebuilt every datagram with TOS 0).
+pub const VERSION: u8 = 1;
 /// Length of an EncapsulatedPkt record header.
-pub const RECORD_HEADER_LEN: usize = 8;
+pub const RECORD_HEADER_LEN: usize = 9;
 
 /// Offsets of the MplexHdr.
 pub mod field {
     use core::ops::Range;
     pub const INITIAL_TTL: usize = 0;
-    pub const RESERVED: Range<usize> = 1..4;
+    pub const VERSION: usize = 1;
+    pub const RESERVED: Range<usize> = 2..4;
     pub const MAX_TOTAL_DELAY: Range<usize> = 4..8;
     pub const DELAYED_SO_FAR: Range<usize> = 8..12;
     pub const MAX_LOCAL_DELAY: Range<usize> = 12..16;
@@ -32,7 +36,8 @@ pub mod record_field {
     pub const TTL: usize = 4;
     pub const PROTOCOL: usize = 5;
     pub const PAYLOAD_LEN: Range<usize> = 6..8;
-    pub const PAYLOAD: usize = 8;
+    pub const TOS: usize = 8;
+    pub const PAYLOAD: usize = 9;
 }
 
 view! {
@@ -47,6 +52,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if buf.len() < HEADER_LEN {
             return Err(Error::MplexTruncatedHeader);
         }
+        if self.version() != VERSION {
+            return Err(Error::MplexBadVersion);
+        }
         if buf.len() == HEADER_LEN {
             return Err(Error::MplexZeroRecords);
         }
@@ -56,6 +64,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The outer TTL the MplexPkt was sent with; hops travelled = this minus the outer TTL now.
     pub fn initial_ttl(&self) -> u8 {
         self.buffer.as_ref()[field::INITIAL_TTL]
+    }
+    /// The format version; [`Packet::check`] accepts only [`VERSION`].
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
     }
     /// Microseconds, end to end, the records may be held for bundling.
     pub fn max_total_delay(&self) -> u32 {
@@ -107,9 +119,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn clear_reserved(&mut self) {
         self.buffer.as_mut()[field::RESERVED].fill(0);
     }
-    /// Writes all header fields and zeroes Reserved.
+    /// Writes all header fields, Version [`VERSION`], and zeroes Reserved.
     pub fn set_header(&mut self, h: &HeaderRepr) {
         self.set_initial_ttl(h.initial_ttl);
+        self.buffer.as_mut()[field::VERSION] = VERSION;
         self.clear_reserved();
         self.set_max_total_delay(h.max_total_delay);
         self.set_delayed_so_far(h.delayed_so_far);
@@ -123,7 +136,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> Record<T> {
-    /// The buffer must be exactly the record: 8 bytes of header and PayloadLength bytes.
+    /// The buffer must be exactly the record: 9 bytes of header and PayloadLength bytes.
     pub fn check(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < RECORD_HEADER_LEN
@@ -150,6 +163,10 @@ impl<T: AsRef<[u8]>> Record<T> {
     }
     pub fn payload_len(&self) -> u16 {
         read_u16(self.buffer.as_ref(), record_field::PAYLOAD_LEN.start)
+    }
+    /// The original datagram's TOS byte (DSCP and ECN), restored at the receiver.
+    pub fn tos(&self) -> u8 {
+        self.buffer.as_ref()[record_field::TOS]
     }
     /// The original IPv4 payload (clamped to the buffer).
     pub fn payload(&self) -> &[u8] {
@@ -181,6 +198,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Record<T> {
     }
     pub fn set_payload_len(&mut self, v: u16) {
         write_u16(self.buffer.as_mut(), record_field::PAYLOAD_LEN.start, v);
+    }
+    pub fn set_tos(&mut self, v: u8) {
+        self.buffer.as_mut()[record_field::TOS] = v;
     }
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let b = self.buffer.as_mut();
@@ -259,16 +279,19 @@ pub struct RecordRepr<'a> {
     pub src: Ipv4Addr,
     pub ttl: u8,
     pub protocol: u8,
+    /// DSCP and ECN bits of the original header.
+    pub tos: u8,
     pub payload: &'a [u8],
 }
 
 impl<'a> RecordRepr<'a> {
-    /// A plain datagram captured for bundling: its source, TTL, protocol and payload.
+    /// A plain datagram captured for bundling: its source, TTL, protocol, TOS and payload.
     pub fn from_ipv4<T: AsRef<[u8]>>(p: &'a ipv4::Packet<T>) -> RecordRepr<'a> {
         RecordRepr {
             src: p.src_addr(),
             ttl: p.ttl(),
             protocol: p.protocol(),
+            tos: p.tos(),
             payload: p.payload(),
         }
     }
@@ -279,6 +302,7 @@ impl<'a> RecordRepr<'a> {
             src: r.src_addr(),
             ttl: r.ttl(),
             protocol: r.protocol(),
+            tos: r.tos(),
             payload: r.payload(),
         }
     }
@@ -352,6 +376,7 @@ impl<'a> BodyBuilder<'a> {
         rec.set_ttl(r.ttl);
         rec.set_protocol(r.protocol);
         rec.set_payload_len(plen);
+        rec.set_tos(r.tos);
         rec.payload_mut().copy_from_slice(r.payload);
         self.len = end;
         self.records += 1;
@@ -403,6 +428,7 @@ mod tests {
             src: S,
             ttl: 63,
             protocol: 6,
+            tos: 0xB9, // DSCP EF, ECN ECT(1)
             payload: &[1, 2, 3],
         })
         .unwrap();
@@ -410,20 +436,21 @@ mod tests {
             src: S,
             ttl: 9,
             protocol: 17,
+            tos: 0,
             payload: &[],
         })
         .unwrap();
-        assert!(b.fits(64 - 16 - 11 - 8 - 8));
-        assert!(!b.fits(64 - 16 - 11 - 8 - 8 + 1));
+        assert!(b.fits(64 - 16 - 12 - 9 - 9));
+        assert!(!b.fits(64 - 16 - 12 - 9 - 9 + 1));
         let n = b.finish().unwrap();
-        assert_eq!(n, 16 + 11 + 8);
+        assert_eq!(n, 16 + 12 + 9);
         let p = Packet::new_checked(&buf[..n]).unwrap();
-        assert_eq!(p.header_repr(), hdr);
+        assert_eq!((p.header_repr(), p.version()), (hdr, VERSION));
         let mut rs = p.records();
         let r = rs.next().unwrap();
         assert_eq!(
-            (r.src_addr(), r.ttl(), r.protocol(), r.payload()),
-            (S, 63, 6, &[1, 2, 3][..])
+            (r.src_addr(), r.ttl(), r.protocol(), r.tos(), r.payload()),
+            (S, 63, 6, 0xB9, &[1, 2, 3][..])
         );
         assert_eq!(r.ttl_after(2), Some(61));
         let r = rs.next().unwrap();
@@ -441,6 +468,7 @@ mod tests {
                 src: S,
                 ttl: 1,
                 protocol: 6,
+                tos: 0,
                 payload: &[0; 20],
             })
             .unwrap();
@@ -454,6 +482,15 @@ mod tests {
             Packet::new_checked(&buf[..16]).unwrap_err(),
             Error::MplexZeroRecords
         );
+        for v in [0, 2] {
+            let mut old = buf;
+            old[field::VERSION] = v;
+            assert_eq!(
+                Packet::new_checked(&old[..n]).unwrap_err(),
+                Error::MplexBadVersion,
+                "version {v}"
+            );
+        }
         assert_eq!(
             Packet::new_checked(&buf[..n - 1]).unwrap_err(),
             Error::MplexRecordTruncated
@@ -462,7 +499,7 @@ mod tests {
             Packet::new_checked(&buf[..n + 5]).unwrap_err(),
             Error::MplexRecordTruncated
         );
-        assert!(Packet::new_checked(&buf[..n + 8]).is_ok()); // an empty record of zeros
+        assert!(Packet::new_checked(&buf[..n + 9]).is_ok()); // an empty record of zeros
     }
 
     #[test]
@@ -473,7 +510,8 @@ mod tests {
             src: S,
             ttl: 1,
             protocol: 6,
-            payload: &[0; 7],
+            tos: 0,
+            payload: &[0; 6],
         };
         assert_eq!(b.push(&r), Err(BuildError::BufferTooSmall));
         assert_eq!(b.len(), 16);

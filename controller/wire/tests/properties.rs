@@ -477,7 +477,8 @@ proptest! {
     ) {
         let hdr = HeaderRepr { initial_ttl: hdr.0, max_total_delay: hdr.1, delayed_so_far: hdr.2, max_local_delay: hdr.3 };
         let reprs: Vec<_> = records.iter()
-            .map(|(src, ttl, protocol, payload)| RecordRepr { src: *src, ttl: *ttl, protocol: *protocol, payload })
+            .enumerate()
+            .map(|(i, (src, ttl, protocol, payload))| RecordRepr { src: *src, ttl: *ttl, protocol: *protocol, tos: ttl.wrapping_mul(i as u8), payload })
             .collect();
         let mut buf = vec![0u8; 1500];
         let mut b = MplexBuilder::new(&mut buf, &Params::new(src, dst, 0), group, &hdr).unwrap();

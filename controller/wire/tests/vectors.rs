@@ -56,6 +56,7 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
         Datagram::Mplex { group, mplex, .. } => Ok(match name {
             "group" => json!(group),
             "initial_ttl" => json!(mplex.initial_ttl()),
+            "version" => json!(mplex.version()),
             "max_total_delay" => json!(mplex.max_total_delay()),
             "delayed_so_far" => json!(mplex.delayed_so_far()),
             "max_local_delay" => json!(mplex.max_local_delay()),
@@ -67,6 +68,7 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
                             "src": r.src_addr().to_string(),
                             "ttl": r.ttl(),
                             "proto": r.protocol(),
+                            "tos": r.tos(),
                             "payload_len": r.payload_len(),
                             "payload_hex": hex(r.payload()),
                         })
@@ -117,7 +119,7 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
     }
 }
 
-const RECORD_KEYS: [&str; 5] = ["src", "ttl", "proto", "payload_len", "payload_hex"];
+const RECORD_KEYS: [&str; 6] = ["src", "ttl", "proto", "tos", "payload_len", "payload_hex"];
 
 /// Compares one expected field; record objects are compared key by key so that an unknown
 /// record key fails too.

@@ -7,8 +7,8 @@ use crate::encap::Delays;
 
 /// Default size threshold (IPv4 total length), as in docs/protocol.md section 3.4.
 pub const DEFAULT_SIZE_THRESHOLD: u16 = 128;
-/// A threshold above this would let an encapsulated datagram (52 bytes more) exceed a
-/// 1500-byte MTU; pure ACKs are at most 80 bytes anyway.
+/// Largest threshold accepted: a one-record MplexPkt is 33 bytes longer than its datagram
+/// (`encap::encapsulated_len`), so this keeps it within a 1500-byte MTU with room to spare.
 pub const MAX_SIZE_THRESHOLD: u16 = 1448;
 /// Longest delay accepted (ms): an ACK held longer than this has long made its sender's
 /// TCP retransmit, so a larger value is a mistake, not a policy.

@@ -21,7 +21,7 @@ pub struct Delays {
 }
 
 /// Largest MplexPkt a captured datagram can become: the datagram's payload plus 28 bytes
-/// of IPv4 header, 16 of MplexHdr and 8 of record header.
+/// of IPv4 header, 16 of MplexHdr and 9 of record header (33 more than the datagram).
 pub const fn encapsulated_len(payload_len: usize) -> usize {
     concast_wire::build::CONCAST_HEADER_LEN
         + concast_wire::mplex::HEADER_LEN

@@ -3,8 +3,8 @@
 //!
 //! `hops = initialTTL - outer TTL` (0 if a node raised the outer TTL); each record's
 //! `TTL' = TTL - hops`, and a record with `TTL' <= 0` is dropped and counted: on a plain
-//! path it would have expired. The rest are rebuilt with IHL 5, TOS 0, a fresh ID, DF and a
-//! computed header checksum; the payload is copied unchanged, so its TCP checksum (over
+//! path it would have expired. The rest are rebuilt with IHL 5, the record's TOS byte, a
+//! fresh ID, DF and a computed header checksum; the payload is copied unchanged, so its TCP checksum (over
 //! the same source, destination, protocol and length) still verifies.
 
 use concast_wire::ipv4::{self, Params};
@@ -58,6 +58,7 @@ pub fn unbundle<T: AsRef<[u8]>>(
         };
         let params = Params {
             ttl,
+            tos: rec.tos(),
             ident: ids.next_id(),
             ..Params::new(rec.src_addr(), ip.dst_addr(), rec.protocol())
         };
@@ -126,7 +127,8 @@ mod tests {
 
     #[test]
     fn encapsulate_then_unbundle_gives_the_datagram_back() {
-        let ack = testpkt::tcp_ack(C1, R, 64, 12345);
+        let mut ack = testpkt::tcp_ack(C1, R, 64, 12345);
+        ack[1] = 0xB8 | 0b11; // DSCP EF, ECN CE: the TOS byte must come back as it was
         let mut out = [0u8; 256];
         let n = encapsulate(&ack, 1, D, 1, &mut out).unwrap();
         // Two hops on the way: the rebuilt datagram has the TTL a plain path would give it.
@@ -148,7 +150,7 @@ mod tests {
         );
         assert_eq!(
             (ip.header_len(), ip.tos(), ip.dont_frag(), ip.more_frags()),
-            (20, 0, true, false)
+            (20, 0xBB, true, false)
         );
         assert!(ip.verify_checksum());
         assert_eq!(

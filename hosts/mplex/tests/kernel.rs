@@ -3,110 +3,18 @@
 //! TCP transfer between them (no router: the MplexPkts cross the veth one record each).
 //! Needs root; skips (passing, with a note) otherwise.
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
+use common::{enter, run_loop, Pair, A, B};
 use concast_mplex::{Mplex, Options, SenderConfig};
-
-const A: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
-
-fn sh(args: &[&str]) {
-    let ok = Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "{args:?} failed");
-}
-
-/// Two namespaces `<prefix>a` and `<prefix>b`, deleted on drop (with everything in them).
-struct Pair {
-    a: String,
-    b: String,
-}
-
-impl Pair {
-    fn new() -> Pair {
-        let p = format!("mplextest{}", std::process::id());
-        let pair = Pair {
-            a: format!("{p}a"),
-            b: format!("{p}b"),
-        };
-        sh(&["ip", "netns", "add", &pair.a]);
-        sh(&["ip", "netns", "add", &pair.b]);
-        sh(&[
-            "ip", "link", "add", "mtva", "netns", &pair.a, "type", "veth", "peer", "name", "mtvb",
-            "netns", &pair.b,
-        ]);
-        for (ns, dev, addr) in [(&pair.a, "mtva", A), (&pair.b, "mtvb", B)] {
-            sh(&[
-                "ip",
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                dev,
-            ]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-            // MSS-sized segments, as on a real link: with TSO/GRO a veth moves 64 KiB at a
-            // time and TCP sends only a few dozen ACKs.
-            sh(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
-        }
-        pair
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
-}
-
-/// Moves the calling thread into namespace `name` (network namespaces are per thread).
-fn enter(name: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
-    assert_eq!(
-        unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) },
-        0,
-        "setns {name}"
-    );
-}
-
-/// Runs `m`'s loop (poll on its descriptors) until `stop`; returns it for its counters.
-fn run_loop(mut m: Mplex, stop: Arc<AtomicBool>) -> Mplex {
-    while !stop.load(Ordering::Relaxed) {
-        let ds = m.descriptors();
-        let mut fds: Vec<_> = ds
-            .iter()
-            .map(|(fd, _)| libc::pollfd {
-                fd: *fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
-        for (p, (_, src)) in fds.iter().zip(&ds) {
-            if p.revents != 0 {
-                m.on_ready(*src).unwrap();
-            }
-        }
-    }
-    m
-}
 
 /// TCP segments sent so far by this thread's network namespace (`Tcp: OutSegs`).
 fn tcp_out_segs() -> u64 {
@@ -123,13 +31,10 @@ fn data(n: usize) -> Vec<u8> {
 
 #[test]
 fn acks_cross_as_mplex_packets_and_reach_tcp() {
-    if unsafe { libc::geteuid() } != 0
-        || Command::new("iptables").arg("--version").output().is_err()
-    {
-        eprintln!("skipped: needs root and iptables");
+    if !common::can_run() {
         return;
     }
-    let pair = Pair::new();
+    let pair = Pair::new("k");
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
 

@@ -45,6 +45,7 @@ fn one_record(sender: usize, delays: (u32, u32)) -> Vec<u8> {
         src,
         ttl: 64,
         protocol: 6,
+        tos: 0,
         payload: &[0x50; 20],
     })
     .unwrap();

@@ -119,7 +119,7 @@ fn build_frames(a: &Args, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Result<Vec<Vec<
                     tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
                     let hdr = HeaderRepr { initial_ttl: 64, max_total_delay: 10_000, delayed_so_far: 0, max_local_delay: 5_000 };
                     let mut b = MplexBuilder::new(&mut f[14..], &params, group, &hdr).map_err(|e| format!("{e:?}"))?;
-                    b.push(&RecordRepr { src: sender_addr(s), ttl: 64, protocol: protocol::TCP, payload: &tcp })
+                    b.push(&RecordRepr { src: sender_addr(s), ttl: 64, protocol: protocol::TCP, tos: 0, payload: &tcp })
                         .map_err(|e| format!("{e:?}"))?;
                     b.finish_bundle().map_err(|e| format!("{e:?}"))?
                 }

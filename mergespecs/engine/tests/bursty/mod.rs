@@ -70,6 +70,7 @@ pub fn packet(sender: u16, seq: u32, delays: (u32, u32)) -> Vec<u8> {
         src,
         ttl: 64,
         protocol: 6,
+        tos: 0,
         payload: &tcp,
     })
     .unwrap();

@@ -2,8 +2,7 @@
 //! raw bytes the engine holds for it and its place in the opening order (`seq`).
 
 use concast_sdk::wire::mplex::{self, Record, RecordRepr};
-use concast_speckit::buf::FixedBuf;
-use concast_speckit::MAX_BUNDLE;
+use concast_speckit::buf::ArenaBuf;
 
 use crate::delays::BundleDelays;
 use crate::input::Incoming;
@@ -14,11 +13,14 @@ pub fn fits_empty(packet: &Incoming, limit: usize) -> bool {
     mplex::HEADER_LEN + packet.record_bytes <= limit
 }
 
-/// Most records a bundle holds: every record takes at least its 8-byte header.
-pub const MAX_RECORDS: usize = MAX_BUNDLE / mplex::RECORD_HEADER_LEN;
+/// Most records a bundle of `capacity` bytes holds: every record takes at least its header.
+pub fn max_records(capacity: usize) -> usize {
+    capacity / mplex::RECORD_HEADER_LEN
+}
 
 pub struct MplexBundle {
-    buf: FixedBuf<MAX_BUNDLE>,
+    /// Sized once, at init, for the path MTU then; `reset` sets the limit of the moment.
+    buf: ArenaBuf,
     records: u32,
     max_ttl: u8,
     opened_at: Option<u64>,
@@ -30,9 +32,10 @@ pub struct MplexBundle {
 }
 
 impl MplexBundle {
-    pub const fn new() -> MplexBundle {
-        MplexBundle {
-            buf: FixedBuf::new(),
+    /// An empty bundle that can ever hold `capacity` bytes of payload (MplexHdr included).
+    pub fn new(capacity: usize) -> Result<MplexBundle, &'static str> {
+        Ok(MplexBundle {
+            buf: ArenaBuf::zeroed(capacity)?,
             records: 0,
             max_ttl: 0,
             opened_at: None,
@@ -40,7 +43,7 @@ impl MplexBundle {
             delays: BundleDelays::new(),
             held_bytes: 0,
             seq: 0,
-        }
+        })
     }
 
     /// Starts an empty bundle whose payload may be `limit` bytes (MplexHdr included).
@@ -131,14 +134,8 @@ impl MplexBundle {
     }
 }
 
-impl Default for MplexBundle {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// Appends one record (the caller checked that it fits).
-fn write_record<const N: usize>(buf: &mut FixedBuf<N>, r: &RecordRepr) {
+fn write_record(buf: &mut ArenaBuf, r: &RecordRepr) {
     let Some(out) = buf.reserve(r.record_len()) else {
         return;
     };
@@ -147,5 +144,6 @@ fn write_record<const N: usize>(buf: &mut FixedBuf<N>, r: &RecordRepr) {
     rec.set_ttl(r.ttl);
     rec.set_protocol(r.protocol);
     rec.set_payload_len(r.payload.len() as u16);
+    rec.set_tos(r.tos);
     rec.payload_mut().copy_from_slice(r.payload);
 }

@@ -135,6 +135,7 @@ impl<'a> Iterator for LiveRecords<'a> {
                     src: r.src_addr(),
                     ttl,
                     protocol: r.protocol(),
+                    tos: r.tos(),
                     payload: &bytes[mplex::record_field::PAYLOAD..],
                 });
             }
@@ -179,6 +180,7 @@ fn plain<'a>(ip: ipv4::Packet<&'a [u8]>, cfg: &Config) -> Input<'a> {
         src: ip.src_addr(),
         ttl: ip.ttl(),
         protocol: ip.protocol(),
+        tos: ip.tos(),
         payload: &ip.into_inner()[range],
     };
     Input::Records(Incoming {

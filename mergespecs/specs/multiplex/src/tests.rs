@@ -76,7 +76,7 @@ fn plain_small_datagrams_are_one_record_with_the_flow_delays() {
     let Input::Records(p) = classify_datagram(&msg, &config()) else {
         panic!("a 48-byte datagram is bundled")
     };
-    assert_eq!((p.live, p.record_bytes, p.expired), (1, 8 + 20, 0));
+    assert_eq!((p.live, p.record_bytes, p.expired), (1, 9 + 20, 0));
     assert_eq!(
         (
             p.delays.max_local,
@@ -189,7 +189,7 @@ fn records_age_by_the_hops_travelled_and_expired_ones_are_dropped() {
     let Input::Records(p) = classify_datagram(&msg, &config()) else {
         panic!()
     };
-    assert_eq!((p.live, p.expired, p.record_bytes), (2, 1, 28 + 9));
+    assert_eq!((p.live, p.expired, p.record_bytes), (2, 1, 29 + 10));
     let ttls: Vec<_> = p.records().map(|r| (r.src, r.ttl)).collect();
     assert_eq!(ttls, [(host(1), 6), (host(3), 1)]);
     assert_eq!(
@@ -259,7 +259,7 @@ fn bundles_sources_in_arrival_order_until_the_local_delay() {
 #[test]
 fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
     let mut h = TestHost::new("");
-    h.mtu = 28 + 16 + 2 * 28; // room for two ACK records
+    h.mtu = 28 + 16 + 2 * 29; // room for two ACK records
     let mut m = spec(&mut h);
     let mut open = Vec::new();
     assert_eq!(
@@ -296,7 +296,7 @@ fn a_repeat_opens_the_next_bundle_and_a_bundle_at_the_mtu_leaves() {
         "it would go to bundle 1 but the MTU is reached: 1 leaves first"
     );
     assert_eq!(m.open_bundles().collect::<Vec<_>>(), [1]);
-    h.mtu = 28 + 16 + 27;
+    h.mtu = 28 + 16 + 28;
     let mut fresh = spec(&mut h);
     assert_eq!(
         offer(&mut fresh, &mut h, &mut Vec::new(), &ack(3)),
@@ -461,4 +461,30 @@ fn with_every_bundle_open_the_oldest_is_named_to_leave() {
         offer(&mut m, &mut h, &mut open, &ack(1)),
         (Some(1), Merge::FlushFirst)
     );
+}
+
+#[test]
+fn the_tos_byte_of_every_record_survives_bundling() {
+    let mut h = TestHost::new("");
+    let mut m = spec(&mut h);
+    let mut open = Vec::new();
+    // A plain ACK marked DSCP EF + ECN CE, and one already in an MplexPkt with ECT(0).
+    let plain = make::ipv4(
+        &Params {
+            tos: 0xB8 | 0b11,
+            ..Params::new(host(1), R, 6)
+        },
+        &[0x9E, 6, 0, 0, 0, 1, 0, 0],
+        &ACK,
+    );
+    let mut bundled = make::mplex(host(2), 64, HeaderRepr::default(), &[(host(2), 64, 6, &ACK)]);
+    bundled[28 + 16 + mplex::record_field::TOS] = 0b10; // IPv4 header with option: 28 bytes
+    assert_eq!(offer(&mut m, &mut h, &mut open, &plain), (Some(0), Merge::Merged));
+    assert_eq!(offer(&mut m, &mut h, &mut open, &bundled), (Some(0), Merge::Merged));
+    m.build(&mut 0, &mut h);
+    let (body, _) = h.emitted.last().expect("emitted").clone();
+    let p = mplex::Packet::new_checked(&body[..]).expect("valid");
+    assert_eq!(p.version(), mplex::VERSION);
+    let tos: Vec<_> = p.records().map(|r| (r.src_addr(), r.tos())).collect();
+    assert_eq!(tos, [(host(1), 0xBB), (host(2), 0b10)]);
 }

@@ -169,6 +169,7 @@ pub mod make {
                 src,
                 ttl,
                 protocol,
+                tos: 0,
                 payload,
             })
             .expect("fits");
