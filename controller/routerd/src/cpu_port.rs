@@ -5,7 +5,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub const FRAME_MAX: usize = 2048;
+/// Largest frame read: an Ethernet header and the largest IPv4 datagram, so bundles built
+/// for a jumbo path MTU arrive whole.
+pub const FRAME_MAX: usize = 14 + 65_535;
 pub const BATCH: usize = 64;
 
 const ETH_P_IP: u16 = 0x0800;
@@ -17,7 +19,9 @@ pub struct CpuPort {
     pub mac: [u8; 6],
     /// Frames per recvmmsg/sendmmsg call, 1..=BATCH (routerd `--batch`; 1 = one syscall per frame).
     pub batch: usize,
-    rx: Box<[[u8; FRAME_MAX]; BATCH]>,
+    /// BATCH slots of FRAME_MAX bytes, zero-allocated: pages are only resident once a frame
+    /// reaches them (most frames touch the first page of their slot).
+    rx: Vec<u8>,
     rx_len: [usize; BATCH],
 }
 
@@ -94,7 +98,7 @@ impl CpuPort {
 
             mac: read_mac(name)?,
             batch: BATCH,
-            rx: Box::new([[0; FRAME_MAX]; BATCH]),
+            rx: vec![0; FRAME_MAX * BATCH],
             rx_len: [0; BATCH],
         })
     }
@@ -108,7 +112,7 @@ impl CpuPort {
         let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..BATCH {
-            iov[i].iov_base = self.rx[i].as_mut_ptr() as *mut libc::c_void;
+            iov[i].iov_base = self.rx[i * FRAME_MAX..].as_mut_ptr() as *mut libc::c_void;
             iov[i].iov_len = FRAME_MAX;
             hdrs[i].msg_hdr.msg_iov = &mut iov[i];
             hdrs[i].msg_hdr.msg_iovlen = 1;
@@ -126,7 +130,7 @@ impl CpuPort {
 
     /// Frame `i` of the last batch.
     pub fn frame(&self, i: usize) -> &[u8] {
-        &self.rx[i][..self.rx_len[i]]
+        &self.rx[i * FRAME_MAX..][..self.rx_len[i]]
     }
 
     /// Sends frames in batches; returns how many the kernel took.

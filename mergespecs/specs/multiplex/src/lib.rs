@@ -33,19 +33,17 @@ pub mod keys;
 mod order;
 
 use concast_sdk::wire::ipv4::{self, protocol};
+use concast_sdk::wire::mplex;
 use concast_sdk::{AfterBuild, Host, Level, Merge, MergeSpec, OutHeader, Tag};
 use concast_speckit::arena::Arena;
 use concast_speckit::log::log;
-use concast_speckit::{payload_limit, MAX_BUNDLE};
+use concast_speckit::payload_limit;
 
-use bundle::{fits_empty, MplexBundle, MAX_RECORDS};
+use bundle::{fits_empty, max_records, MplexBundle};
 use config::{Config, FoldPending};
 use input::{classify_datagram, Incoming, Input, Origin};
 use keys::{key_of, KeyIndex};
 use order::Order;
-
-/// Room to look at a pending datagram: anything longer could not join a bundle anyway.
-const SCRATCH: usize = MAX_BUNDLE + ipv4::MAX_HEADER_LEN;
 
 /// Keys of pending datagrams the zero-delay scan left behind (their later datagrams must not
 /// overtake them); a scan that would block more stops.
@@ -73,8 +71,11 @@ struct BundleSet {
 pub struct Multiplex {
     config: Config,
     set: BundleSet,
-    /// Where pending datagrams are peeked at and taken to.
-    scratch: [u8; SCRATCH],
+    /// Payload bytes a bundle can ever hold: what the path MTU allowed at init.
+    capacity: usize,
+    /// Where pending datagrams are peeked at and taken to: room for a bundle's payload and
+    /// the largest header, as anything longer could not join a bundle anyway.
+    scratch: Arena<u8>,
     blocked: [u64; BLOCKED],
     blocked_len: usize,
     expired: u64,
@@ -190,6 +191,12 @@ impl Multiplex {
         self.set.order.iter().map(u64::from)
     }
 
+    /// Payload bytes a bundle may take now: what the path MTU allows, within the capacity
+    /// set at init (a path MTU that grew since is used up to that).
+    fn limit(&self, host: &impl Host) -> usize {
+        payload_limit(host.path_mtu()).min(self.capacity)
+    }
+
     fn count_expired(&mut self, n: u32, host: &mut impl Host) {
         if n == 0 {
             return;
@@ -215,15 +222,15 @@ impl Multiplex {
         let now = host.now_us();
         let mut index = 0;
         while index < host.pending_count() && !self.set.bundles[tag].is_full() {
-            let len = match host.pending_peek(index, &mut self.scratch) {
-                Some(len) if len <= SCRATCH => len,
+            let len = match host.pending_peek(index, &mut self.scratch[..]) {
+                Some(len) if len <= self.scratch.len() => len,
                 _ => break, // too long to look at: stop rather than reorder around it
             };
             match self.consider(tag, len) {
                 Verdict::Skip => index += 1,
                 Verdict::Stop => break,
                 Verdict::Take => {
-                    if host.pending_take(index, &mut self.scratch).is_none() {
+                    if host.pending_take(index, &mut self.scratch[..]).is_none() {
                         break;
                     }
                     let msg = &self.scratch[..len];
@@ -315,17 +322,22 @@ impl MergeSpec for Multiplex {
     fn init(host: &mut impl Host) -> Result<Self, &'static str> {
         let config = Config::parse(host.params())?;
         let n = config.max_bundles as usize;
+        // Buffers are sized once, for the path MTU the flow starts with (docs/multiplex.md
+        // "Bundle size"): a bundle per arena page or so, the key index for every record
+        // the open bundles can hold.
+        let capacity = payload_limit(host.path_mtu()).max(mplex::HEADER_LEN);
         Ok(Multiplex {
             config,
             set: BundleSet {
                 config,
-                bundles: Arena::new(n, MplexBundle::new)?,
+                bundles: Arena::try_new(n, || MplexBundle::new(capacity))?,
                 order: Order::new(),
-                keys: KeyIndex::new(n * MAX_RECORDS)?,
+                keys: KeyIndex::new(n * max_records(capacity))?,
                 next_seq: 1,
                 held: 0,
             },
-            scratch: [0; SCRATCH],
+            capacity,
+            scratch: Arena::zeroed(capacity + ipv4::MAX_HEADER_LEN)?,
             blocked: [0; BLOCKED],
             blocked_len: 0,
             expired: 0,
@@ -337,7 +349,7 @@ impl MergeSpec for Multiplex {
     fn get_tag(&mut self, msg: &[u8], host: &mut impl Host) -> Tag {
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
-                if !fits_empty(&packet, payload_limit(host.path_mtu())) {
+                if !fits_empty(&packet, self.limit(host)) {
                     // Too big for any bundle on this path: forwarded as it is, after the
                     // bundles holding its keys.
                     let newest = self.set.newest_holding(&packet);
@@ -368,7 +380,8 @@ impl MergeSpec for Multiplex {
         // Tags come from get_tag (< max_bundles); clamp anything else into the arena.
         let tag = (tag as usize).min(self.set.bundles.len() - 1);
         if !self.set.order.contains(tag as u8) {
-            self.set.bundles[tag].reset(payload_limit(host.path_mtu()));
+            let limit = self.limit(host);
+            self.set.bundles[tag].reset(limit);
         }
         tag as u32
     }
@@ -381,7 +394,7 @@ impl MergeSpec for Multiplex {
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
                 let newest = self.set.newest_holding(&packet);
-                if fits_empty(&packet, payload_limit(host.path_mtu()))
+                if fits_empty(&packet, self.limit(host))
                     && self.set.admits(tag, &packet, msg.len(), newest)
                 {
                     let expired = packet.expired;
@@ -433,6 +446,7 @@ impl MergeSpec for Multiplex {
     fn build(&mut self, tag: &mut u32, host: &mut impl Host) -> AfterBuild {
         let tag = *tag as usize;
         let kind = self.config.key;
+        let limit = self.limit(host);
         let b = &mut self.set.bundles[tag];
         if !b.is_empty() {
             let (body, ttl) = b.finish(host.now_us());
@@ -450,7 +464,7 @@ impl MergeSpec for Multiplex {
             self.set.held -= u64::from(b.held_bytes());
         }
         self.set.order.remove(tag as u8);
-        b.reset(payload_limit(host.path_mtu()));
+        b.reset(limit);
         AfterBuild::Free
     }
 }

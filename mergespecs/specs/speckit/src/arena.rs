@@ -33,12 +33,22 @@ impl<T> Arena<T> {
     /// `len` items, each made by `make` and written in place (one item at a time passes
     /// through the stack, never the whole array). `Err` if memory cannot grow.
     pub fn new(len: usize, mut make: impl FnMut() -> T) -> Result<Arena<T>, &'static str> {
+        Arena::try_new(len, || Ok(make()))
+    }
+
+    /// As [`Arena::new`], for items whose making can fail (an item that takes arena pages
+    /// of its own); the first error is returned.
+    pub fn try_new(
+        len: usize,
+        mut make: impl FnMut() -> Result<T, &'static str>,
+    ) -> Result<Arena<T>, &'static str> {
         #[cfg(target_arch = "wasm32")]
         {
             let base = fresh_pages::<T>(len)?;
             for i in 0..len {
-                // SAFETY: `fresh_pages` gave room for `len` items.
-                unsafe { base.add(i).write(make()) };
+                // SAFETY: `fresh_pages` gave room for `len` items. On an error the items
+                // made so far stay in pages nothing refers to (an instance never frees).
+                unsafe { base.add(i).write(make()?) };
             }
             // SAFETY: every item was just initialised; nothing else refers to these pages.
             let items = unsafe { core::slice::from_raw_parts_mut(base, len) };
@@ -47,7 +57,9 @@ impl<T> Arena<T> {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let mut items = std::vec::Vec::with_capacity(len);
-            items.resize_with(len, &mut make);
+            for _ in 0..len {
+                items.push(make()?);
+            }
             Ok(Arena {
                 items: items.into_boxed_slice(),
             })

@@ -1,34 +1,90 @@
-//! A byte buffer of fixed capacity `N` that is filled up to a run-time `limit` (for example
-//! what the path MTU leaves for a payload).
+//! A byte buffer filled up to a run-time `limit` (for example what the path MTU leaves for a
+//! payload) inside a fixed capacity: [`FixedBuf`] keeps its bytes inline (small buffers, known
+//! at compile time), [`ArenaBuf`] in an [`Arena`] sized at init (a bundle as large as the path
+//! MTU, which would not fit on the Wasm stack).
+
+use crate::arena::Arena;
+
+/// Where a [`Buf`] keeps its bytes.
+pub trait Storage {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl<const N: usize> Storage for [u8; N] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+impl Storage for Arena<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
 
 #[derive(Clone)]
-pub struct FixedBuf<const N: usize> {
-    bytes: [u8; N],
+pub struct Buf<S> {
+    bytes: S,
     len: usize,
     limit: usize,
 }
 
-impl<const N: usize> Default for FixedBuf<N> {
+/// Capacity `N`, inline.
+pub type FixedBuf<const N: usize> = Buf<[u8; N]>;
+/// Capacity chosen at run time, in fresh arena pages.
+pub type ArenaBuf = Buf<Arena<u8>>;
+
+impl<const N: usize> Default for Buf<[u8; N]> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const N: usize> FixedBuf<N> {
+impl<const N: usize> Buf<[u8; N]> {
     pub const fn new() -> Self {
-        FixedBuf {
+        Buf {
             bytes: [0; N],
             len: 0,
             limit: N,
         }
     }
 
+    /// The whole backing array, for a host call that copies into it (`pending_peek`).
+    pub fn storage(&mut self) -> &mut [u8; N] {
+        &mut self.bytes
+    }
+}
+
+impl Buf<Arena<u8>> {
+    /// An empty buffer of `capacity` bytes (zero pages: nothing is written at init).
+    pub fn zeroed(capacity: usize) -> Result<ArenaBuf, &'static str> {
+        Ok(Buf {
+            bytes: Arena::zeroed(capacity)?,
+            len: 0,
+            limit: capacity,
+        })
+    }
+}
+
+impl<S: Storage> Buf<S> {
+    /// Bytes the buffer can ever hold.
+    pub fn capacity(&self) -> usize {
+        self.bytes.bytes().len()
+    }
+
     /// Empties the buffer, keeps `reserved` zeroed bytes at its start (a header written at
-    /// build time) and sets how far it may be filled (at most `N`).
+    /// build time) and sets how far it may be filled (at most the capacity).
     pub fn reset(&mut self, reserved: usize, limit: usize) {
-        self.limit = limit.min(N);
+        self.limit = limit.min(self.capacity());
         self.len = reserved.min(self.limit);
-        self.bytes[..self.len].fill(0);
+        self.bytes.bytes_mut()[..self.len].fill(0);
     }
 
     pub fn len(&self) -> usize {
@@ -56,7 +112,7 @@ impl<const N: usize> FixedBuf<N> {
         }
         let start = self.len;
         self.len += n;
-        Some(&mut self.bytes[start..self.len])
+        Some(&mut self.bytes.bytes_mut()[start..self.len])
     }
 
     /// Appends a copy of `data`; false (nothing changed) if it does not fit.
@@ -71,22 +127,17 @@ impl<const N: usize> FixedBuf<N> {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        &self.bytes.bytes()[..self.len]
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes[..self.len]
-    }
-
-    /// The whole backing array, for a host call that copies into it (`pending_peek`).
-    pub fn storage(&mut self) -> &mut [u8; N] {
-        &mut self.bytes
+        &mut self.bytes.bytes_mut()[..self.len]
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::FixedBuf;
+    use super::{ArenaBuf, FixedBuf};
 
     #[test]
     fn fills_up_to_the_limit_only() {
@@ -101,5 +152,16 @@ mod tests {
         b.reset(0, 100);
         assert_eq!(b.limit(), 8, "never past the capacity");
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn an_arena_buffer_behaves_the_same_with_its_run_time_capacity() {
+        let mut b = ArenaBuf::zeroed(9000).unwrap();
+        assert_eq!((b.capacity(), b.limit()), (9000, 9000));
+        b.reset(16, 100_000);
+        assert_eq!(b.limit(), 9000, "never past the capacity");
+        assert!(b.reserve(8984).is_some());
+        assert!(!b.push(&[1]));
+        assert_eq!(b.as_slice()[..16], [0; 16]);
     }
 }
