@@ -119,6 +119,8 @@ local f_csp_selector_proto = ProtoField.uint8("concast.csp.selector_proto", "Sel
 local f_csp_selector_dport = ProtoField.uint16("concast.csp.selector_dport",
                                                "Selector destination port", base.DEC)
 local f_csp_reserved       = ProtoField.bytes("concast.csp.reserved", "Reserved")
+local f_csp_path_mtu       = ProtoField.uint16("concast.csp.path_mtu",
+                                               "Path MTU toward R (0 = not known)", base.DEC)
 local f_csp_spec_hash      = ProtoField.bytes("concast.csp.spec_hash", "Spec hash (SHA-256)")
 local f_csp_spec_size      = ProtoField.uint32("concast.csp.spec_size", "Spec size (bytes)",
                                                base.DEC)
@@ -135,7 +137,7 @@ local f_csp_body           = ProtoField.bytes("concast.csp.body", "Body")
 p_csp.fields = {
     f_csp_version, f_csp_type, f_csp_length, f_csp_group, f_csp_receiver, f_csp_seq,
     f_csp_hold_time, f_csp_selector_proto, f_csp_selector_dport, f_csp_reserved,
-    f_csp_spec_hash, f_csp_spec_size, f_csp_chunk_index, f_csp_chunk_count, f_csp_data,
+    f_csp_path_mtu, f_csp_spec_hash, f_csp_spec_size, f_csp_chunk_index, f_csp_chunk_count, f_csp_data,
     f_csp_data_length, f_csp_error_code, f_csp_offending_type, f_csp_reason, f_csp_body,
 }
 
@@ -384,7 +386,7 @@ end
 
 local function csp_join_ack_body(b, t)        -- 2.3
     t:add(f_csp_hold_time, b(0, 2))
-    t:add(f_csp_reserved, b(2, 2))
+    t:add(f_csp_path_mtu, b(2, 2))
     t:add(f_csp_spec_size, b(4, 4))
     t:add(f_csp_spec_hash, b(8, 32))
 end

@@ -69,10 +69,11 @@ class CSP_Refresh(CSP_Join):
 
 
 class CSP_JoinAck(Packet):
-    """JOIN_ACK body: the accepted hold time and the spec now in force."""
+    """JOIN_ACK body: the accepted hold time, the path MTU toward R (0 = not known) and
+    the spec now in force."""
     name = "CSP JOIN_ACK"
     fields_desc = [ShortField("hold_time", 0),
-                   ShortField("reserved", 0),
+                   ShortField("path_mtu", 0),
                    IntField("spec_size", 0),
                    _hash()]
 

@@ -58,6 +58,7 @@ DECODED = {
     "receiver": lambda p: p[CSP].receiver,
     "seq": lambda p: p[CSP].seq,
     "hold_time": lambda p: _body(p).hold_time,
+    "path_mtu": lambda p: _body(p).path_mtu,
     "selector_proto": lambda p: _body(p).selector_proto,
     "selector_dport": lambda p: _body(p).selector_dport,
     "spec_hash": lambda p: _body(p).spec_hash.hex(),

@@ -65,6 +65,7 @@ CSP_FIELDS = {
     "receiver": "concast.csp.receiver",
     "seq": "concast.csp.seq",
     "hold_time": "concast.csp.hold_time",
+    "path_mtu": "concast.csp.path_mtu",
     "selector_proto": "concast.csp.selector_proto",
     "selector_dport": "concast.csp.selector_dport",
     "spec_size": "concast.csp.spec_size",

@@ -91,8 +91,9 @@ def join_body(hold: int = 30, sel_proto: int = PROTO_UDP, sel_dport: int = 6000,
     return struct.pack("!HBBHH", hold, sel_proto, 0, sel_dport, 0) + spec_hash
 
 
-def join_ack_body(hold: int = 30, size: int = len(SPEC), h: bytes = SPEC_HASH) -> bytes:
-    return struct.pack("!HHI", hold, 0, size) + h
+def join_ack_body(hold: int = 30, size: int = len(SPEC), h: bytes = SPEC_HASH,
+                  path_mtu: int = 0) -> bytes:
+    return struct.pack("!HHI", hold, path_mtu, size) + h
 
 
 def spec_request_body(index: int, h: bytes = SPEC_HASH) -> bytes:
@@ -274,8 +275,17 @@ def build() -> None:
           **csp_fields(1, hold_time=30, selector_proto=17, selector_dport=6000,
                        spec_hash="00" * 32))
     valid("csp_join_ack", "csp",
-          csp_dgram(csp(2, join_ack_body()), src=RECEIVER, dst=SENDER), "JOIN_ACK",
-          **csp_fields(2, hold_time=30, spec_size=len(SPEC), spec_hash=h))
+          csp_dgram(csp(2, join_ack_body()), src=RECEIVER, dst=SENDER),
+          "JOIN_ACK from a node that knows no path MTU (0, as before the field existed)",
+          **csp_fields(2, hold_time=30, path_mtu=0, spec_size=len(SPEC), spec_hash=h))
+    valid("csp_join_ack_path_mtu_1000", "csp",
+          csp_dgram(csp(2, join_ack_body(path_mtu=1000)), src=ROUTER, dst=SENDER),
+          "JOIN_ACK: the smallest MTU toward R is 1000",
+          **csp_fields(2, hold_time=30, path_mtu=1000, spec_size=len(SPEC), spec_hash=h))
+    valid("csp_join_ack_path_mtu_65535", "csp",
+          csp_dgram(csp(2, join_ack_body(hold=90, path_mtu=65535)), src=ROUTER, dst=SENDER),
+          "JOIN_ACK: the largest path MTU the field carries",
+          **csp_fields(2, hold_time=90, path_mtu=65535, spec_size=len(SPEC), spec_hash=h))
     valid("csp_refresh", "csp",
           csp_dgram(csp(3, join_body(hold=90, sel_proto=254, sel_dport=0,
                                      spec_hash=SPEC_HASH), group=1)),
