@@ -1,6 +1,7 @@
 //! What the two concast daemons (routerd, hostd) do alike: structured log lines, reading the
 //! `--config` file the control plane writes, binding their Unix sockets, stopping on signals.
 
+pub mod linkmtu;
 pub mod log;
 pub mod wait;
 

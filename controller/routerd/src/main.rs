@@ -181,6 +181,22 @@ fn settings(a: &Args) -> Result<Settings, String> {
     Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, link_state })
 }
 
+/// How CSP finds the MTU of this router's link toward an address (docs/protocol.md 2.3): by
+/// the direct-egress route's port, else, inside a Linux router's namespace, by the kernel's
+/// route. An OVS or BMv2 router without egress routes runs outside the router's ports and
+/// cannot tell: its links count as unknown.
+fn link_mtu(s: &Settings) -> concast_csp::LinkMtu {
+    use concast_daemon::linkmtu;
+    match (&s.egress, &s.tc) {
+        (Some((table, ifaces)), _) => {
+            let (table, ifaces) = (table.clone(), ifaces.clone());
+            Box::new(move |to| ifaces.get(table.lookup(to)?.port).and_then(|i| linkmtu::iface_mtu(i)))
+        }
+        (None, Some(_)) => Box::new(linkmtu::route_mtu),
+        (None, None) => Box::new(|_| None),
+    }
+}
+
 /// Where frames routerd writes go: out of their port when direct egress routes them, else
 /// back through the CPU port.
 struct PortSink<'a> {
@@ -227,6 +243,7 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
         (None, None, None) => Box::new(dataplane::Static),
     };
     let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
+    router.node.set_link_mtu(link_mtu(&s));
     let mut egress = match &s.egress {
         Some((table, ifaces)) => Some(Egress::open(table.clone(), ifaces)?),
         None => None,

@@ -201,10 +201,14 @@ impl Router {
 
     /// Tells the engine how many children each active flow has (specs such as `sum` forward
     /// once every child contributed).
+    /// Tells the engine what CSP knows of each flow now: its children and its path MTU.
     fn sync_children(&mut self) {
         for f in self.node.flows() {
             if let Some(a) = self.flows.get(&f.flow) {
                 let _ = self.engine.set_children(a.engine, f.children.len() as u32);
+                if let Some(mtu) = f.path_mtu {
+                    let _ = self.engine.set_path_mtu(a.engine, u32::from(mtu));
+                }
             }
         }
     }
@@ -306,7 +310,11 @@ impl Router {
             .ok_or_else(|| "spec missing from the store".to_string())
             .and_then(|bytes| self.engine.load_spec(&bytes).map_err(|e| e.to_string()))
             .and_then(|spec| {
-                let cfg = FlowConfig { params, ..FlowConfig::new(key(flow), spec) };
+                let mut cfg = FlowConfig { params, ..FlowConfig::new(key(flow), spec) };
+                // The spec sizes its buffers at init: give it the path MTU CSP learned.
+                if let Some(mtu) = self.node.path_mtu(flow) {
+                    cfg.path_mtu = u32::from(mtu);
+                }
                 self.engine.add_flow(cfg, now).map_err(|e| e.to_string())
             });
         match result {
@@ -369,6 +377,7 @@ impl Router {
                     "upstream": f.upstream.map(|u| u.to_string()),
                     "children": f.children.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
                     "spec": hex(&f.hash),
+                    "path_mtu": f.path_mtu,
                     "engine": engine.map(|s| json!({
                         "counters": engine_counters(&s.counters),
                         "open_states": s.open_states,
