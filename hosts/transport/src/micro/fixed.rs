@@ -1,0 +1,95 @@
+//! Fixed Size: cuts each user message into segments of at most `mss` payload bytes and puts
+//! them back together at the receiver (FRAG: message id, fragment index, fragment count).
+use std::collections::BTreeMap;
+
+use crate::attr::FRAG;
+use crate::composite::MicroId;
+use crate::event::{Arg, Event};
+use crate::segment::{Kind, Segment};
+use crate::session::{Cx, Micro};
+
+/// Partial messages kept at the receiver before the oldest is given up.
+const MAX_PARTIAL: usize = 256;
+
+#[derive(Default)]
+pub struct FixedSize {
+    next_msg: u32,
+    partial: BTreeMap<u32, Partial>,
+}
+
+struct Partial {
+    got: usize,
+    frags: Vec<Option<Vec<u8>>>,
+}
+
+pub fn frag(msg: u32, idx: u16, count: u16) -> u64 {
+    (msg as u64) << 32 | (idx as u64) << 16 | count as u64
+}
+
+impl Micro for FixedSize {
+    fn id(&self) -> MicroId {
+        MicroId::FixedSize
+    }
+
+    fn bindings(&self) -> &'static [(Event, u8)] {
+        &[(Event::MsgFromUser, 50), (Event::SegmentReceived, 50)]
+    }
+
+    fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
+        match ev {
+            Event::MsgFromUser => {
+                let Some(msg) = cx.take_user_msg(arg.msg) else { return };
+                let mss = cx.cfg.mss;
+                let count = msg.len().div_ceil(mss).max(1) as u16;
+                let id = self.next_msg;
+                self.next_msg = self.next_msg.wrapping_add(1);
+                for i in 0..count {
+                    let mut seg = Segment::new(Kind::Data, cx.shared.conn);
+                    seg.attrs.set(FRAG, frag(id, i, count));
+                    let lo = i as usize * mss;
+                    seg.payload = msg[lo.min(msg.len())..(lo + mss).min(msg.len())].to_vec();
+                    let sid = cx.new_data(seg);
+                    cx.raise(Event::SegmentFromUser, Arg::seg(sid));
+                }
+            }
+            Event::SegmentReceived => {
+                let Some(id) = arg.seg else { return };
+                let Some(seg) = cx.seg_mut(id) else { return };
+                let Some(f) = seg.attrs.get(FRAG) else {
+                    cx.stats.malformed += 1;
+                    return;
+                };
+                let (msg, idx, count) = ((f >> 32) as u32, (f >> 16) as u16, f as u16);
+                if idx >= count {
+                    cx.stats.malformed += 1;
+                    return;
+                }
+                let payload = std::mem::take(&mut seg.payload);
+                if count == 1 {
+                    cx.deliver_msg(payload);
+                    return;
+                }
+                let p = self.partial.entry(msg).or_insert_with(|| Partial {
+                    got: 0,
+                    frags: vec![None; count as usize],
+                });
+                if p.frags.len() != count as usize {
+                    cx.stats.malformed += 1;
+                    return;
+                }
+                if p.frags[idx as usize].is_none() {
+                    p.frags[idx as usize] = Some(payload);
+                    p.got += 1;
+                }
+                if p.got == count as usize {
+                    let p = self.partial.remove(&msg).unwrap();
+                    cx.deliver_msg(p.frags.into_iter().flatten().flatten().collect());
+                } else if self.partial.len() > MAX_PARTIAL {
+                    self.partial.pop_first();
+                    cx.stats.msgs_incomplete += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Positive ACK. Receiver: tracks what arrived and acknowledges it (ACK: cumulative next
+//! expected, and a bitmap of the 32 segments after it), at once when something is out of
+//! order, else every `ack_interval` segments or after `ack_delay_us`. Sender: a data segment
+//! is done (its done barrier released) when it is acknowledged either way.
+use std::collections::BTreeSet;
+
+use crate::attr::{ACK, SEQ};
+use crate::composite::MicroId;
+use crate::event::{Arg, Barrier, Event, TimerId};
+use crate::segment::{Kind, Segment};
+use crate::session::{Cx, Micro};
+
+#[derive(Default)]
+pub struct PositiveAck {
+    cum: u32,
+    ooo: BTreeSet<u32>,
+    pending: u32,
+    timer: Option<TimerId>,
+}
+
+impl PositiveAck {
+    pub fn ack_value(&self) -> u64 {
+        let bitmap = (0..32u32)
+            .filter(|i| self.ooo.contains(&self.cum.wrapping_add(1 + i)))
+            .fold(0u32, |b, i| b | 1 << i);
+        (self.cum as u64) << 32 | bitmap as u64
+    }
+
+    fn send_ack(&mut self, cx: &mut Cx) {
+        let mut a = Segment::new(Kind::Ack, cx.shared.conn);
+        a.attrs.set(ACK, self.ack_value());
+        cx.send_control(a);
+        self.pending = 0;
+        if let Some(t) = self.timer.take() {
+            cx.cancel(t);
+        }
+    }
+
+    fn on_data(&mut self, cx: &mut Cx, seq: u32) {
+        let in_order = seq == self.cum;
+        if seq == self.cum {
+            self.cum += 1;
+            while self.ooo.remove(&self.cum) {
+                self.cum += 1;
+            }
+        } else if seq > self.cum && self.ooo.len() < cx.cfg.recv_wnd_segs as usize {
+            self.ooo.insert(seq);
+        }
+        self.pending += 1;
+        if !in_order || !self.ooo.is_empty() || self.pending >= cx.shared.ack_interval {
+            self.send_ack(cx);
+        } else if self.timer.is_none() {
+            let d = cx.shared.ack_delay_us;
+            self.timer = Some(cx.timer(MicroId::PositiveAck, d, 0));
+        }
+    }
+
+    fn on_ack(cx: &mut Cx, kind: Kind, val: u64) {
+        let (cum, bitmap) = ((val >> 32) as u32, val as u32);
+        let s = &mut cx.shared;
+        if cum > s.snd_max {
+            cx.stats.malformed += 1; // acknowledges what was never sent
+            return;
+        }
+        s.ack_advanced = cum > s.snd_una;
+        s.ack_duplicate = !s.ack_advanced && kind == Kind::Ack && !s.unacked.is_empty();
+        let mut done = Vec::new();
+        if s.ack_advanced {
+            s.snd_una = cum;
+            while let Some(e) = s.unacked.first_entry() {
+                if *e.key() >= cum {
+                    break;
+                }
+                done.push(e.remove());
+            }
+        }
+        for i in (0..32).filter(|i| bitmap & 1 << i != 0) {
+            let q = cum.wrapping_add(1 + i);
+            if let Some(id) = s.unacked.remove(&q) {
+                done.push(id);
+            }
+            s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
+        }
+        if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
+            s.highest_sacked = None;
+        }
+        for id in done {
+            cx.release(id, Barrier::Done);
+        }
+    }
+}
+
+impl Micro for PositiveAck {
+    fn id(&self) -> MicroId {
+        MicroId::PositiveAck
+    }
+
+    fn bindings(&self) -> &'static [(Event, u8)] {
+        &[(Event::SegmentToNet, 20), (Event::SegmentSent, 10), (Event::SegmentFromNet, 20)]
+    }
+
+    fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
+        if let Event::Timer(_) = ev {
+            self.timer = None;
+            if self.pending > 0 {
+                self.send_ack(cx);
+            }
+            return;
+        }
+        let Some(id) = arg.seg else { return };
+        match ev {
+            Event::SegmentToNet if cx.is_data(id) => cx.hold(id, Barrier::Done),
+            Event::SegmentSent if cx.is_data(id) && cx.first_send(id) => {
+                if let Some(q) = cx.seg(id).and_then(|s| s.attrs.get(SEQ)) {
+                    cx.shared.unacked.insert(q as u32, id);
+                    cx.shared.snd_max = cx.shared.snd_max.max(q as u32 + 1);
+                }
+            }
+            Event::SegmentFromNet => {
+                let Some(seg) = cx.seg(id) else { return };
+                let (kind, ack, seq) = (seg.kind, seg.attrs.get(ACK), seg.attrs.get(SEQ));
+                cx.shared.ack_advanced = false;
+                cx.shared.ack_duplicate = false;
+                if let Some(v) = ack {
+                    PositiveAck::on_ack(cx, kind, v);
+                    if kind == Kind::Ack {
+                        cx.consume(id);
+                    }
+                }
+                if let (Kind::Data, Some(q)) = (kind, seq) {
+                    self.on_data(cx, q as u32);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Retransmit: resends a segment declared lost, and keeps one retransmission timer on the
+//! oldest unacknowledged segment; when it fires that segment times out (SEGMENT TIMEOUT) and
+//! is resent, and the session enters recovery so partial ACKs resend the rest.
+use crate::attr::ACK;
+use crate::composite::MicroId;
+use crate::event::{Arg, Event, TimerId};
+use crate::session::{Cx, Micro};
+
+#[derive(Default)]
+pub struct Retransmit {
+    timer: Option<TimerId>,
+}
+
+impl Retransmit {
+    fn arm(&mut self, cx: &mut Cx) {
+        if let Some(t) = self.timer.take() {
+            cx.cancel(t);
+        }
+        if !cx.shared.unacked.is_empty() {
+            let rto = cx.shared.rto();
+            self.timer = Some(cx.timer(MicroId::Retransmit, rto, 0));
+        }
+    }
+}
+
+impl Micro for Retransmit {
+    fn id(&self) -> MicroId {
+        MicroId::Retransmit
+    }
+
+    fn bindings(&self) -> &'static [(Event, u8)] {
+        &[
+            (Event::SegmentSent, 20),
+            (Event::SegmentFromNet, 40),
+            (Event::SegmentLost, 20),
+            (Event::SegmentTimeout, 90),
+        ]
+    }
+
+    fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
+        match ev {
+            Event::SegmentSent => {
+                if self.timer.is_none() {
+                    self.arm(cx);
+                }
+            }
+            Event::SegmentFromNet => {
+                let acks = arg.seg.and_then(|id| cx.seg(id)).is_some_and(|s| s.attrs.get(ACK).is_some());
+                if acks && cx.shared.ack_advanced {
+                    self.arm(cx);
+                }
+            }
+            Event::SegmentLost => {
+                if let Some(id) = arg.seg.filter(|id| cx.seg(*id).is_some()) {
+                    cx.stats.retransmits += 1;
+                    cx.raise(Event::SendSegment, Arg::seg(id));
+                }
+            }
+            Event::SegmentTimeout => self.arm(cx), // after the RTO has been backed off
+            Event::Timer(_) => {
+                self.timer = None;
+                let Some((_, id)) = cx.shared.unacked.first_key_value().map(|(q, i)| (*q, *i)) else {
+                    return;
+                };
+                cx.stats.timeouts += 1;
+                cx.stats.retransmits += 1;
+                cx.shared.in_recovery = true;
+                cx.shared.recover = cx.shared.snd_max;
+                cx.raise(Event::SegmentTimeout, Arg::seg(id));
+                cx.raise(Event::SendSegment, Arg::seg(id));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! RTT Estimation: timestamps every outgoing segment and echoes the peer's (TS attribute);
+//! an echo on an advancing ACK is one RTT sample, smoothed as in RFC 6298. Backs the RTO off
+//! on each timeout.
+use crate::attr::{ACK, TS};
+use crate::composite::MicroId;
+use crate::event::{Arg, Event};
+use crate::session::{Cx, Micro};
+
+const MAX_RTO_US: u64 = 60_000_000;
+
+pub struct RttEstimation;
+
+/// Folds one sample into the shared estimate.
+pub fn sample(cx: &mut Cx, rtt_us: f64) {
+    let s = &mut cx.shared;
+    if s.srtt_us == 0.0 {
+        s.srtt_us = rtt_us;
+        s.rttvar_us = rtt_us / 2.0;
+        s.min_rtt_us = rtt_us;
+    } else {
+        s.rttvar_us = 0.75 * s.rttvar_us + 0.25 * (s.srtt_us - rtt_us).abs();
+        s.srtt_us = 0.875 * s.srtt_us + 0.125 * rtt_us;
+        s.min_rtt_us = s.min_rtt_us.min(rtt_us);
+    }
+    s.rto_us = ((s.srtt_us + 4.0 * s.rttvar_us) as u64).clamp(cx.cfg.min_rto_us, MAX_RTO_US);
+}
+
+impl Micro for RttEstimation {
+    fn id(&self) -> MicroId {
+        MicroId::RttEstimation
+    }
+
+    fn bindings(&self) -> &'static [(Event, u8)] {
+        &[(Event::SendSegment, 50), (Event::SegmentFromNet, 25), (Event::SegmentTimeout, 10)]
+    }
+
+    fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
+        match ev {
+            Event::SendSegment => {
+                let Some(id) = arg.seg else { return };
+                let (now, echo) = ((cx.now as u32).max(1), cx.shared.ts_recent);
+                if let Some(seg) = cx.seg_mut(id) {
+                    seg.attrs.set(TS, (now as u64) << 32 | echo as u64);
+                }
+            }
+            Event::SegmentFromNet => {
+                let Some(seg) = arg.seg.and_then(|id| cx.seg(id)) else { return };
+                let Some(ts) = seg.attrs.get(TS) else { return };
+                let acks = seg.attrs.get(ACK).is_some();
+                cx.shared.ts_recent = (ts >> 32) as u32;
+                let echo = ts as u32;
+                if echo != 0 && acks && cx.shared.ack_advanced {
+                    let r = (cx.now as u32).max(1).wrapping_sub(echo);
+                    if r < MAX_RTO_US as u32 {
+                        sample(cx, r.max(1) as f64);
+                    }
+                }
+            }
+            Event::SegmentTimeout => {
+                cx.shared.rto_us = (cx.shared.rto_us * 2).min(MAX_RTO_US);
+            }
+            _ => {}
+        }
+    }
+}

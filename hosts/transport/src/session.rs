@@ -1,0 +1,651 @@
+//! The composition framework: a session holds its microprotocols, their event bindings, the
+//! segment table with per-segment barriers, and the session-wide shared state.
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::attr;
+use crate::composite::{Composite, MicroId, Preset, Refusal};
+use crate::event::{Arg, Barrier, Delayed, Event, SegId, TimerId};
+use crate::micro;
+use crate::segment::{Kind, Malformed, Segment};
+
+/// A microprotocol: a set of handlers bound to events at priorities (lower runs first).
+pub trait Micro {
+    fn id(&self) -> MicroId;
+    fn bindings(&self) -> &'static [(Event, u8)];
+    fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx);
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub composite: Composite,
+    /// Payload bytes per segment (Fixed Size).
+    pub mss: usize,
+    /// Congestion-control algorithm for Windowed Congestion (see `cc::by_name`).
+    pub cc: String,
+    /// Rate for rate-driven algorithms that take one (the fixed-rate blaster), bits per second.
+    pub cc_rate_bps: f64,
+    /// Data segments the session buffers before `send` says Full.
+    pub send_buf_segs: usize,
+    /// Receive window advertised by Windowed Flow, in segments.
+    pub recv_wnd_segs: u32,
+    pub fec_n: u8,
+    pub fec_k: u8,
+    pub init_rto_us: u64,
+    pub min_rto_us: u64,
+    pub keepalive_us: u64,
+    pub dead_after_us: u64,
+    /// Seeds random ISNs and connection ids; the UDP driver draws it from the OS.
+    pub seed: u64,
+}
+
+impl Config {
+    pub fn new(composite: Composite) -> Config {
+        Config {
+            composite,
+            mss: 1400,
+            cc: "newreno".into(),
+            cc_rate_bps: 100e6,
+            send_buf_segs: 8192,
+            recv_wnd_segs: 8192,
+            fec_n: 5,
+            fec_k: 4,
+            init_rto_us: 300_000,
+            min_rto_us: 20_000,
+            keepalive_us: 1_000_000,
+            dead_after_us: 10_000_000,
+            seed: 1,
+        }
+    }
+
+    pub fn preset(p: Preset) -> Config {
+        Config::new(p.composite())
+    }
+}
+
+/// What the caller must do or learn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Transmit(Vec<u8>),
+    Deliver(Vec<u8>),
+    Opened,
+    Refused(String),
+    Closed(String),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub segs_sent: u64,
+    pub segs_received: u64,
+    pub bytes_sent: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub malformed: u64,
+    pub duplicates: u64,
+    pub late: u64,
+    pub foreign: u64,
+    pub fec_recovered: u64,
+    pub msgs_incomplete: u64,
+    pub msgs_delivered: u64,
+}
+
+/// Session-wide state the microprotocols share (CTP's shared data).
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub client: bool,
+    pub established: bool,
+    pub closing: bool,
+    pub closed: bool,
+    /// Client only, composites without Virtual Circuit: put COMPOSITE on every segment until the
+    /// peer answers, so a lost first segment does not lose the announcement.
+    pub announce: bool,
+    pub conn: u32,
+    pub isn_local: u32,
+    pub isn_peer: u32,
+    /// Next sequence number to assign, and the highest sent + 1.
+    pub snd_next: u32,
+    pub snd_max: u32,
+    /// Oldest unacknowledged sequence number.
+    pub snd_una: u32,
+    /// Sent, neither cumulatively nor selectively acknowledged: seq -> segment.
+    pub unacked: BTreeMap<u32, SegId>,
+    pub highest_sacked: Option<u32>,
+    /// Set by Positive ACK for each arriving acknowledgement.
+    pub ack_advanced: bool,
+    pub ack_duplicate: bool,
+    pub in_recovery: bool,
+    pub recover: u32,
+    /// Sequence ranges (first, last) just declared lost, for the congestion controller.
+    pub loss_ranges: Vec<(u32, u32)>,
+    pub srtt_us: f64,
+    pub rttvar_us: f64,
+    pub min_rtt_us: f64,
+    pub rto_us: u64,
+    pub rto_override_us: Option<u64>,
+    pub ts_recent: u32,
+    pub cwnd: f64,
+    pub pkt_snd_period_us: f64,
+    pub peer_wnd: u32,
+    pub rcv_buffered: u32,
+    pub ack_interval: u32,
+    pub ack_delay_us: u64,
+    pub last_send_us: u64,
+    pub last_recv_us: u64,
+}
+
+impl Shared {
+    pub fn rto(&self) -> u64 {
+        self.rto_override_us.unwrap_or(self.rto_us)
+    }
+}
+
+struct Entry {
+    seg: Segment,
+    data: bool,
+    holds: [u16; 3],
+    to_net: bool,
+    sent: bool,
+    done: bool,
+    finished: bool,
+    consumed: bool,
+    raw: Option<Vec<u8>>,
+}
+
+enum Raised {
+    Event(Event, Arg),
+    Free(SegId),
+}
+
+/// What a handler can see and do: the time, the shared state, the segment table, raising
+/// events, timers, barriers and output.
+pub struct Cx {
+    pub now: u64,
+    pub cfg: Config,
+    pub composite: Composite,
+    pub shared: Shared,
+    pub stats: Stats,
+    segs: HashMap<SegId, Entry>,
+    next_seg: u64,
+    data_live: usize,
+    user_msgs: HashMap<u64, Vec<u8>>,
+    next_msg: u64,
+    raised: Vec<Raised>,
+    delayed: Delayed,
+    out: VecDeque<Output>,
+    rng: u64,
+    stopped: bool,
+}
+
+impl Cx {
+    /// Raise synchronously: the event's handlers all run before the next handler of the
+    /// event being handled now.
+    pub fn raise(&mut self, ev: Event, arg: Arg) {
+        self.raised.push(Raised::Event(ev, arg));
+    }
+
+    /// Raise after `delay_us`; the returned id cancels it.
+    pub fn raise_after(&mut self, delay_us: u64, ev: Event, arg: Arg) -> TimerId {
+        self.delayed.push(self.now + delay_us, ev, arg)
+    }
+
+    pub fn cancel(&mut self, t: TimerId) -> bool {
+        self.delayed.cancel(t)
+    }
+
+    /// A private timer for microprotocol `who`, delivered as `Event::Timer(who)` with `tag`.
+    pub fn timer(&mut self, who: MicroId, delay_us: u64, tag: u64) -> TimerId {
+        self.raise_after(delay_us, Event::Timer(who), Arg::tag(tag))
+    }
+
+    /// Stop the event being handled: handlers of later priority do not see it, and the
+    /// framework does not move its segment on. A stopped segment that was consumed is dropped;
+    /// one that was not stays, for whoever stopped it to raise again.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn output(&mut self, o: Output) {
+        self.out.push_back(o);
+    }
+
+    pub fn rand_u32(&mut self) -> u32 {
+        // splitmix64: the seed comes from the driver, so tests are reproducible
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as u32
+    }
+
+    pub fn seg(&self, id: SegId) -> Option<&Segment> {
+        self.segs.get(&id).map(|e| &e.seg)
+    }
+
+    pub fn seg_mut(&mut self, id: SegId) -> Option<&mut Segment> {
+        self.segs.get_mut(&id).map(|e| &mut e.seg)
+    }
+
+    /// The datagram a received segment was decoded from.
+    pub fn raw(&self, id: SegId) -> Option<&[u8]> {
+        self.segs.get(&id).and_then(|e| e.raw.as_deref())
+    }
+
+    pub fn is_data(&self, id: SegId) -> bool {
+        self.segs.get(&id).is_some_and(|e| e.data)
+    }
+
+    /// True while handling the first SEGMENT SENT of a segment.
+    pub fn first_send(&self, id: SegId) -> bool {
+        self.segs.get(&id).is_some_and(|e| !e.sent)
+    }
+
+    /// Mark a received segment as taken care of (ordered, buffered, or control).
+    pub fn consume(&mut self, id: SegId) {
+        if let Some(e) = self.segs.get_mut(&id) {
+            e.consumed = true;
+        }
+    }
+
+    pub fn consumed(&self, id: SegId) -> bool {
+        self.segs.get(&id).is_some_and(|e| e.consumed)
+    }
+
+    pub fn data_segments(&self) -> usize {
+        self.data_live
+    }
+
+    /// A new outgoing data segment (Fixed Size makes them).
+    pub fn new_data(&mut self, seg: Segment) -> SegId {
+        self.data_live += 1;
+        self.insert(seg, true, None)
+    }
+
+    /// Send a control segment (ack, open, keep-alive ...) straight to SEND SEGMENT.
+    pub fn send_control(&mut self, seg: Segment) {
+        let id = self.insert(seg, false, None);
+        self.raise(Event::SendSegment, Arg::seg(id));
+    }
+
+    fn insert(&mut self, seg: Segment, data: bool, raw: Option<Vec<u8>>) -> SegId {
+        self.next_seg += 1;
+        let id = SegId(self.next_seg);
+        self.segs.insert(
+            id,
+            Entry {
+                seg,
+                data,
+                holds: [0; 3],
+                to_net: false,
+                sent: false,
+                done: false,
+                finished: false,
+                consumed: false,
+                raw,
+            },
+        );
+        id
+    }
+
+    /// Take a user message handed in by `Session::send` (for MSG FROM USER handlers).
+    pub fn take_user_msg(&mut self, key: u64) -> Option<Vec<u8>> {
+        self.user_msgs.remove(&key)
+    }
+
+    /// Raise MSG FROM NET for a reassembled message.
+    pub fn deliver_msg(&mut self, msg: Vec<u8>) {
+        self.next_msg += 1;
+        self.user_msgs.insert(self.next_msg, msg);
+        self.raise(Event::MsgFromNet, Arg { msg: self.next_msg, ..Arg::default() });
+    }
+
+    /// Feed a datagram as if it came from the network (FEC hands in what it rebuilt);
+    /// `tag` reaches the SEGMENT FROM NET handlers.
+    pub fn inject(&mut self, datagram: &[u8], tag: u64) -> Result<SegId, Malformed> {
+        let mut seg = Segment::decode(datagram, Some(self.composite))?;
+        self.unshift(&mut seg);
+        let id = self.insert(seg, false, Some(datagram.to_vec()));
+        self.raise(Event::SegmentFromNet, Arg { seg: Some(id), msg: 0, tag });
+        Ok(id)
+    }
+
+    /// ISN offsets come off on the way in (wire sequence numbers are ISN-relative).
+    fn unshift(&self, seg: &mut Segment) {
+        if let Some(q) = seg.attrs.get(attr::SEQ) {
+            seg.attrs.set(attr::SEQ, (q as u32).wrapping_sub(self.shared.isn_peer) as u64);
+        }
+        if let Some(a) = seg.attrs.get(attr::ACK) {
+            let cum = ((a >> 32) as u32).wrapping_sub(self.shared.isn_local) as u64;
+            seg.attrs.set(attr::ACK, cum << 32 | (a & 0xffff_ffff));
+        }
+    }
+
+    /// Encode for the wire: ISN offsets go on.
+    pub fn encode(&self, seg: &Segment, out: &mut Vec<u8>) {
+        let mut s = seg.clone();
+        if let Some(q) = s.attrs.get(attr::SEQ) {
+            s.attrs.set(attr::SEQ, (q as u32).wrapping_add(self.shared.isn_local) as u64);
+        }
+        if let Some(a) = s.attrs.get(attr::ACK) {
+            let cum = ((a >> 32) as u32).wrapping_add(self.shared.isn_peer) as u64;
+            s.attrs.set(attr::ACK, cum << 32 | (a & 0xffff_ffff));
+        }
+        s.encode_into(out);
+    }
+
+    pub fn hold(&mut self, id: SegId, b: Barrier) {
+        if let Some(e) = self.segs.get_mut(&id) {
+            e.holds[b as usize] += 1;
+        }
+    }
+
+    /// Release a barrier; when its last holder lets go the framework carries on.
+    pub fn release(&mut self, id: SegId, b: Barrier) {
+        let Some(e) = self.segs.get_mut(&id) else { return };
+        let h = &mut e.holds[b as usize];
+        if *h == 0 {
+            return;
+        }
+        *h -= 1;
+        if *h > 0 {
+            return;
+        }
+        match b {
+            Barrier::Send if e.to_net => self.raise(Event::SendSegment, Arg::seg(id)),
+            Barrier::Done if e.sent && !e.done => self.raise(Event::SegmentDone, Arg::seg(id)),
+            Barrier::Dealloc if e.finished => self.raised.push(Raised::Free(id)),
+            _ => {}
+        }
+    }
+
+    fn free(&mut self, id: SegId) {
+        self.segs.remove(&id);
+    }
+}
+
+/// One end of one connection.
+pub struct Session {
+    micros: Vec<Box<dyn Micro>>,
+    bindings: HashMap<Event, Vec<usize>>,
+    cx: Cx,
+}
+
+impl Session {
+    fn build(cfg: Config, client: bool, now: u64) -> Session {
+        let composite = cfg.composite;
+        let micros = micro::instantiate(&cfg);
+        let mut bound: HashMap<Event, Vec<(u8, usize)>> = HashMap::new();
+        for (i, m) in micros.iter().enumerate() {
+            for (ev, prio) in m.bindings() {
+                bound.entry(*ev).or_default().push((*prio, i));
+            }
+        }
+        let bindings = bound
+            .into_iter()
+            .map(|(ev, mut v)| {
+                v.sort();
+                (ev, v.into_iter().map(|(_, i)| i).collect())
+            })
+            .collect();
+        let shared = Shared {
+            client,
+            rto_us: cfg.init_rto_us,
+            cwnd: f64::INFINITY,
+            peer_wnd: cfg.recv_wnd_segs,
+            ack_interval: 1,
+            ack_delay_us: 10_000,
+            last_send_us: now,
+            last_recv_us: now,
+            ..Shared::default()
+        };
+        let cx = Cx {
+            now,
+            rng: cfg.seed,
+            cfg,
+            composite,
+            shared,
+            stats: Stats::default(),
+            segs: HashMap::new(),
+            next_seg: 0,
+            data_live: 0,
+            user_msgs: HashMap::new(),
+            next_msg: 0,
+            raised: Vec::new(),
+            delayed: Delayed::default(),
+            out: VecDeque::new(),
+            stopped: false,
+        };
+        Session { micros, bindings, cx }
+    }
+
+    /// Open a connection: the composite is announced in the first segment.
+    pub fn connect(cfg: Config, now: u64) -> Session {
+        let mut s = Session::build(cfg, true, now);
+        s.cx.shared.conn = s.cx.rand_u32() | 1;
+        s.cx.shared.announce = !s.cx.composite.has(MicroId::VirtualCircuit);
+        s.dispatch(Event::OpenSession, Arg::default());
+        s
+    }
+
+    /// Accept a connection from its first datagram. `serve` restricts the composites this end
+    /// accepts (None: any valid one). On refusal, the Err holds the reason and the Refuse
+    /// datagram to send back.
+    pub fn accept(
+        template: &Config,
+        serve: Option<Composite>,
+        first: &[u8],
+        now: u64,
+    ) -> Result<Session, (String, Vec<u8>)> {
+        let seg = Segment::decode(first, None).map_err(|m| (format!("malformed: {m:?}"), vec![]))?;
+        let refuse = |why: String| {
+            let mut r = Segment::new(Kind::Refuse, seg.conn);
+            r.payload = why.as_bytes().to_vec();
+            (why, r.encode())
+        };
+        let Some(bits) = seg.attrs.get(attr::COMPOSITE) else {
+            return Err(refuse("unknown connection: no composite announced".into()));
+        };
+        let theirs = Composite::from_bits(bits as u32).map_err(|r| refuse(r.to_string()))?;
+        if let Some(ours) = serve.filter(|o| *o != theirs) {
+            return Err(refuse(Refusal::Mismatch { ours, theirs }.to_string()));
+        }
+        let mut cfg = template.clone();
+        cfg.composite = theirs;
+        let mut s = Session::build(cfg, false, now);
+        s.cx.shared.conn = seg.conn;
+        s.dispatch(Event::OpenSession, Arg::default());
+        s.on_datagram(first, now);
+        Ok(s)
+    }
+
+    fn dispatch(&mut self, ev: Event, arg: Arg) {
+        if let Event::Timer(who) = ev {
+            if let Some(i) = self.micros.iter().position(|m| m.id() == who) {
+                self.micros[i].handle(ev, &arg, &mut self.cx);
+                self.drain();
+            }
+            return;
+        }
+        if ev == Event::SegmentDone {
+            // done segments no longer count against the send buffer (or hold a close back)
+            if let Some(e) = arg.seg.and_then(|id| self.cx.segs.get_mut(&id)) {
+                if e.done {
+                    return;
+                }
+                e.done = true;
+                if e.data {
+                    self.cx.data_live -= 1;
+                }
+            }
+        }
+        let n = self.bindings.get(&ev).map_or(0, Vec::len);
+        for k in 0..n {
+            let i = self.bindings[&ev][k];
+            self.micros[i].handle(ev, &arg, &mut self.cx);
+            let stop = std::mem::take(&mut self.cx.stopped);
+            self.drain();
+            if stop {
+                if let Some(id) = arg.seg.filter(|id| self.cx.consumed(*id)) {
+                    self.cx.free(id);
+                }
+                return;
+            }
+        }
+        self.after(ev, arg);
+    }
+
+    fn drain(&mut self) {
+        if self.cx.raised.is_empty() {
+            return;
+        }
+        for r in std::mem::take(&mut self.cx.raised) {
+            match r {
+                Raised::Event(ev, arg) => self.dispatch(ev, arg),
+                Raised::Free(id) => self.cx.free(id),
+            }
+        }
+    }
+
+    /// The framework's own step after an event's handlers: moving a segment along its path
+    /// when no barrier holds it.
+    fn after(&mut self, ev: Event, arg: Arg) {
+        let Some(id) = arg.seg else { return };
+        let Some(e) = self.cx.segs.get_mut(&id) else { return };
+        match ev {
+            Event::SegmentFromUser => self.dispatch(Event::SegmentToNet, arg),
+            Event::SegmentToNet => {
+                e.to_net = true;
+                if e.holds[Barrier::Send as usize] == 0 {
+                    self.dispatch(Event::SendSegment, arg);
+                }
+            }
+            Event::SendSegment => self.dispatch(Event::SegmentSent, arg),
+            Event::SegmentSent if !e.data => self.cx.free(id),
+            Event::SegmentSent if !e.sent => {
+                e.sent = true;
+                if e.holds[Barrier::Done as usize] == 0 {
+                    self.dispatch(Event::SegmentDone, arg);
+                }
+            }
+            Event::SegmentDone | Event::SegmentFromNet => {
+                e.finished = true;
+                if e.holds[Barrier::Dealloc as usize] == 0 {
+                    self.cx.free(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A datagram from the peer. Malformed ones are counted and dropped.
+    pub fn on_datagram(&mut self, b: &[u8], now: u64) {
+        self.cx.now = now;
+        self.fire(now);
+        if self.cx.shared.closed {
+            return;
+        }
+        match Segment::decode(b, Some(self.cx.composite)) {
+            Ok(mut seg) => {
+                if seg.conn != self.cx.shared.conn {
+                    self.cx.stats.foreign += 1;
+                    return;
+                }
+                self.cx.unshift(&mut seg);
+                self.cx.stats.segs_received += 1;
+                self.cx.shared.last_recv_us = now;
+                let raw = self.cx.composite.has(MicroId::Fec).then(|| b.to_vec());
+                let id = self.cx.insert(seg, false, raw);
+                self.dispatch(Event::SegmentFromNet, Arg::seg(id));
+            }
+            Err(_) => self.cx.stats.malformed += 1,
+        }
+    }
+
+    /// Hand a message to the transport. Full when the send buffer is; the message is then not
+    /// taken and the caller retries after the next `on_datagram`/`on_timer`.
+    pub fn send(&mut self, msg: &[u8], now: u64) -> Result<(), SendError> {
+        self.cx.now = now;
+        if self.cx.shared.closed || self.cx.shared.closing {
+            return Err(SendError::Closed);
+        }
+        let segs = msg.len().div_ceil(self.cx.cfg.mss).max(1);
+        if segs > u16::MAX as usize {
+            return Err(SendError::TooLong);
+        }
+        if self.cx.data_live + segs > self.cx.cfg.send_buf_segs && self.cx.data_live > 0 {
+            return Err(SendError::Full);
+        }
+        self.cx.next_msg += 1;
+        let key = self.cx.next_msg;
+        self.cx.user_msgs.insert(key, msg.to_vec());
+        self.dispatch(Event::MsgFromUser, Arg { msg: key, ..Arg::default() });
+        Ok(())
+    }
+
+    pub fn can_send(&self, len: usize) -> bool {
+        let segs = len.div_ceil(self.cx.cfg.mss).max(1);
+        !self.cx.shared.closing
+            && (self.cx.data_live == 0 || self.cx.data_live + segs <= self.cx.cfg.send_buf_segs)
+    }
+
+    /// Close once everything sent is done; `Output::Closed` follows.
+    pub fn close(&mut self, now: u64) {
+        self.cx.now = now;
+        if !self.cx.shared.closing && !self.cx.shared.closed {
+            self.cx.shared.closing = true;
+            self.dispatch(Event::CloseSession, Arg::default());
+        }
+    }
+
+    /// Run every delayed raising due by `now`.
+    pub fn on_timer(&mut self, now: u64) {
+        self.cx.now = now;
+        self.fire(now);
+    }
+
+    fn fire(&mut self, now: u64) {
+        while let Some((ev, arg)) = self.cx.delayed.pop_due(now) {
+            if self.cx.shared.closed {
+                return;
+            }
+            self.dispatch(ev, arg);
+        }
+    }
+
+    pub fn next_timer(&mut self) -> Option<u64> {
+        if self.cx.shared.closed {
+            return None;
+        }
+        self.cx.delayed.next_due()
+    }
+
+    pub fn poll(&mut self) -> Option<Output> {
+        self.cx.out.pop_front()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.cx.stats
+    }
+
+    pub fn shared(&self) -> &Shared {
+        &self.cx.shared
+    }
+
+    pub fn composite(&self) -> Composite {
+        self.cx.composite
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.cx.shared.closed
+    }
+
+    /// Segments alive in the table (a leak check for tests).
+    pub fn live_segments(&self) -> usize {
+        self.cx.segs.len()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    Full,
+    Closed,
+    TooLong,
+}

@@ -1,0 +1,205 @@
+//! Two sessions over an emulated link, in virtual time: seeded random loss, delay, and an
+//! optional rate limit with a drop-tail queue. The tests drive the real sessions through it;
+//! nothing is mocked but the wire.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::composite::Composite;
+use crate::session::{Config, Output, Session};
+
+/// One direction of the link.
+pub struct Link {
+    pub loss: f64,
+    pub delay_us: u64,
+    pub rate_bps: Option<f64>,
+    pub queue_pkts: usize,
+    /// Drop exactly these datagrams (0-based count of datagrams offered), besides random loss.
+    pub drop_nth: Vec<u64>,
+    pub offered: u64,
+    pub dropped: u64,
+    busy_until: f64,
+    rng: u64,
+}
+
+impl Link {
+    pub fn new(seed: u64) -> Link {
+        Link {
+            loss: 0.0,
+            delay_us: 1_000,
+            rate_bps: None,
+            queue_pkts: 100,
+            drop_nth: Vec::new(),
+            offered: 0,
+            dropped: 0,
+            busy_until: 0.0,
+            rng: seed.max(1),
+        }
+    }
+
+    fn uniform(&mut self) -> f64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// When a datagram offered at `now` arrives, or None when it is lost.
+    pub fn offer(&mut self, now: u64, len: usize) -> Option<u64> {
+        let n = self.offered;
+        self.offered += 1;
+        if self.drop_nth.contains(&n) || (self.loss > 0.0 && self.uniform() < self.loss) {
+            self.dropped += 1;
+            return None;
+        }
+        let mut at = now as f64;
+        if let Some(rate) = self.rate_bps {
+            let tx = len as f64 * 8.0 * 1e6 / rate;
+            let start = self.busy_until.max(at);
+            if start - at > self.queue_pkts as f64 * tx {
+                self.dropped += 1;
+                return None;
+            }
+            self.busy_until = start + tx;
+            at = self.busy_until;
+        }
+        Some(at as u64 + self.delay_us)
+    }
+}
+
+/// A client session `a` and the server session `b` it opens.
+pub struct Pair {
+    pub now: u64,
+    pub a: Session,
+    pub b: Option<Session>,
+    pub ab: Link,
+    pub ba: Link,
+    pub server_cfg: Config,
+    pub serve: Option<Composite>,
+    pub delivered_a: Vec<Vec<u8>>,
+    pub delivered_b: Vec<Vec<u8>>,
+    /// Everything but Transmit and Deliver, per end.
+    pub events_a: Vec<Output>,
+    pub events_b: Vec<Output>,
+    /// Datagrams the server could not accept a session from.
+    pub refused: Vec<String>,
+    wire: BinaryHeap<Reverse<(u64, u64, bool, Vec<u8>)>>,
+    order: u64,
+}
+
+impl Pair {
+    pub fn new(client: Config, server: Config, seed: u64) -> Pair {
+        let a = Session::connect(client, 0);
+        Pair {
+            now: 0,
+            a,
+            b: None,
+            ab: Link::new(seed),
+            ba: Link::new(seed.wrapping_mul(31).wrapping_add(7)),
+            server_cfg: server,
+            serve: None,
+            delivered_a: Vec::new(),
+            delivered_b: Vec::new(),
+            events_a: Vec::new(),
+            events_b: Vec::new(),
+            refused: Vec::new(),
+            wire: BinaryHeap::new(),
+            order: 0,
+        }
+    }
+
+    fn put(&mut self, to_b: bool, d: Vec<u8>) {
+        let link = if to_b { &mut self.ab } else { &mut self.ba };
+        if let Some(at) = link.offer(self.now, d.len()) {
+            self.order += 1;
+            self.wire.push(Reverse((at, self.order, to_b, d)));
+        }
+    }
+
+    fn collect(&mut self) {
+        while let Some(o) = self.a.poll() {
+            match o {
+                Output::Transmit(d) => self.put(true, d),
+                Output::Deliver(m) => self.delivered_a.push(m),
+                e => self.events_a.push(e),
+            }
+        }
+        while let Some(o) = self.b.as_mut().and_then(Session::poll) {
+            match o {
+                Output::Transmit(d) => self.put(false, d),
+                Output::Deliver(m) => self.delivered_b.push(m),
+                e => self.events_b.push(e),
+            }
+        }
+    }
+
+    /// Advance to the next arrival or timer. False when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.collect();
+        let arrival = self.wire.peek().map(|Reverse((at, ..))| *at);
+        let ta = self.a.next_timer();
+        let tb = self.b.as_mut().and_then(Session::next_timer);
+        let Some(next) = [arrival, ta, tb].into_iter().flatten().min() else { return false };
+        self.now = self.now.max(next);
+        if arrival == Some(next) {
+            let Reverse((_, _, to_b, d)) = self.wire.pop().unwrap();
+            if !to_b {
+                self.a.on_datagram(&d, self.now);
+            } else if let Some(b) = self.b.as_mut() {
+                b.on_datagram(&d, self.now);
+            } else {
+                match Session::accept(&self.server_cfg, self.serve, &d, self.now) {
+                    Ok(b) => self.b = Some(b),
+                    Err((why, refuse)) => {
+                        self.refused.push(why);
+                        if !refuse.is_empty() {
+                            self.put(false, refuse);
+                        }
+                    }
+                }
+            }
+        } else {
+            self.a.on_timer(self.now);
+            if let Some(b) = self.b.as_mut() {
+                b.on_timer(self.now);
+            }
+        }
+        self.collect();
+        true
+    }
+
+    /// Step until `done` holds or virtual time passes `limit_us`; true when `done` held.
+    pub fn run_until(&mut self, limit_us: u64, mut done: impl FnMut(&Pair) -> bool) -> bool {
+        while self.now <= limit_us {
+            if done(self) {
+                return true;
+            }
+            if !self.step() {
+                return done(self);
+            }
+        }
+        false
+    }
+
+    /// Send `data` from a to b as messages of `msg` bytes, as fast as the session takes them;
+    /// then close. Returns when b has everything a reliable composite must deliver, a closed,
+    /// or `limit_us` passed.
+    pub fn transfer(&mut self, data: &[u8], msg: usize, limit_us: u64) {
+        let mut off = 0;
+        let mut closed = false;
+        while self.now <= limit_us {
+            while off < data.len() && self.a.can_send(msg.min(data.len() - off)) {
+                let end = (off + msg).min(data.len());
+                self.a.send(&data[off..end], self.now).expect("can_send said yes");
+                off = end;
+            }
+            if off == data.len() && !closed {
+                self.a.close(self.now);
+                closed = true;
+            }
+            if self.a.is_closed() || !self.step() {
+                break;
+            }
+        }
+        self.collect();
+    }
+}

@@ -1,0 +1,1 @@
+//! The UDP driver: runs sessions over a real socket, with the monotonic clock.
