@@ -37,6 +37,29 @@ def needs_emulation(params: dict) -> bool:
     return any(params.get(k) not in (None, 0, "0", "0ms") for k in EMULATED)
 
 
+def split_mtu(params: dict) -> tuple[dict, int | None]:
+    """A link's params without `mtu`, and the MTU (None: leave the default). Mininet's
+    TCLink has no MTU parameter (it would ignore it), so it is set after the link is up."""
+    rest = {k: v for k, v in params.items() if k != "mtu"}
+    if "mtu" not in params or params["mtu"] is None:
+        return rest, None
+    try:
+        mtu = int(params["mtu"])
+    except (TypeError, ValueError):
+        raise ValueError(f"link mtu={params['mtu']!r}: not a number") from None
+    if not 68 <= mtu <= 65535:
+        raise ValueError(f"link mtu={mtu}: must be 68..65535 (IPv4's minimum to its maximum)")
+    return rest, mtu
+
+
+def set_mtu(link, mtu: int) -> None:
+    """Both ends of a Mininet link get `mtu`, each in its own node's namespace."""
+    for intf in (link.intf1, link.intf2):
+        out = intf.node.cmd(f"ip link set dev {intf.name} mtu {mtu}").strip()
+        if out:
+            raise RuntimeError(f"cannot set mtu {mtu} on {intf.name}: {out}")
+
+
 def netem_available() -> bool:
     """Whether this kernel has netem, tried in a throwaway namespace (touches nothing)."""
     try:

@@ -117,21 +117,28 @@ class RunningNet:
             self.record.extend("files", [str(self.emulator.state_path)])
             self.emulator.start()
             link_opts = dict(cls=links.EmuLink, emu=self.emulator)
+        mtus = []           # (Mininet link, MTU) for links with an `mtu` param
         for h in plan.hosts.values():
             port = plan.routers[h.router].port(h.ofport)
-            mn.addLink(mn[h.name], nodes[h.router], port1=0, port2=h.ofport,
-                       intfName1=naming.host_iface(h.name),
-                       intfName2=naming.port_iface(tag, h.router, h.ofport),
-                       addr1=h.mac, addr2=port.mac, **link_opts, **h.params)
+            params, mtu = links.split_mtu(h.params)
+            link = mn.addLink(mn[h.name], nodes[h.router], port1=0, port2=h.ofport,
+                              intfName1=naming.host_iface(h.name),
+                              intfName2=naming.port_iface(tag, h.router, h.ofport),
+                              addr1=h.mac, addr2=port.mac, **link_opts, **params)
+            mtus += [(link, mtu)] if mtu else []
         for ln in plan.links:
             mac_a = plan.routers[ln.a].port(ln.port_a).mac
             mac_b = plan.routers[ln.b].port(ln.port_b).mac
-            mn.addLink(nodes[ln.a], nodes[ln.b], port1=ln.port_a, port2=ln.port_b,
-                       intfName1=naming.port_iface(tag, ln.a, ln.port_a),
-                       intfName2=naming.port_iface(tag, ln.b, ln.port_b),
-                       addr1=mac_a, addr2=mac_b, **link_opts, **ln.params)
+            params, mtu = links.split_mtu(ln.params)
+            link = mn.addLink(nodes[ln.a], nodes[ln.b], port1=ln.port_a, port2=ln.port_b,
+                              intfName1=naming.port_iface(tag, ln.a, ln.port_a),
+                              intfName2=naming.port_iface(tag, ln.b, ln.port_b),
+                              addr1=mac_a, addr2=mac_b, **link_opts, **params)
+            mtus += [(link, mtu)] if mtu else []
         mn.build()
         mn.start()
+        for link, mtu in mtus:
+            links.set_mtu(link, mtu)
         self.routers = self.backend.configure(self.record.data["owner_pid"],
                                               self.record.data["owner_start"])
         self._write_router_configs()

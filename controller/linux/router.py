@@ -72,8 +72,9 @@ class LinuxRouter:
         p = self.plan
         cmds = ["link set dev lo up", f"address add {p.router_id}/32 dev lo"]
         if self.capable:
-            cmds += [f"link add {self.cpu_switch_iface} address {p.mac} type veth"
-                     f" peer name {self.cpu_iface} address {p.cpu_routerd_mac}",
+            # The largest MTU: a bundle built for a jumbo path must pass the CPU port whole.
+            cmds += [f"link add {self.cpu_switch_iface} address {p.mac} mtu 65535 type veth"
+                     f" peer name {self.cpu_iface} address {p.cpu_routerd_mac} mtu 65535",
                      f"link set dev {self.cpu_switch_iface} up",
                      f"link set dev {self.cpu_iface} up"]
         for port in p.ports:

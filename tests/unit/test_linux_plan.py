@@ -54,7 +54,7 @@ def test_a_capable_router_gets_addresses_routes_neighbours_and_static_rules():
     r1 = dp.routers["r1"]
     cmds = r1.ip_cmds(all_routes(plan)["r1"])
     assert "address add 10.0.0.1/32 dev lo" in cmds
-    assert any(c.startswith("link add ccxxr1-cpu address 02:cc:0a:00:00:01 type veth") for c in cmds)
+    assert any(c.startswith("link add ccxxr1-cpu address 02:cc:0a:00:00:01 mtu 65535 type veth") for c in cmds)
     for p in r1.plan.ports:
         dev = f"ccxxr1-{p.ofport}"
         assert f"link set dev {dev} address {r1.mac}" in cmds, "every port has the router MAC"
