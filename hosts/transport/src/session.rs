@@ -389,7 +389,8 @@ impl Session {
             client,
             rto_us: cfg.init_rto_us,
             cwnd: f64::INFINITY,
-            peer_wnd: cfg.recv_wnd_segs,
+            // one segment until the peer advertises its window (in Accept or its first ACK)
+            peer_wnd: 1,
             ack_interval: 1,
             ack_delay_us: 10_000,
             last_send_us: now,
