@@ -9,7 +9,7 @@ use crate::micro;
 use crate::segment::{Kind, Malformed, Segment};
 
 /// A microprotocol: a set of handlers bound to events at priorities (lower runs first).
-pub trait Micro {
+pub trait Micro: Send {
     fn id(&self) -> MicroId;
     fn bindings(&self) -> &'static [(Event, u8)];
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx);

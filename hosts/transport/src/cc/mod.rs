@@ -67,7 +67,7 @@ impl CcCtl {
 }
 
 /// The CCC callbacks. Every one has an empty default, so an algorithm writes only what it uses.
-pub trait Ccc {
+pub trait Ccc: Send {
     fn name(&self) -> &'static str;
     fn init(&mut self, _c: &mut CcCtl) {}
     fn close(&mut self, _c: &mut CcCtl) {}

@@ -1,0 +1,173 @@
+//! concast-perf over this crate's transport.
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use concast_transport::session::Stats;
+use concast_transport::udp::{Conn, Server};
+use concast_transport::{cc, Composite, Config, Output};
+use serde_json::{json, Value};
+
+use crate::report::{self, Tally};
+use crate::{ClientArgs, Common, Mode};
+
+fn config(c: &Common, rate: f64) -> Result<Config, String> {
+    let comp = Composite::parse(&c.composite).map_err(|r| format!("composite: {r}"))?;
+    cc::by_name(&c.cc, rate)?;
+    let mut cfg = Config::new(comp);
+    cfg.cc = c.cc.clone();
+    cfg.cc_rate_bps = rate;
+    Ok(cfg)
+}
+
+pub fn stats_json(s: &Stats) -> Value {
+    json!({
+        "segs_sent": s.segs_sent, "segs_received": s.segs_received, "retransmits": s.retransmits,
+        "timeouts": s.timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
+        "late": s.late, "fec_recovered": s.fec_recovered, "msgs_incomplete": s.msgs_incomplete,
+    })
+}
+
+fn labels(c: &Common, comp: Composite) -> Value {
+    json!({"proto": "ctp", "composite": comp.to_string(), "cc": c.cc, "mode": format!("{:?}", c.mode).to_lowercase()})
+}
+
+pub fn server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), String> {
+    let cfg = config(c, 1e6)?;
+    let comp = cfg.composite;
+    let mut srv = Server::bind(listen, cfg, Some(comp)).map_err(|e| format!("bind {listen}: {e}"))?;
+    let mut tallies: HashMap<SocketAddr, Tally> = HashMap::new();
+    let (mut done, mut refused_seen) = (0, 0);
+    let idle_us = (idle * 1e6) as u64;
+    let finish = |srv: &mut Server, t: &mut HashMap<SocketAddr, Tally>, a: SocketAddr, why: &str| {
+        let tally = t.remove(&a).unwrap_or_default();
+        let stats = srv.sessions.remove(&a).map(|s| stats_json(&s.stats()));
+        let mut extra = labels(c, comp);
+        report::merge(&mut extra, json!({"peer": a.to_string(), "end": why, "stats": stats}));
+        report::print(&tally.json(extra));
+    };
+    while done < flows {
+        for (a, o) in srv.pump(Duration::from_millis(5)).map_err(|e| e.to_string())? {
+            match o {
+                Output::Deliver(m) => {
+                    tallies.entry(a).or_default().add(&m, c.mode == Mode::Stream);
+                    if c.mode == Mode::Pingpong {
+                        srv.send(a, &m);
+                    }
+                }
+                Output::Closed(why) => {
+                    finish(&mut srv, &mut tallies, a, &why);
+                    done += 1;
+                }
+                _ => {}
+            }
+        }
+        for (a, why) in &srv.refused[refused_seen..] {
+            eprintln!("concast-perf: refused {a}: {why}");
+        }
+        refused_seen = srv.refused.len();
+        let now = report::mono_us();
+        let quiet: Vec<SocketAddr> = tallies
+            .iter()
+            .filter(|(_, t)| now.saturating_sub(t.last_us) > idle_us)
+            .map(|(a, _)| *a)
+            .collect();
+        for a in quiet {
+            finish(&mut srv, &mut tallies, a, "idle");
+            done += 1;
+        }
+    }
+    Ok(())
+}
+
+fn open(a: &ClientArgs) -> Result<(Conn, Composite), String> {
+    let cfg = config(&a.c, a.rate)?;
+    let comp = cfg.composite;
+    let mut conn = Conn::connect(a.to.as_str(), cfg).map_err(|e| format!("{}: {e}", a.to))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for o in conn.pump(Duration::from_millis(10)).map_err(|e| e.to_string())? {
+            match o {
+                Output::Opened => return Ok((conn, comp)),
+                Output::Refused(why) => return Err(format!("refused: {why}")),
+                Output::Closed(why) => return Err(why),
+                _ => {}
+            }
+        }
+    }
+    Err("open timed out".into())
+}
+
+/// Pump until the session closes (or `limit` passes); true when it closed.
+fn drain_close(conn: &mut Conn, limit: Duration) -> Result<bool, String> {
+    let now = conn.now();
+    conn.session.close(now);
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let outs = conn.pump(Duration::from_millis(10)).map_err(|e| e.to_string())?;
+        if outs.iter().any(|o| matches!(o, Output::Closed(_))) || conn.session.is_closed() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+pub fn client(a: &ClientArgs) -> Result<(), String> {
+    let cpu0 = report::cpu_secs();
+    let (mut conn, comp) = open(a)?;
+    let mut out = labels(&a.c, comp);
+    let t0 = Instant::now();
+    match a.c.mode {
+        Mode::Bulk => {
+            let buf = vec![0x5a; a.c.size];
+            let mut sent = 0u64;
+            while t0.elapsed().as_secs_f64() < a.secs {
+                // a few messages per turn, so the datagrams they make go out before more are cut
+                for _ in 0..4 {
+                    if !conn.send(&buf).map_err(|e| e.to_string())? {
+                        break;
+                    }
+                    sent += buf.len() as u64;
+                }
+                conn.pump(Duration::from_millis(1)).map_err(|e| e.to_string())?;
+            }
+            let closed = drain_close(&mut conn, Duration::from_secs(60))?;
+            let secs = t0.elapsed().as_secs_f64();
+            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed}));
+        }
+        Mode::Pingpong => {
+            let msg = vec![0x50; a.c.size];
+            let (mut rtts, mut lost) = (Vec::new(), 0);
+            for _ in 0..a.count {
+                let t = Instant::now();
+                conn.send(&msg).map_err(|e| e.to_string())?;
+                let mut back = false;
+                while !back && t.elapsed() < Duration::from_secs(1) {
+                    back = conn.pump(Duration::from_millis(100)).map_err(|e| e.to_string())?
+                        .iter().any(|o| matches!(o, Output::Deliver(_)));
+                }
+                if back { rtts.push(t.elapsed()) } else { lost += 1 }
+            }
+            drain_close(&mut conn, Duration::from_secs(5))?;
+            report::merge(&mut out, json!({"size": a.c.size, "lost": lost, "rtt": report::rtt_summary(rtts)}));
+        }
+        Mode::Stream => {
+            let period = Duration::from_secs_f64(a.c.size as f64 * 8.0 / a.rate);
+            let mut seq = 0u32;
+            while t0.elapsed().as_secs_f64() < a.secs {
+                let due = t0 + period * seq;
+                if Instant::now() >= due {
+                    conn.send(&report::stream_msg(seq, a.c.size)).map_err(|e| e.to_string())?;
+                    seq += 1;
+                }
+                let wait = due.saturating_duration_since(Instant::now()).min(Duration::from_millis(5));
+                conn.pump(wait).map_err(|e| e.to_string())?;
+            }
+            drain_close(&mut conn, Duration::from_secs(10))?;
+            report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
+        }
+    }
+    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats())}));
+    report::print(&out);
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! concast-perf: bulk throughput, ping-pong latency and streaming between two hosts, over
+//! this crate's transport (any composite and congestion control), kernel TCP (any of the
+//! kernel's congestion controls) or plain UDP. Each run prints one JSON object per line.
+mod ctp;
+mod kernel;
+mod report;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "concast-perf", about = "iperf-like measurements of the host transport")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+pub enum Proto {
+    Ctp,
+    Tcp,
+    Udp,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+pub enum Mode {
+    Bulk,
+    Pingpong,
+    Stream,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Common {
+    #[arg(long, value_enum, default_value = "ctp")]
+    pub proto: Proto,
+    #[arg(long, value_enum, default_value = "bulk")]
+    pub mode: Mode,
+    /// Composite: a preset (Minimal, LossyFIFO, Video, Audio, Bulk) or micro+micro+...
+    #[arg(long, default_value = "Bulk")]
+    pub composite: String,
+    /// Congestion control: for ctp one of the crate's algorithms, for tcp a kernel module.
+    #[arg(long, default_value = "newreno")]
+    pub cc: String,
+    /// Message size in bytes (bulk: per send call; ping-pong: per message; stream: per packet).
+    #[arg(long, default_value_t = 65536)]
+    pub size: usize,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Receive (bulk, stream) or echo (pingpong); prints one JSON line per flow.
+    Server {
+        #[arg(long, default_value = "0.0.0.0:5201")]
+        listen: String,
+        /// Flows to serve before exiting.
+        #[arg(long, default_value_t = 1)]
+        flows: usize,
+        /// A flow with nothing received for this long is over (seconds).
+        #[arg(long, default_value_t = 3.0)]
+        idle: f64,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Send (bulk, stream) or ping (pingpong); prints one JSON line.
+    Client {
+        #[arg(long)]
+        to: String,
+        /// Bulk and stream: seconds to send for.
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        /// Ping-pong: round trips.
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        /// Stream rate and the blaster's rate, bits per second.
+        #[arg(long, default_value_t = 128_000.0)]
+        rate: f64,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+pub struct ClientArgs {
+    pub to: String,
+    pub secs: f64,
+    pub count: usize,
+    pub rate: f64,
+    pub c: Common,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Server { listen, flows, idle, common } => match common.proto {
+            Proto::Ctp => ctp::server(&listen, flows, idle, &common),
+            _ => kernel::server(&listen, flows, idle, &common),
+        },
+        Cmd::Client { to, secs, count, rate, common } => {
+            let a = ClientArgs { to, secs, count, rate, c: common };
+            match a.c.proto {
+                Proto::Ctp => ctp::client(&a),
+                _ => kernel::client(&a),
+            }
+        }
+    };
+    if let Err(e) = r {
+        eprintln!("concast-perf: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,110 @@
+//! Shared measuring helpers: CPU time, clocks, stream message framing, JSON lines.
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// User + system CPU seconds of this process so far.
+pub fn cpu_secs() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// CLOCK_MONOTONIC in microseconds: the same clock in every namespace of one machine, so a
+/// receiver can compute one-way delays of stream packets.
+pub fn mono_us() -> u64 {
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
+}
+
+/// A stream packet: sequence number and send time, padded to `size`.
+pub fn stream_msg(seq: u32, size: usize) -> Vec<u8> {
+    let mut m = Vec::with_capacity(size.max(12));
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(&mono_us().to_be_bytes());
+    m.resize(size.max(12), 0);
+    m
+}
+
+/// (sequence, one-way delay in µs) of a stream packet.
+pub fn stream_parse(m: &[u8]) -> Option<(u32, u64)> {
+    let seq = u32::from_be_bytes(m.get(..4)?.try_into().ok()?);
+    let sent = u64::from_be_bytes(m.get(4..12)?.try_into().ok()?);
+    Some((seq, mono_us().saturating_sub(sent)))
+}
+
+/// Receiver-side tallies of one flow.
+#[derive(Default)]
+pub struct Tally {
+    pub bytes: u64,
+    pub msgs: u64,
+    pub first_us: Option<u64>,
+    pub last_us: u64,
+    /// Stream packets: highest sequence + 1, and those within the playout delay.
+    pub stream_top: u32,
+    pub on_time: u64,
+}
+
+pub const PLAYOUT_US: u64 = 3_000_000;
+
+impl Tally {
+    pub fn add(&mut self, m: &[u8], stream: bool) {
+        let now = mono_us();
+        self.first_us.get_or_insert(now);
+        self.last_us = now;
+        self.bytes += m.len() as u64;
+        self.msgs += 1;
+        if stream {
+            if let Some((seq, delay)) = stream_parse(m) {
+                self.stream_top = self.stream_top.max(seq + 1);
+                self.on_time += (delay <= PLAYOUT_US) as u64;
+            }
+        }
+    }
+
+    pub fn json(&self, extra: Value) -> Value {
+        let secs = self.first_us.map_or(0.0, |f| (self.last_us - f) as f64 / 1e6);
+        let mut v = json!({
+            "role": "server",
+            "bytes": self.bytes,
+            "msgs": self.msgs,
+            "secs": secs,
+            "mbps": if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
+            "cpu_secs": cpu_secs(),
+        });
+        if self.stream_top > 0 {
+            v["stream_on_time"] = json!(self.on_time);
+        }
+        merge(&mut v, extra);
+        v
+    }
+}
+
+pub fn merge(v: &mut Value, extra: Value) {
+    if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+}
+
+/// Latency summary of ping-pong round trips.
+pub fn rtt_summary(mut rtts: Vec<Duration>) -> Value {
+    rtts.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let n = rtts.len();
+    if n == 0 {
+        return json!({"count": 0});
+    }
+    json!({
+        "count": n,
+        "min_us": us(rtts[0]),
+        "median_us": us(rtts[n / 2]),
+        "p99_us": us(rtts[(n * 99 / 100).min(n - 1)]),
+        "mean_us": rtts.iter().map(|d| us(*d)).sum::<f64>() / n as f64,
+    })
+}
+
+pub fn print(v: &Value) {
+    println!("{v}");
+}
