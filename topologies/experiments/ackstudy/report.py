@@ -13,7 +13,8 @@ RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "clients", "completed", "failed
               "acks_captured", "records_at_r", "records_combined", "combined_pct",
               "mplex_pkts_at_r", "mean_bundle", "late_records", "expired_ttl",
               "session_tput_mbps", "agg_tput_mbps", "makespan_s", "median_s", "p95_s",
-              "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s"]
+              "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s",
+              "links_frames_in", "links_dropped_queue", "links_dropped_loss"]
 
 
 def write_runs(rows: list[dict], path: Path) -> None:

@@ -173,6 +173,7 @@ class Testbed:
                                           s.max_total_delay_ms)
             join_s = time.monotonic() - t0
         before = mplexctl.status(net, hosts)
+        links_before = self.link_totals()
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
                             read_back=False)
@@ -180,11 +181,26 @@ class Testbed:
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
         after = mplexctl.status(net, hosts)
+        links_after = self.link_totals()
         if mode == "on":
             mplexctl.senders_off(net, self.clients, self.sv_ip)
         row = measure(res.to_dict(), before, after, self.clients)
         row["join_s"], row["rejoins"] = join_s, rejoins
+        row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
         return row
+
+    def link_totals(self) -> dict:
+        """The link emulator's counters summed over every link direction (all traffic: the
+        pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
+        totals = dict.fromkeys(LINK_COUNTERS, 0)
+        for link in self.net.emulator.stats():
+            for way in ("ab", "ba"):
+                for k in LINK_COUNTERS:
+                    totals[k] += link.get(way, {}).get(k, 0)
+        return totals
+
+
+LINK_COUNTERS = ("frames_in", "dropped_queue", "dropped_loss")
 
 
 def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
