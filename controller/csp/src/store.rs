@@ -79,6 +79,13 @@ pub enum FetchStep {
 }
 
 /// One spec transfer from one upstream node, with a window of requests in flight.
+///
+/// The window adapts like TCP's: it starts at [`FIRST_WINDOW`] requests, grows by one per
+/// chunk that arrives (doubling per round trip) up to the configured `chunk_window`, and
+/// halves when a request times out; a request sent again waits twice as long as its last
+/// try. Replies are chunk-sized and cross the same small router queues as the flow's data,
+/// so a full window sent at once into a 20-packet drop-tail queue loses chunks and, after
+/// `chunk_tries`, the whole join.
 #[derive(Debug)]
 pub struct Fetch {
     pub hash: SpecHash,
@@ -92,7 +99,12 @@ pub struct Fetch {
     timeout_us: u64,
     tries: u32,
     window: u16,
+    /// Requests allowed in flight now (1..=window).
+    cwnd: u16,
 }
+
+/// Chunk requests a transfer starts with.
+pub const FIRST_WINDOW: u16 = 2;
 
 impl Fetch {
     pub fn new(flow: FlowId, hash: SpecHash, size: u32, from: Ipv4Addr, cfg: &crate::Config) -> Fetch {
@@ -107,6 +119,7 @@ impl Fetch {
             timeout_us: cfg.chunk_timeout_us,
             tries: cfg.chunk_tries,
             window: cfg.chunk_window.max(1),
+            cwnd: FIRST_WINDOW.clamp(1, cfg.chunk_window.max(1)),
         }
     }
 
@@ -122,7 +135,7 @@ impl Fetch {
     /// Fill the window with new requests.
     pub fn pump(&mut self, now: u64, seq: &mut impl FnMut() -> u32) -> FetchStep {
         let mut out = Vec::new();
-        while self.in_flight.len() < usize::from(self.window)
+        while self.in_flight.len() < usize::from(self.cwnd)
             && usize::from(self.next_index) < self.chunks.len()
         {
             let i = self.next_index;
@@ -149,6 +162,7 @@ impl Fetch {
         }
         self.in_flight.remove(&index);
         self.chunks[i] = Some(data);
+        self.cwnd = (self.cwnd + 1).min(self.window);
         if self.chunks.iter().all(Option::is_some) {
             let bytes: Vec<u8> = self.chunks.iter_mut().flat_map(|c| c.take().unwrap()).collect();
             return if sha256(&bytes) == self.hash {
@@ -164,18 +178,109 @@ impl Fetch {
         let mut out = Vec::new();
         let due: Vec<u16> =
             self.in_flight.iter().filter(|(_, (d, _))| *d <= now).map(|(i, _)| *i).collect();
+        if !due.is_empty() {
+            self.cwnd = (self.cwnd / 2).max(1);
+        }
         for i in due {
             let (_, tries) = self.in_flight[&i];
             if tries >= self.tries {
                 return FetchStep::Failed(format!("chunk {i} unanswered after {tries} requests"));
             }
-            self.in_flight.insert(i, (now + self.timeout_us, tries + 1));
+            let wait = self.timeout_us.saturating_mul(1 << tries.min(3));
+            self.in_flight.insert(i, (now + wait, tries + 1));
             out.push(self.request(i, seq()));
         }
         FetchStep::Request(out)
     }
 
+    /// Requests this transfer allows in flight now.
+    #[cfg(test)]
+    fn window_now(&self) -> u16 {
+        self.cwnd
+    }
+
     pub fn deadline(&self) -> Option<u64> {
         self.in_flight.values().map(|(d, _)| *d).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetch(spec: &[u8]) -> Fetch {
+        let flow = FlowId { receiver: Ipv4Addr::new(10, 0, 0, 9), group: 1 };
+        Fetch::new(flow, sha256(spec), spec.len() as u32, Ipv4Addr::new(10, 0, 0, 1), &crate::Config::default())
+    }
+
+    fn indices(step: FetchStep) -> Vec<u16> {
+        let FetchStep::Request(msgs) = step else { panic!("not a request: {step:?}") };
+        msgs.iter()
+            .map(|m| match m.body {
+                Body::SpecRequest { index, .. } => index,
+                _ => panic!("not a chunk request"),
+            })
+            .collect()
+    }
+
+    fn chunk(spec: &[u8], i: u16) -> Vec<u8> {
+        let start = usize::from(i) * CHUNK_SIZE;
+        spec[start..(start + CHUNK_SIZE).min(spec.len())].to_vec()
+    }
+
+    #[test]
+    fn the_window_starts_small_grows_per_chunk_and_halves_on_a_timeout() {
+        let spec: Vec<u8> = (0..40 * CHUNK_SIZE).map(|i| (i % 251) as u8).collect();
+        let mut f = fetch(&spec);
+        let mut n = 0;
+        let mut seq = || {
+            n += 1;
+            n
+        };
+        assert_eq!(indices(f.pump(0, &mut seq)), [0, 1], "two requests first, not sixteen");
+        // Each chunk that arrives lets two more go: one refills its place, one grows the window.
+        assert_eq!(indices(f.on_chunk(10, spec.len() as u32, 0, chunk(&spec, 0), &mut seq)), [2, 3]);
+        assert_eq!(indices(f.on_chunk(20, spec.len() as u32, 1, chunk(&spec, 1), &mut seq)), [4, 5]);
+        assert_eq!(f.window_now(), 4);
+        for i in 2..=5 {
+            f.on_chunk(30, spec.len() as u32, i, chunk(&spec, i), &mut seq);
+        }
+        assert_eq!(f.window_now(), 8);
+        let growth: Vec<u16> = (0..20).map(|_| {
+            let i = *f.in_flight.keys().next().unwrap();
+            f.on_chunk(40, spec.len() as u32, i, chunk(&spec, i), &mut seq);
+            f.window_now()
+        }).collect();
+        assert_eq!(*growth.last().unwrap(), 16, "capped at chunk_window: {growth:?}");
+        // Everything in flight times out at once: one halving, every chunk asked again, and
+        // the second try waits twice the timeout.
+        let outstanding = f.in_flight.len();
+        let again = indices(f.on_timer(40 + 500_000, &mut seq));
+        assert_eq!(again.len(), outstanding);
+        assert_eq!(f.window_now(), 8);
+        assert_eq!(f.deadline(), Some(40 + 500_000 + 1_000_000));
+    }
+
+    #[test]
+    fn a_chunk_still_unanswered_after_its_tries_fails_the_transfer() {
+        let spec = vec![7u8; 3 * CHUNK_SIZE];
+        let mut f = fetch(&spec);
+        let mut n = 0;
+        let mut seq = || {
+            n += 1;
+            n
+        };
+        f.pump(0, &mut seq);
+        let mut now = 0;
+        for _ in 1..5 {
+            now = f.deadline().unwrap();
+            assert!(matches!(f.on_timer(now, &mut seq), FetchStep::Request(_)));
+            assert_eq!(f.window_now(), 1);
+        }
+        // Waits of 0.5, 1, 2, 4 s so far; the fifth try times out after 4 s again.
+        assert_eq!(now, 500_000 + 1_000_000 + 2_000_000 + 4_000_000);
+        let last = f.deadline().unwrap();
+        assert_eq!(last - now, 4_000_000);
+        assert!(matches!(f.on_timer(last, &mut seq), FetchStep::Failed(e) if e.contains("unanswered after 5")));
     }
 }

@@ -378,7 +378,8 @@ fn lost_chunks_are_requested_again() {
     });
     net.node(Net::r()).install_spec(7, spec(20_000, 8)); // 20 chunks
     net.join_all();
-    net.run_until(5 * S);
+    // Retries back off (0.5, 1, 2, 4 s) and the window halves on each timeout.
+    net.run_until(15 * S);
     for s in Net::senders() {
         assert_eq!(net.state(s), vec![("sender", "joined")]);
     }
@@ -390,7 +391,7 @@ fn a_chunk_that_never_arrives_quarantines_the_router_flow() {
     net.loss = Box::new(|m| matches!(m.body, Body::SpecChunk { index: 1, .. }));
     net.node(Net::r()).install_spec(7, spec(5000, 9));
     net.join_all();
-    net.run_until(10 * S);
+    net.run_until(20 * S); // five tries: 0.5 + 1 + 2 + 4 + 4 s
     assert_eq!(net.state(ip("10.0.5.3")), vec![("router", "quarantined")]);
     assert!(net.log.iter().any(|(_, a)| matches!(a, Action::Log { text } if text.contains("chunk 1 unanswered"))));
 }
