@@ -35,6 +35,7 @@ class Settings:
     udp_flows: int = 10
     udp_mbps: float = 0.5                # per flow
     tcp_flows: int = 40                  # high-loss only
+    cross_tcp_to: str = "random"         # random stub pairs, or "server-stub": toward sv's stub
     warmup_s: float = 3.0
     # the sweep
     envs: tuple[str, ...] = ENVS
@@ -113,6 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=_ints, help="seeds of the cross traffic (1,2,3)")
     p.add_argument("--modes", type=lambda t: tuple(t.split(",")), help="on,off")
     p.add_argument("--tcp-flows", type=int, help="long-lived TCP cross flows, high-loss (40)")
+    p.add_argument("--cross-tcp-to", choices=["random", "server-stub"],
+                   help="where the high-loss TCP cross flows go: random stub pairs (default) "
+                        "or all toward the server's stub domain (loading the ACKs' path)")
     p.add_argument("--udp-flows", type=int, help="UDP cross flows, both environments (10)")
     p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
     p.add_argument("--page-bytes", type=int, help="page size (4096)")
@@ -128,7 +132,7 @@ def from_args(ns: argparse.Namespace) -> Settings:
     s = quick() if ns.quick else full()
     for key in ("clients", "stub_nodes", "stubs_per_transit", "transit_nodes", "topology",
                 "topo_seed", "envs", "seeds", "modes", "tcp_flows", "udp_flows", "udp_mbps",
-                "page_bytes", "tcp_cc", "dataplane"):
+                "page_bytes", "tcp_cc", "dataplane", "cross_tcp_to"):
         v = getattr(ns, key, None)
         if v is not None:
             setattr(s, key, v)

@@ -144,8 +144,16 @@ class Testbed:
                                  group_of=group, reuse=True)
         flows = cross.flows_between(self.net, udp, "udp", rate_mbps=s.udp_mbps, size=1000)
         if env == "high-loss":
+            # "server-stub": every TCP flow sends toward the cross host in sv's stub domain,
+            # so the cross traffic queues on the links the ACKs take into that domain.
+            toward = None
+            if s.cross_tcp_to == "server-stub":
+                toward = [h for h in self.cross_hosts if group(h) == group(SERVER)]
+                if not toward:
+                    raise RuntimeError(f"no cross-traffic host in {SERVER}'s stub domain")
             tcp = pairs.choose_pairs(self.net, s.tcp_flows, seed=seed + 1000,
-                                     hosts=self.cross_hosts, group_of=group, reuse=True)
+                                     hosts=self.cross_hosts, dst_hosts=toward, group_of=group,
+                                     reuse=True)
             flows += cross.flows_between(self.net, tcp, "tcp", first_id=len(flows))
         self.cross = cross.CrossTraffic(flows, self.out / f"cross-{env}-{seed}").start()
         self.cross_env = (env, seed)
@@ -174,6 +182,7 @@ class Testbed:
             join_s = time.monotonic() - t0
         before = mplexctl.status(net, hosts)
         links_before = self.link_totals()
+        engines_before = self.engine_counters()
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
                             read_back=False)
@@ -182,12 +191,29 @@ class Testbed:
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
         after = mplexctl.status(net, hosts)
         links_after = self.link_totals()
+        engines_after = self.engine_counters()
         if mode == "on":
             mplexctl.senders_off(net, self.clients, self.sv_ip)
         row = measure(res.to_dict(), before, after, self.clients)
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
+        row.update(engine_deltas(engines_before, engines_after))
         return row
+
+    def engine_counters(self) -> dict[str, dict]:
+        """Every router's merge-engine counters for the multiplex flow (`concast router
+        flows`), to tell what bundled: the gate, the read batch (`taken`) or the timers."""
+        from concast.hosts import routerd
+        out = {}
+        for r in self.net.plan.routers:
+            try:
+                flows = routerd.query(self.net.routerd_socket(r), "flows")["flows"]
+            except (OSError, ValueError, KeyError):
+                continue  # a router that does not answer counts as nothing
+            for f in flows:
+                if f.get("group") == mplexctl.GROUP and f.get("engine"):
+                    out[r] = f["engine"]["counters"]
+        return out
 
     def link_totals(self) -> dict:
         """The link emulator's counters summed over every link direction (all traffic: the
@@ -201,6 +227,19 @@ class Testbed:
 
 
 LINK_COUNTERS = ("frames_in", "dropped_queue", "dropped_loss")
+ENGINE_COUNTERS = ("received", "out", "taken", "gate_held", "gate_hold_us", "timer_fires")
+
+
+def engine_deltas(before: dict[str, dict], after: dict[str, dict]) -> dict:
+    """Counters summed over routers, as grown during the run (a flow created meanwhile
+    starts from zero)."""
+    total = dict.fromkeys(ENGINE_COUNTERS, 0)
+    for r, a in after.items():
+        b = before.get(r, {})
+        for k in ENGINE_COUNTERS:
+            d = a.get(k, 0) - b.get(k, 0)
+            total[k] += d if d >= 0 else a.get(k, 0)
+    return {f"engine_{k}": v for k, v in total.items()}
 
 
 def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
