@@ -69,9 +69,13 @@ fn engine_of<'a>(slot: &'a mut Option<Engine>, cfg: &EngineConfig) -> Result<&'a
 
 impl Host {
     pub fn new(addr: Ipv4Addr, csp: CspConfig, engine_cfg: EngineConfig) -> Host {
+        let mut node = Node::new(addr, Role::Host, csp);
+        // hostd runs in its host's namespace: the kernel's routes name the links (path MTU,
+        // docs/protocol.md 2.3).
+        node.set_link_mtu(Box::new(concast_daemon::linkmtu::route_mtu));
         Host {
             addr,
-            node: Node::new(addr, Role::Host, csp),
+            node,
             engine: None,
             engine_cfg: EngineConfig { node: addr, ..engine_cfg },
             senders: Senders::default(),
@@ -330,7 +334,11 @@ impl Host {
             .and_then(|bytes| {
                 let engine = engine_of(&mut self.engine, &self.engine_cfg)?;
                 let spec = engine.load_spec(&bytes).map_err(|e| format!("spec rejected here: {e}"))?;
-                engine.add_flow(FlowConfig::new(key(flow), spec), now).map_err(|e| format!("spec did not start here: {e}"))
+                let mut cfg = FlowConfig::new(key(flow), spec);
+                if let Some(mtu) = self.node.path_mtu(flow) {
+                    cfg.path_mtu = u32::from(mtu); // sender-side bundles fit the path too
+                }
+                engine.add_flow(cfg, now).map_err(|e| format!("spec did not start here: {e}"))
             });
         let Some(s) = self.senders.get_mut(&flow) else { return };
         let switched = s.phase == Phase::Joined;
@@ -597,7 +605,16 @@ impl Host {
     }
 
     pub fn flows_json(&self) -> Value {
-        let mut flows: Vec<Value> = self.senders.flows.iter().map(|(f, s)| s.to_json(f)).collect();
+        let mut flows: Vec<Value> = self
+            .senders
+            .flows
+            .iter()
+            .map(|(f, s)| {
+                let mut v = s.to_json(f);
+                v["path_mtu"] = json!(self.node.path_mtu(*f));
+                v
+            })
+            .collect();
         for f in self.node.flows() {
             if f.role != "receiver" {
                 continue;
