@@ -147,6 +147,51 @@ class Client:
     def stats(self) -> dict:
         return self.request("stats")
 
+    # --- the multiplex service (docs/multiplex.md, "Per-flow multiplexing") ---------
+    def mplex_flow_on(self, receiver: str, proto: str, max_local_delay_ms: float,
+                      max_total_delay_ms: float, sport: int | None = None,
+                      dport: int | None = None, size_threshold: int | None = None,
+                      group: int | None = None) -> dict:
+        """Multiplex one application flow toward `receiver`: its datagrams of `proto`
+        ("udp" or "tcp") from this host's port `sport` and/or to R's port `dport`, up to
+        `size_threshold` bytes, each held at most `max_local_delay_ms` per node."""
+        return self.request("mplex", action="on", role="sender", receiver=receiver, proto=proto,
+                            sport=sport, dport=dport, max_local_delay_ms=max_local_delay_ms,
+                            max_total_delay_ms=max_total_delay_ms,
+                            size_threshold=size_threshold, group=group, timeout=15)
+
+    def mplex_socket_on(self, sock: socket.socket, max_local_delay_ms: float,
+                        max_total_delay_ms: float, size_threshold: int | None = None,
+                        receiver: str | None = None, group: int | None = None) -> dict:
+        """The same for a socket of this script: its protocol and local port name the flow,
+        and R is its peer (a connected socket) unless `receiver` is given; a connected
+        socket's remote port narrows the flow to that one conversation."""
+        proto = {socket.SOCK_DGRAM: "udp", socket.SOCK_STREAM: "tcp"}.get(sock.type)
+        if proto is None:
+            raise ValueError("only UDP and TCP sockets can be multiplexed")
+        sport = sock.getsockname()[1]
+        if not sport:
+            raise ValueError("bind or connect the socket first: its port names the flow")
+        try:
+            peer, dport = sock.getpeername()
+        except OSError:
+            peer, dport = None, None
+        receiver = receiver or peer
+        if receiver is None:
+            raise ValueError("an unconnected socket needs receiver=R")
+        return self.mplex_flow_on(receiver, proto, max_local_delay_ms, max_total_delay_ms,
+                                  sport=sport, dport=dport if receiver == peer else None,
+                                  size_threshold=size_threshold, group=group)
+
+    def mplex_flow_off(self, receiver: str, proto: str | None = None, sport: int | None = None,
+                       dport: int | None = None) -> dict:
+        """Stops one flow (`proto` and its ports), or every flow toward `receiver`."""
+        return self.request("mplex", action="off", role="sender", receiver=receiver,
+                            proto=proto, sport=sport, dport=dport, timeout=15)
+
+    def mplex_status(self) -> dict:
+        return self.request("mplex", action="status")
+
 
 def wait_ready(path: str | Path, timeout: float = 10.0) -> None:
     """Wait until a hostd answers on `path` (it was just started)."""

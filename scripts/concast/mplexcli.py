@@ -1,12 +1,17 @@
 """`concast mplex`: Mplex_Control through a host's hostd (docs/multiplex.md).
 
     concast mplex on  --role sender   --to R --max-local-delay MS --max-total-delay MS
-                      [--group 1] [--size-threshold BYTES] [--wait S]
-    concast mplex off --role sender   --to R
+                      [--proto udp|tcp --sport P --dport P] [--group 1]
+                      [--size-threshold BYTES] [--wait S]
+    concast mplex off --role sender   --to R [--proto udp|tcp --sport P --dport P]
     concast mplex on  --role receiver [--group 1] [--spec FILE.wasm]
     concast mplex off --role receiver [--group 1]
     concast mplex status [--json]
 
+A sender's `on` without --proto multiplexes the kernel's pure TCP ACKs toward R; with
+--proto and a port it multiplexes one application's own flow instead (its UDP datagrams or
+TCP segments up to --size-threshold bytes, under its own delays). `off` without --proto
+stops every flow toward R. A receiver ignores (and names) sender-only options.
 A sender's `on` joins (R, G) and waits (up to --wait seconds; 0 = do not wait) until
 capture runs, which is once the join is active: prints `capturing` and exits 0, or says
 why not (R has no multiplex spec: the flow fell back) and exits 1. Like `concast send`,
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from concast import hostcli
@@ -51,10 +57,43 @@ def threshold(text: str) -> int:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if not 40 <= v <= 1448:
-        raise argparse.ArgumentTypeError(f"{v} is not between 40 (the smallest TCP segment) "
+    if not 28 <= v <= 1448:
+        raise argparse.ArgumentTypeError(f"{v} is not between 28 (the smallest UDP datagram) "
                                          "and 1448 bytes")
     return v
+
+
+def port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is not a port (1..65535)")
+    return v
+
+
+def flow_fields(ns: argparse.Namespace) -> dict:
+    """The application flow a sender names (nothing: the kernel's pure ACKs)."""
+    if ns.proto is None:
+        if ns.sport is not None or ns.dport is not None:
+            raise BadUsage("--sport/--dport name an application flow: give --proto udp|tcp too")
+        if ns.size_threshold is not None and ns.size_threshold < 40:
+            raise BadUsage(f"--size-threshold {ns.size_threshold}: pure ACKs are at least 40 bytes")
+        return {}
+    if ns.sport is None and ns.dport is None:
+        raise BadUsage(f"--proto {ns.proto} needs --sport (this host's port) and/or --dport "
+                       "(R's port) to name the flow")
+    if ns.proto == "tcp" and ns.size_threshold is not None and ns.size_threshold < 40:
+        raise BadUsage(f"--size-threshold {ns.size_threshold}: TCP segments are at least 40 bytes")
+    return {"proto": ns.proto, "sport": ns.sport, "dport": ns.dport}
+
+
+def flow_words(ns: argparse.Namespace) -> str:
+    if ns.proto is None:
+        return "pure ACKs"
+    ports = " ".join(f"{k} {v}" for k, v in (("sport", ns.sport), ("dport", ns.dport)) if v)
+    return f"{ns.proto} {ports} datagrams"
 
 
 def request_fields(ns: argparse.Namespace) -> dict:
@@ -64,6 +103,7 @@ def request_fields(ns: argparse.Namespace) -> dict:
         if not ns.to:
             raise BadUsage("a sender needs --to R")
         f["receiver"] = ns.to
+        f.update(flow_fields(ns))
         if ns.action == "on":
             if ns.max_local_delay is None or ns.max_total_delay is None:
                 raise BadUsage("a sender needs --max-local-delay and --max-total-delay")
@@ -73,12 +113,16 @@ def request_fields(ns: argparse.Namespace) -> dict:
             f.update(max_local_delay_ms=ns.max_local_delay, max_total_delay_ms=ns.max_total_delay,
                      size_threshold=ns.size_threshold)
     else:
-        given = [o for o, v in (("--to", ns.to), ("--max-local-delay", ns.max_local_delay),
+        if ns.to is not None:
+            raise BadUsage("a receiver takes no --to: R is this host")
+        # Paper 4.1: the delays are each sender's; a receiver ignores them (and says so).
+        given = [o for o, v in (("--max-local-delay", ns.max_local_delay),
                                 ("--max-total-delay", ns.max_total_delay),
-                                ("--size-threshold", ns.size_threshold)) if v is not None]
+                                ("--size-threshold", ns.size_threshold), ("--proto", ns.proto),
+                                ("--sport", ns.sport), ("--dport", ns.dport)) if v is not None]
         if given:
-            raise BadUsage(f"a receiver takes no {', '.join(given)}: R is this host, and the "
-                           "delays and threshold are each sender's")
+            print(f"note: a receiver ignores {', '.join(given)} (each sender chooses its own)",
+                  file=sys.stderr)
         if ns.action == "on":
             from concast import tools
             try:
@@ -88,7 +132,8 @@ def request_fields(ns: argparse.Namespace) -> dict:
     return f
 
 
-def wait_capture(client, receiver: str, group: int, timeout: float) -> tuple[bool, str]:
+def wait_capture(client, receiver: str, group: int, timeout: float,
+                 what: str = "pure ACKs") -> tuple[bool, str]:
     """After a sender's `on`: (capturing?, what to print)."""
     def ours(ev: dict) -> bool:
         return ev.get("receiver") == receiver and ev.get("group") == group and \
@@ -102,7 +147,7 @@ def wait_capture(client, receiver: str, group: int, timeout: float) -> tuple[boo
             return False, f"not multiplexing: the join fell back ({ev.get('reason')}); " \
                           f"is `concast mplex on --role receiver` running at {receiver}?"
         if ev.get("state") == "capturing":
-            return True, f"capturing: pure ACKs toward {receiver} now travel in group {group}"
+            return True, f"capturing: {what} toward {receiver} now travel in group {group}"
         return False, f"not multiplexing: {ev.get('reason')}"
     return False, f"still joining after {timeout:g} s (capture starts once the join is active)"
 
@@ -132,12 +177,12 @@ def cmd_mplex(ns: argparse.Namespace) -> int:
             print("off: " + json.dumps(reply.get("counters"), sort_keys=True))
             return 0
         if reply.get("state") == "capturing":
-            print(f"capturing: pure ACKs toward {ns.to} now travel in group {ns.group}")
+            print(f"capturing: {flow_words(ns)} toward {ns.to} now travel in group {ns.group}")
             return 0
         if ns.wait == 0:
             print(f"joining: capture starts once the join of ({ns.to}, {ns.group}) is active")
             return 0
-        ok, text = wait_capture(c, ns.to, ns.group, ns.wait)
+        ok, text = wait_capture(c, ns.to, ns.group, ns.wait, flow_words(ns))
     print(text)
     return 0 if ok else 1
 
@@ -157,6 +202,11 @@ def add_verbs(sub) -> None:
                    help="most time, end to end, an ACK may be held")
     m.add_argument("--size-threshold", type=threshold, metavar="BYTES",
                    help="largest datagram taken (IPv4 total length, default 128)")
+    m.add_argument("--proto", choices=("udp", "tcp"),
+                   help="sender: multiplex one application flow of this protocol instead of "
+                        "the kernel's pure ACKs")
+    m.add_argument("--sport", type=port, metavar="P", help="the flow's port on this host")
+    m.add_argument("--dport", type=port, metavar="P", help="the flow's port at R")
     m.add_argument("--spec", metavar="FILE.wasm",
                    help="receiver: the multiplex spec (default build/mergespecs/multiplex.wasm)")
     m.add_argument("--wait", type=float, default=10.0, metavar="S",

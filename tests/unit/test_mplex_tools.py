@@ -95,7 +95,18 @@ def test_link_counts(tmp_path):
     (["on", "--role", "sender", "--to", "224.0.0.5"], "not a unicast"),
     (["on", "--role", "receiver", "--group", "0"], "not a multiplex group"),
     (["on", "--role", "sender", "--to", "10.2.1.2", "--max-local-delay", "-1"], "between 0 and"),
-    (["on", "--role", "sender", "--to", "10.2.1.2", "--size-threshold", "20"], "between 40"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--size-threshold", "20"], "between 28"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--max-local-delay", "1",
+      "--max-total-delay", "2", "--size-threshold", "30"], "pure ACKs are at least 40"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--proto", "udp", "--max-local-delay", "1",
+      "--max-total-delay", "2"], "needs --sport"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--sport", "5000", "--max-local-delay", "1",
+      "--max-total-delay", "2"], "give --proto"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--proto", "tcp", "--sport", "80",
+      "--max-local-delay", "1", "--max-total-delay", "2", "--size-threshold", "30"],
+     "TCP segments are at least 40"),
+    (["on", "--role", "sender", "--to", "10.2.1.2", "--proto", "udp", "--sport", "0"],
+     "not a port"),
     (["on"], "--role sender or --role receiver"),
 ])
 def test_bad_mplex_command_lines_exit_2_and_say_why(argv, why, capsys):
@@ -103,3 +114,13 @@ def test_bad_mplex_command_lines_exit_2_and_say_why(argv, why, capsys):
         cli.main(["mplex", *argv, "--socket", "/nonexistent/hostd.sock"])
     assert e.value.code == 2
     assert why in capsys.readouterr().err
+
+
+def test_a_receiver_ignores_sender_options_and_says_so(capsys):
+    """Paper 4.1: delays given to R are ignored, not refused (the request then goes on; here
+    to a socket that does not exist, so it fails later, after the note)."""
+    code = cli.main(["mplex", "on", "--role", "receiver", "--max-local-delay", "3",
+                     "--socket", "/nonexistent/hostd.sock"])
+    err = capsys.readouterr().err
+    assert "ignores --max-local-delay" in err
+    assert code == 1

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use concast_csp::{FlowId, Selector};
-use concast_mplex::{config, Mplex, Options, SenderConfig, SenderState};
+use concast_mplex::{config, FlowProto, Mplex, Options, Selection, SenderConfig};
 use concast_daemon::log::{emit, Level};
 use concast_wire::ipv4::protocol;
 use serde_json::{json, Map, Value};
@@ -40,8 +40,10 @@ pub enum FlowChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MplexRequest {
     SenderOn(SenderConfig),
-    SenderOff { receiver: Ipv4Addr },
-    ReceiverOn { group: u32, spec: Vec<u8> },
+    /// One flow toward `receiver`, or every flow toward it (`None`).
+    SenderOff { receiver: Ipv4Addr, selection: Option<Selection> },
+    /// `ignored`: sender parameters the request carried, which a receiver does not use.
+    ReceiverOn { group: u32, spec: Vec<u8>, ignored: Vec<&'static str> },
     ReceiverOff { group: u32 },
     Status,
 }
@@ -63,6 +65,33 @@ fn address(f: &Map<String, Value>, own: Ipv4Addr) -> Result<Ipv4Addr, String> {
     }
 }
 
+fn port(f: &Map<String, Value>, key: &str) -> Result<Option<u16>, String> {
+    match f.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(p @ 1..=65535) => Ok(Some(p as u16)),
+            _ => Err(format!("\"{key}\" must be a port, 1 to 65535 (got {v})")),
+        },
+    }
+}
+
+/// The flow a sender request names: `proto` with `sport` and/or `dport` (an application's
+/// own flow), or nothing (the kernel's pure ACKs toward R). `None` when nothing is named.
+fn selection(f: &Map<String, Value>) -> Result<Option<Selection>, String> {
+    let (sport, dport) = (port(f, "sport")?, port(f, "dport")?);
+    match f.get("proto") {
+        None | Some(Value::Null) if sport.is_none() && dport.is_none() => Ok(None),
+        None | Some(Value::Null) => Err("\"sport\"/\"dport\" name an application flow: give \"proto\" (\"udp\" or \"tcp\") too".into()),
+        Some(Value::String(p)) if p == "acks" => Ok(Some(Selection::Acks)),
+        Some(Value::String(p)) => Ok(Some(Selection::flow(FlowProto::parse(p)?, sport, dport)?)),
+        Some(v) => Err(format!("\"proto\" must be \"udp\", \"tcp\" or \"acks\" (got {v})")),
+    }
+}
+
+/// The sender parameters a receiver request may carry and ignore (paper 4.1: the delays
+/// are each sender's to choose; R only unbundles).
+const SENDER_ONLY: [&str; 7] = ["receiver", "max_local_delay_ms", "max_total_delay_ms", "size_threshold", "proto", "sport", "dport"];
+
 /// `{"op":"mplex","action":"on"|"off"|"status","role":"sender"|"receiver","group":G,...}`.
 pub fn parse(f: &Map<String, Value>, own: Ipv4Addr, spec: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<MplexRequest, String> {
     let action = f.get("action").and_then(Value::as_str).ok_or("\"action\" must be \"on\", \"off\" or \"status\"")?;
@@ -76,33 +105,33 @@ pub fn parse(f: &Map<String, Value>, own: Ipv4Addr, spec: impl FnOnce() -> Resul
         None | Some(Value::Null) => concast_wire::MPLEX_GROUP,
         Some(v) => config::check_group(v.as_u64().ok_or_else(|| format!("\"group\" must be an integer (got {v})"))?)?,
     };
-    let local = number(f, "max_local_delay_ms")?;
-    let total = number(f, "max_total_delay_ms")?;
-    let threshold = match f.get("size_threshold") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_u64().ok_or_else(|| format!("\"size_threshold\" must be a whole number of bytes (got {v})"))?),
-    };
     match f.get("role").and_then(Value::as_str) {
         Some("sender") => {
             let receiver = address(f, own)?;
+            let sel = selection(f)?;
             if action == "off" {
-                return Ok(MplexRequest::SenderOff { receiver });
+                return Ok(MplexRequest::SenderOff { receiver, selection: sel });
             }
+            let local = number(f, "max_local_delay_ms")?;
+            let total = number(f, "max_total_delay_ms")?;
+            let threshold = match f.get("size_threshold") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().ok_or_else(|| format!("\"size_threshold\" must be a whole number of bytes (got {v})"))?),
+            };
             let (Some(local), Some(total)) = (local, total) else {
                 return Err("a sender needs \"max_local_delay_ms\" and \"max_total_delay_ms\"".into());
             };
-            Ok(MplexRequest::SenderOn(SenderConfig::new(receiver, own, u64::from(group), local, total, threshold)?))
+            let cfg = SenderConfig::new(receiver, own, u64::from(group), local, total, None)?;
+            Ok(MplexRequest::SenderOn(cfg.for_selection(sel.unwrap_or(Selection::Acks), threshold)?))
         }
         Some("receiver") => {
-            if f.contains_key("receiver") || local.is_some() || total.is_some() || threshold.is_some() {
-                return Err("a receiver takes only \"group\" (and the spec): R is this host, and the delays and the size \
-                            threshold are each sender's"
-                    .into());
-            }
+            // Given to a receiver, the senders' parameters are ignored, not refused; the reply
+            // names them so a mistaken script can tell.
+            let ignored: Vec<&'static str> = SENDER_ONLY.into_iter().filter(|k| f.get(*k).is_some_and(|v| !v.is_null())).collect();
             if action == "off" {
                 return Ok(MplexRequest::ReceiverOff { group });
             }
-            Ok(MplexRequest::ReceiverOn { group, spec: spec()? })
+            Ok(MplexRequest::ReceiverOn { group, spec: spec()?, ignored })
         }
         _ => Err("\"role\" must be \"sender\" or \"receiver\"".into()),
     }
@@ -148,36 +177,41 @@ impl MplexGlue {
         match req {
             MplexRequest::SenderOn(cfg) => {
                 let flow = FlowId { receiver: cfg.receiver, group: cfg.group };
-                let fresh = self.service.sender(cfg.receiver).is_none();
+                let fresh = self.service.sender(cfg.receiver, cfg.selection).is_none();
+                // Starts at once if other flows toward R capture already (their join is active).
                 self.service.add_sender(cfg)?;
                 if let Err(e) = host.join(now, client, flow, MPLEX_SELECTOR, wire) {
                     if fresh {
-                        let _ = self.service.remove_sender(cfg.receiver);
+                        let _ = self.service.remove_sender(cfg.receiver, Some(cfg.selection));
                     }
                     return Err(e);
                 }
-                emit(Level::Info, "mplex_sender_on", &[("flow", &flow), ("max_local_us", &cfg.delays.max_local_us), ("max_total_us", &cfg.delays.max_total_us), ("threshold", &cfg.size_threshold)]);
-                // Joined before (a repeated `on`): no activation will come, start now.
+                let what = cfg.selection.to_string();
+                emit(Level::Info, "mplex_sender_on", &[("flow", &flow), ("selection", &what), ("max_local_us", &cfg.delays.max_local_us), ("max_total_us", &cfg.delays.max_total_us), ("threshold", &cfg.size_threshold)]);
+                // Joined before (a repeated `on`, another flow toward R): no activation will
+                // come, start now.
                 if host.senders.flows.get(&flow).is_some_and(|s| s.phase == Phase::Joined) {
                     self.start(host, flow);
                 }
                 let join = host.senders.flows.get(&flow).map_or("joining", |s| s.state_name());
-                let state = self.service.sender(cfg.receiver).map_or("waiting".to_string(), |f| f.state.name().to_string());
-                Ok(json!({"role": "sender", "receiver": flow.receiver.to_string(), "group": flow.group, "join": join, "state": state}))
+                let state = self.service.sender(cfg.receiver, cfg.selection).map_or("waiting".to_string(), |f| f.state.name().to_string());
+                Ok(json!({"role": "sender", "receiver": flow.receiver.to_string(), "group": flow.group, "flow": what, "join": join, "state": state}))
             }
-            MplexRequest::SenderOff { receiver } => {
-                let flow = self.service.sender(receiver).map(|f| FlowId { receiver, group: f.config.group });
-                let removed = self.service.remove_sender(receiver)?;
-                if let Some(flow) = flow {
+            MplexRequest::SenderOff { receiver, selection } => {
+                let group = self.service.senders_toward(receiver).next().map(|f| f.config.group);
+                let removed = self.service.remove_sender(receiver, selection)?;
+                // The join is shared by every flow toward R: it goes with the last of them.
+                if let (Some(group), None) = (group, self.service.senders_toward(receiver).next()) {
+                    let flow = FlowId { receiver, group };
                     if host.senders.flows.contains_key(&flow) {
                         host.leave(now, flow, wire)?;
                     }
                     emit(Level::Info, "mplex_sender_off", &[("flow", &flow)]);
                 }
-                Ok(json!({"role": "sender", "receiver": receiver.to_string(), "was_on": removed.is_some(),
-                          "counters": removed.map(|f| f.counters.to_json())}))
+                let counters: Map<String, Value> = removed.iter().map(|f| (f.config.selection.to_string(), f.counters.to_json())).collect();
+                Ok(json!({"role": "sender", "receiver": receiver.to_string(), "was_on": !removed.is_empty(), "counters": counters}))
             }
-            MplexRequest::ReceiverOn { group, spec } => {
+            MplexRequest::ReceiverOn { group, spec, ignored } => {
                 if host.receiver.served.contains_key(&group) && !self.groups.contains(&group) {
                     return Err(format!("group {group} is served here with another merge spec; remove it first or pick another group"));
                 }
@@ -186,7 +220,7 @@ impl MplexGlue {
                     Ok(v) => {
                         self.groups.insert(group);
                         emit(Level::Info, "mplex_receiver_on", &[("group", &group), ("tun", &self.service.tun_name().unwrap_or("-"))]);
-                        Ok(json!({"role": "receiver", "group": group, "spec": v["spec"], "tun": self.service.tun_name()}))
+                        Ok(json!({"role": "receiver", "group": group, "spec": v["spec"], "tun": self.service.tun_name(), "ignored": ignored}))
                     }
                     Err(e) => {
                         if !self.groups.contains(&group) {
@@ -210,7 +244,7 @@ impl MplexGlue {
     }
 
     fn start(&mut self, host: &Host, flow: FlowId) {
-        if self.service.sender(flow.receiver).is_some_and(|f| f.state == SenderState::Capturing) {
+        if self.service.senders_toward(flow.receiver).all(|f| f.state == concast_mplex::SenderState::Capturing) {
             return; // a spec switch re-activates the join: nothing changes here
         }
         match self.service.start_capture(flow.receiver) {
@@ -230,7 +264,7 @@ impl MplexGlue {
     pub fn on_flow_changes(&mut self, host: &Host, changes: Vec<FlowChange>) {
         for change in changes {
             let (FlowChange::Active(flow) | FlowChange::Fallback(flow, _)) = &change;
-            let ours = self.service.sender(flow.receiver).is_some_and(|f| f.config.group == flow.group);
+            let ours = self.service.senders_toward(flow.receiver).any(|f| f.config.group == flow.group);
             if !ours {
                 continue;
             }
@@ -272,10 +306,39 @@ mod tests {
         let r = p(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","max_local_delay_ms":2,"max_total_delay_ms":10}"#).unwrap();
         let MplexRequest::SenderOn(c) = r else { panic!("{r:?}") };
         assert_eq!((c.group, c.delays.max_local_us, c.delays.max_total_us, c.size_threshold), (1, 2000, 10_000, 128));
-        assert_eq!(p(r#"{"action":"off","role":"sender","receiver":"10.2.1.2"}"#).unwrap(), MplexRequest::SenderOff { receiver: "10.2.1.2".parse().unwrap() });
-        assert_eq!(p(r#"{"action":"on","role":"receiver"}"#).unwrap(), MplexRequest::ReceiverOn { group: 1, spec: vec![0, 97, 115, 109] });
+        assert_eq!(c.selection, Selection::Acks);
+        let r2: Ipv4Addr = "10.2.1.2".parse().unwrap();
+        assert_eq!(p(r#"{"action":"off","role":"sender","receiver":"10.2.1.2"}"#).unwrap(), MplexRequest::SenderOff { receiver: r2, selection: None });
+        assert_eq!(p(r#"{"action":"on","role":"receiver"}"#).unwrap(), MplexRequest::ReceiverOn { group: 1, spec: vec![0, 97, 115, 109], ignored: vec![] });
         assert_eq!(p(r#"{"action":"off","role":"receiver","group":7}"#).unwrap(), MplexRequest::ReceiverOff { group: 7 });
         assert_eq!(p(r#"{"action":"status"}"#).unwrap(), MplexRequest::Status);
+    }
+
+    #[test]
+    fn an_application_names_its_own_flow() {
+        let r = p(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","proto":"udp","sport":5000,"max_local_delay_ms":5,"max_total_delay_ms":20,"size_threshold":300}"#).unwrap();
+        let MplexRequest::SenderOn(c) = r else { panic!("{r:?}") };
+        assert_eq!(c.selection, Selection::flow(FlowProto::Udp, Some(5000), None).unwrap());
+        assert_eq!((c.delays.max_local_us, c.delays.max_total_us, c.size_threshold), (5000, 20_000, 300));
+        let r = p(r#"{"action":"off","role":"sender","receiver":"10.2.1.2","proto":"tcp","dport":80}"#).unwrap();
+        let want = Selection::flow(FlowProto::Tcp, None, Some(80)).unwrap();
+        assert_eq!(r, MplexRequest::SenderOff { receiver: "10.2.1.2".parse().unwrap(), selection: Some(want) });
+        // UDP datagrams start at 28 bytes, so does a UDP flow's threshold.
+        assert!(p(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","proto":"udp","sport":5000,"max_local_delay_ms":5,"max_total_delay_ms":20,"size_threshold":28}"#).is_ok());
+        let e = |l| p(l).unwrap_err();
+        assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","sport":5000,"max_local_delay_ms":1,"max_total_delay_ms":2}"#).contains("\"proto\""));
+        assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","proto":"udp","max_local_delay_ms":1,"max_total_delay_ms":2}"#).contains("sport"));
+        assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","proto":"sctp","sport":1,"max_local_delay_ms":1,"max_total_delay_ms":2}"#).contains("\"udp\" or \"tcp\""));
+        assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","proto":"udp","sport":70000,"max_local_delay_ms":1,"max_total_delay_ms":2}"#).contains("1 to 65535"));
+    }
+
+    #[test]
+    fn a_receiver_ignores_the_senders_delays() {
+        // Paper 4.1: delays are each sender's; given to R they are ignored, and named.
+        let r = p(r#"{"action":"on","role":"receiver","max_local_delay_ms":1,"max_total_delay_ms":"x","size_threshold":96,"group":3}"#).unwrap();
+        let MplexRequest::ReceiverOn { group, ignored, .. } = r else { panic!("{r:?}") };
+        assert_eq!((group, ignored), (3, vec!["max_local_delay_ms", "max_total_delay_ms", "size_threshold"]));
+        assert_eq!(p(r#"{"action":"off","role":"receiver","max_local_delay_ms":1}"#).unwrap(), MplexRequest::ReceiverOff { group: 1 });
     }
 
     #[test]
@@ -289,6 +352,5 @@ mod tests {
         assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","max_local_delay_ms":5,"max_total_delay_ms":2}"#).contains("exceeds"));
         assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","group":0,"max_local_delay_ms":1,"max_total_delay_ms":2}"#).contains("group 0"));
         assert!(e(r#"{"action":"on","role":"sender","receiver":"10.2.1.2","max_local_delay_ms":1,"max_total_delay_ms":2,"size_threshold":20}"#).contains("size-threshold"));
-        assert!(e(r#"{"action":"on","role":"receiver","max_local_delay_ms":1}"#).contains("only \"group\""));
     }
 }

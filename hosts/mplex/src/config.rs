@@ -4,6 +4,8 @@
 use std::net::Ipv4Addr;
 
 use crate::encap::Delays;
+use crate::iptables::MIN_TCP_DATAGRAM;
+use crate::selection::Selection;
 
 /// Default size threshold (IPv4 total length), as in docs/protocol.md section 3.4.
 pub const DEFAULT_SIZE_THRESHOLD: u16 = 128;
@@ -14,10 +16,12 @@ pub const MAX_SIZE_THRESHOLD: u16 = 1448;
 /// TCP retransmit, so a larger value is a mistake, not a policy.
 pub const MAX_DELAY_MS: f64 = 10_000.0;
 
-/// A sender flow: capture pure ACKs toward `receiver` and send them in group `group`.
+/// A sender flow: capture what `selection` names toward `receiver` (by default pure ACKs)
+/// and send it in group `group` under this flow's own delays and size threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SenderConfig {
     pub receiver: Ipv4Addr,
+    pub selection: Selection,
     pub group: u32,
     pub delays: Delays,
     pub size_threshold: u16,
@@ -38,11 +42,24 @@ impl SenderConfig {
         }
         Ok(SenderConfig {
             receiver,
+            selection: Selection::Acks,
             group: check_group(group)?,
             delays: delays_from_ms(max_local_delay_ms, max_total_delay_ms)?,
             size_threshold: check_threshold(
                 size_threshold.unwrap_or(u64::from(DEFAULT_SIZE_THRESHOLD)),
+                MIN_TCP_DATAGRAM,
             )?,
+        })
+    }
+
+    /// The same parameters for an application flow instead of the ACK capture; the size
+    /// threshold is checked again against the flow's protocol (UDP datagrams start at 28).
+    pub fn for_selection(self, selection: Selection, size_threshold: Option<u64>) -> Result<SenderConfig, String> {
+        let t = size_threshold.unwrap_or(u64::from(DEFAULT_SIZE_THRESHOLD));
+        Ok(SenderConfig {
+            selection,
+            size_threshold: check_threshold(t, selection.min_threshold())?,
+            ..self
         })
     }
 }
@@ -92,18 +109,20 @@ pub fn delays_from_ms(local_ms: f64, total_ms: f64) -> Result<Delays, String> {
     })
 }
 
-pub fn check_threshold(t: u64) -> Result<u16, String> {
-    let min = u64::from(crate::iptables::MIN_TCP_DATAGRAM);
-    if (min..=u64::from(MAX_SIZE_THRESHOLD)).contains(&t) {
+/// A threshold between `min` (the smallest datagram of the flow's protocol) and
+/// [`MAX_SIZE_THRESHOLD`].
+pub fn check_threshold(t: u64, min: u16) -> Result<u16, String> {
+    if (u64::from(min)..=u64::from(MAX_SIZE_THRESHOLD)).contains(&t) {
         Ok(t as u16)
     } else {
-        Err(format!("size-threshold must be between {min} (the smallest TCP segment) and {MAX_SIZE_THRESHOLD} bytes, not {t}"))
+        Err(format!("size-threshold must be between {min} (the smallest datagram of the flow) and {MAX_SIZE_THRESHOLD} bytes, not {t}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selection::FlowProto;
 
     const OWN: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
     const R: Ipv4Addr = Ipv4Addr::new(10, 2, 1, 2);
@@ -157,5 +176,11 @@ mod tests {
         assert!(SenderConfig::new(R, OWN, 1, 1.0, 2.0, Some(1449))
             .unwrap_err()
             .contains("size-threshold"));
+        // A UDP flow may take datagrams from 28 bytes on; a TCP flow from 40.
+        let c = SenderConfig::new(R, OWN, 1, 1.0, 2.0, None).unwrap();
+        let udp = Selection::flow(FlowProto::Udp, Some(5000), None).unwrap();
+        let tcp = Selection::flow(FlowProto::Tcp, Some(5000), None).unwrap();
+        assert_eq!(c.for_selection(udp, Some(28)).unwrap().size_threshold, 28);
+        assert!(c.for_selection(tcp, Some(28)).unwrap_err().contains("size-threshold"));
     }
 }

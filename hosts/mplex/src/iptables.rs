@@ -26,14 +26,17 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 
+use crate::selection::Selection;
+
 pub const COMMENT: &str = "concast-mplex";
 /// Smallest IPv4 datagram carrying a TCP header.
 pub const MIN_TCP_DATAGRAM: u16 = 40;
 
-/// One receiver's capture rule.
+/// One sender flow's capture rule: toward `receiver`, what `selection` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureRule {
     pub receiver: Ipv4Addr,
+    pub selection: Selection,
     pub threshold: u16,
     pub queue: u16,
 }
@@ -42,18 +45,9 @@ impl CaptureRule {
     /// The rule's match and target, shared by insertion and deletion.
     pub fn spec(&self) -> Vec<String> {
         let s = |v: &str| v.to_string();
-        vec![
-            s("-d"),
-            format!("{}/32", self.receiver),
-            s("-p"),
-            s("tcp"),
-            s("--tcp-flags"),
-            s("SYN,FIN,RST,ACK"),
-            s("ACK"),
-            s("-m"),
-            s("length"),
-            s("--length"),
-            format!("{MIN_TCP_DATAGRAM}:{}", self.threshold),
+        let mut spec = vec![s("-d"), format!("{}/32", self.receiver)];
+        spec.extend(self.selection.rule_match(self.threshold));
+        spec.extend([
             s("-m"),
             s("comment"),
             s("--comment"),
@@ -63,7 +57,8 @@ impl CaptureRule {
             s("--queue-num"),
             self.queue.to_string(),
             s("--queue-bypass"),
-        ]
+        ]);
+        spec
     }
 
     pub fn insert_argv(&self) -> Vec<String> {
@@ -111,11 +106,13 @@ pub fn iptables(args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selection::FlowProto;
 
     #[test]
     fn the_rule_reads_as_documented() {
         let r = CaptureRule {
             receiver: Ipv4Addr::new(10, 2, 1, 2),
+            selection: Selection::Acks,
             threshold: 128,
             queue: 4242,
         };
@@ -126,5 +123,14 @@ mod tests {
         );
         assert_eq!(&r.delete_argv()[..3], &["-w", "-D", "OUTPUT"]);
         assert_eq!(r.delete_argv()[3..], r.insert_argv()[3..]);
+        let f = CaptureRule {
+            selection: Selection::flow(FlowProto::Udp, Some(5000), Some(6000)).unwrap(),
+            ..r
+        };
+        assert_eq!(
+            f.insert_argv().join(" "),
+            "-w -I OUTPUT -d 10.2.1.2/32 -p udp --sport 5000 --dport 6000 -m length --length 28:128 \
+             -m comment --comment concast-mplex -j NFQUEUE --queue-num 4242 --queue-bypass"
+        );
     }
 }

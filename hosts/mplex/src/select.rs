@@ -8,6 +8,8 @@ use std::net::Ipv4Addr;
 
 use concast_wire::ipv4;
 
+use crate::selection::FlowProto;
+
 /// Why a queued datagram goes out as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PassReason {
@@ -22,6 +24,9 @@ pub enum PassReason {
     TooLarge,
     /// Not a pure TCP ACK: data, SYN/FIN/RST, or not TCP at all.
     NotPureAck,
+    /// A TCP segment of an application flow with SYN, FIN or RST: connection set-up and
+    /// tear-down go as they are.
+    Control,
     /// No flow is enabled toward its destination.
     NoFlow,
 }
@@ -35,6 +40,7 @@ impl PassReason {
             PassReason::NotUnicast => "not_unicast",
             PassReason::TooLarge => "too_large",
             PassReason::NotPureAck => "not_pure_ack",
+            PassReason::Control => "syn_fin_rst",
             PassReason::NoFlow => "no_flow",
         }
     }
@@ -65,6 +71,29 @@ fn is_unicast(a: Ipv4Addr) -> bool {
 /// Whether `datagram` may be multiplexed under a size threshold of `threshold` bytes of
 /// total length; `Ok` means take it.
 pub fn check(datagram: &[u8], threshold: u16) -> Result<(), PassReason> {
+    let ip = plain_small(datagram, threshold)?;
+    if ip.protocol() != ipv4::protocol::TCP || !is_pure_ack(ip.payload()) {
+        return Err(PassReason::NotPureAck);
+    }
+    Ok(())
+}
+
+/// The same for a datagram of an application flow of protocol `proto`: any small datagram
+/// is taken, TCP segments with data too, but not SYN, FIN or RST.
+pub fn check_flow(datagram: &[u8], threshold: u16, proto: FlowProto) -> Result<(), PassReason> {
+    let ip = plain_small(datagram, threshold)?;
+    if proto == FlowProto::Tcp {
+        let flags = ip.payload().get(13).ok_or(PassReason::Malformed)?;
+        if flags & (TCP_SYN | TCP_FIN | TCP_RST) != 0 {
+            return Err(PassReason::Control);
+        }
+    }
+    Ok(())
+}
+
+/// Section 3.4's checks every multiplexed datagram passes: well-formed, unfragmented, no
+/// options, unicast, within the threshold.
+fn plain_small(datagram: &[u8], threshold: u16) -> Result<ipv4::Packet<&[u8]>, PassReason> {
     let ip = ipv4::Packet::new_checked(datagram).map_err(|_| PassReason::Malformed)?;
     let options = concast_wire::options::scan(ip.options()).map_err(|_| PassReason::Malformed)?;
     if ip.is_fragment() {
@@ -79,10 +108,7 @@ pub fn check(datagram: &[u8], threshold: u16) -> Result<(), PassReason> {
     if ip.total_len() > threshold {
         return Err(PassReason::TooLarge);
     }
-    if ip.protocol() != ipv4::protocol::TCP || !is_pure_ack(ip.payload()) {
-        return Err(PassReason::NotPureAck);
-    }
-    Ok(())
+    Ok(ip)
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use crate::counters::{ReceiverCounters, SenderCounters, Unmatched};
 use crate::encap::encapsulate;
 use crate::iptables::CaptureRule;
 use crate::nfqueue::{self, Queue, QueueStats, Verdict};
-use crate::select::{self, PassReason};
+use crate::select::PassReason;
+use crate::selection::{self, FlowProto, Selection};
 use crate::sockets::{Arrivals, Sender};
 use crate::tun::Tun;
 use crate::unbundle::{unbundle, IdGen};
@@ -88,15 +89,46 @@ impl SenderFlow {
     fn rule(&self, queue: u16) -> CaptureRule {
         CaptureRule {
             receiver: self.config.receiver,
+            selection: self.config.selection,
             threshold: self.config.size_threshold,
             queue,
         }
     }
 }
 
+/// Sender flows are kept per receiver and, under it, per selection (application flows
+/// before the ACK capture, so a datagram goes to the first that names it).
+type SenderKey = (Ipv4Addr, Selection);
+
+/// Every key toward `r`, for `BTreeMap::range`.
+fn toward(r: Ipv4Addr) -> std::ops::RangeInclusive<SenderKey> {
+    let first = Selection::Flow {
+        proto: FlowProto::Tcp,
+        sport: None,
+        dport: None,
+    };
+    (r, first)..=(r, Selection::Acks)
+}
+
+/// Where a captured datagram's one-record MplexPkt goes: by default straight onto the wire
+/// (the module's raw socket); hostd hands it to its own merge engine instead, which bundles
+/// it with the host's other captured datagrams toward the same R (docs/multiplex.md,
+/// "Bundling at the sender").
+pub trait Forward {
+    /// Takes `pkt`, a one-record MplexPkt of `(receiver, group)`; false if it could not
+    /// (the original then goes out plain).
+    fn forward(&mut self, receiver: Ipv4Addr, group: u32, pkt: &[u8]) -> bool;
+}
+
+impl Forward for Sender {
+    fn forward(&mut self, receiver: Ipv4Addr, _group: u32, pkt: &[u8]) -> bool {
+        self.send(pkt, receiver).is_ok()
+    }
+}
+
 pub struct Mplex {
     opts: Options,
-    senders: BTreeMap<Ipv4Addr, SenderFlow>,
+    senders: BTreeMap<SenderKey, SenderFlow>,
     receivers: BTreeMap<u32, ReceiverCounters>,
     queue: Option<Queue>,
     /// Queue counters of queues already closed, so `stats` stays cumulative.
@@ -137,47 +169,86 @@ impl Mplex {
 
     // --- senders --------------------------------------------------------------------------
 
-    /// Registers a sender flow (not capturing yet). Turning on the same flow again with the
-    /// same parameters is a no-op; a second flow toward the same receiver is refused, since
-    /// one rule per receiver decides which packets are taken.
+    /// Registers a sender flow (not capturing yet; a flow added while others toward the same
+    /// receiver capture starts at once). Turning on the same flow again with the same
+    /// parameters is a no-op, with other parameters it is refused; every flow toward one
+    /// receiver shares its join, hence its group.
     pub fn add_sender(&mut self, config: SenderConfig) -> Result<(), String> {
-        if let Some(f) = self.senders.get(&config.receiver) {
+        let key = (config.receiver, config.selection);
+        if let Some(f) = self.senders.get(&key) {
             if f.config == config {
                 return Ok(());
             }
             return Err(format!(
-                "already multiplexing toward {} (group {}) with other parameters: turn it off first",
-                config.receiver, f.config.group
+                "already multiplexing {} toward {} (group {}) with other parameters: turn it off first",
+                config.selection, config.receiver, f.config.group
             ));
         }
+        if let Some(other) = self.senders_toward(config.receiver).next() {
+            if other.config.group != config.group {
+                return Err(format!(
+                    "flows toward {} already use group {}: every flow toward one receiver shares its join",
+                    config.receiver, other.config.group
+                ));
+            }
+        }
+        let capturing = self.capturing(config.receiver);
         self.senders.insert(
-            config.receiver,
+            key,
             SenderFlow {
                 config,
                 state: SenderState::Waiting,
                 counters: SenderCounters::default(),
             },
         );
+        if capturing {
+            if let Err(e) = self.start_one(key) {
+                self.senders.remove(&key);
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
-    pub fn sender(&self, receiver: Ipv4Addr) -> Option<&SenderFlow> {
-        self.senders.get(&receiver)
+    /// The flow `selection` toward `receiver`.
+    pub fn sender(&self, receiver: Ipv4Addr, selection: Selection) -> Option<&SenderFlow> {
+        self.senders.get(&(receiver, selection))
+    }
+
+    /// Every flow toward `receiver`.
+    pub fn senders_toward(&self, receiver: Ipv4Addr) -> impl Iterator<Item = &SenderFlow> {
+        self.senders.range(toward(receiver)).map(|(_, f)| f)
+    }
+
+    /// True if some flow toward `receiver` captures.
+    pub fn capturing(&self, receiver: Ipv4Addr) -> bool {
+        self.senders_toward(receiver)
+            .any(|f| f.state == SenderState::Capturing)
     }
 
     pub fn senders(&self) -> impl Iterator<Item = &SenderFlow> {
         self.senders.values()
     }
 
-    /// Installs the flow's capture rule (opening the queue and the sending socket first if
+    /// Installs the capture rule of every flow toward `receiver` (the join they share is
+    /// active). The first error is returned; flows that started keep capturing.
+    pub fn start_capture(&mut self, receiver: Ipv4Addr) -> Result<(), String> {
+        let keys: Vec<SenderKey> = self.senders.range(toward(receiver)).map(|(k, _)| *k).collect();
+        if keys.is_empty() {
+            return Err(format!("no multiplex flow toward {receiver}"));
+        }
+        keys.into_iter().map(|k| self.start_one(k)).fold(Ok(()), Result::and)
+    }
+
+    /// Installs one flow's capture rule (opening the queue and the sending socket first if
     /// this is the first capturing flow). A rule left behind by a killed daemon is removed
     /// first, so rules never pile up.
-    pub fn start_capture(&mut self, receiver: Ipv4Addr) -> Result<(), String> {
+    fn start_one(&mut self, key: SenderKey) -> Result<(), String> {
         let queue_num = self.opts.queue_num;
         let flow = self
             .senders
-            .get(&receiver)
-            .ok_or_else(|| format!("no multiplex flow toward {receiver}"))?;
+            .get(&key)
+            .ok_or_else(|| format!("no multiplex flow {} toward {}", key.1, key.0))?;
         if flow.state == SenderState::Capturing {
             return Ok(());
         }
@@ -199,17 +270,24 @@ impl Mplex {
             self.close_queue_if_idle();
             return Err(e);
         }
-        if let Some(f) = self.senders.get_mut(&receiver) {
+        if let Some(f) = self.senders.get_mut(&key) {
             f.state = SenderState::Capturing;
         }
         Ok(())
     }
 
-    /// Removes the flow's rule (its ACKs go out plain from now on) and keeps the flow with
-    /// `why`. Packets already queued are let through unchanged.
+    /// Removes the rules of every flow toward `receiver` (their datagrams go out plain from
+    /// now on) and keeps the flows with `why`.
     pub fn stop_capture(&mut self, receiver: Ipv4Addr, why: &str) -> Result<(), String> {
+        let keys: Vec<SenderKey> = self.senders.range(toward(receiver)).map(|(k, _)| *k).collect();
+        keys.into_iter().map(|k| self.stop_one(k, why)).fold(Ok(()), Result::and)
+    }
+
+    /// Removes one flow's rule and keeps the flow with `why`. Packets already queued are
+    /// let through unchanged.
+    fn stop_one(&mut self, key: SenderKey, why: &str) -> Result<(), String> {
         let queue_num = self.opts.queue_num;
-        let Some(flow) = self.senders.get_mut(&receiver) else {
+        let Some(flow) = self.senders.get_mut(&key) else {
             return Ok(());
         };
         let was_capturing = flow.state == SenderState::Capturing;
@@ -223,11 +301,20 @@ impl Mplex {
         result
     }
 
-    /// Stops capture and forgets the flow; returns it (with its final counters).
-    pub fn remove_sender(&mut self, receiver: Ipv4Addr) -> Result<Option<SenderFlow>, String> {
-        let result = self.stop_capture(receiver, "turned off");
-        let flow = self.senders.remove(&receiver);
-        result.map(|_| flow)
+    /// Stops capture and forgets the flow `selection` toward `receiver`, or every flow
+    /// toward it (`None`); returns them (with their final counters).
+    pub fn remove_sender(&mut self, receiver: Ipv4Addr, selection: Option<Selection>) -> Result<Vec<SenderFlow>, String> {
+        let keys: Vec<SenderKey> = match selection {
+            Some(s) => vec![(receiver, s)],
+            None => self.senders.range(toward(receiver)).map(|(k, _)| *k).collect(),
+        };
+        let mut result = Ok(());
+        let mut removed = Vec::new();
+        for k in keys {
+            result = result.and(self.stop_one(k, "turned off"));
+            removed.extend(self.senders.remove(&k));
+        }
+        result.map(|_| removed)
     }
 
     fn close_queue_if_idle(&mut self) {
@@ -312,17 +399,28 @@ impl Mplex {
         v
     }
 
+    /// Handles what `source` has ready; captured datagrams go straight onto the wire.
     pub fn on_ready(&mut self, source: Source) -> io::Result<usize> {
+        self.on_ready_via(source, None)
+    }
+
+    /// The same, with captured datagrams handed to `forward` (hostd's bundling) instead.
+    pub fn on_ready_via(&mut self, source: Source, forward: Option<&mut dyn Forward>) -> io::Result<usize> {
         match source {
-            Source::Queue => self.process_queue(),
+            Source::Queue => self.process_queue_via(forward),
             Source::Arrivals => self.process_arrivals(),
             Source::Tun => Ok(self.tun.as_ref().map_or(0, |t| t.drain() as usize)),
         }
     }
 
-    /// Decides on up to [`BUDGET`] queued packets: pure ACKs of a capturing flow leave
-    /// as MplexPkts (verdict DROP for the original), everything else is accepted unchanged.
+    /// Decides on up to [`BUDGET`] queued packets: the small datagrams of a capturing flow
+    /// leave as MplexPkts (verdict DROP for the original), everything else is accepted
+    /// unchanged.
     pub fn process_queue(&mut self) -> io::Result<usize> {
+        self.process_queue_via(None)
+    }
+
+    fn process_queue_via(&mut self, mut forward: Option<&mut dyn Forward>) -> io::Result<usize> {
         let Mplex {
             queue,
             senders,
@@ -337,7 +435,11 @@ impl Mplex {
             return Ok(0);
         };
         queue.process(BUDGET, |p| {
-            take(p, senders, out.as_ref(), outer_ids, unmatched, buf, scratch)
+            let fwd: Option<&mut dyn Forward> = match forward.as_deref_mut() {
+                Some(f) => Some(f),
+                None => out.as_mut().map(|s| s as &mut dyn Forward),
+            };
+            take(p, senders, fwd, outer_ids, unmatched, buf, scratch)
         })
     }
 
@@ -368,12 +470,12 @@ impl Mplex {
     /// Removes every capture rule and closes everything, leaving the namespace as it found
     /// it. Returns the errors met (rules that could not be removed).
     pub fn shutdown(&mut self) -> Vec<String> {
-        let capturing: Vec<_> = self
+        let capturing = self
             .senders
             .values()
             .filter(|f| f.state == SenderState::Capturing)
             .map(|f| f.config.receiver)
-            .collect();
+            .collect::<std::collections::BTreeSet<_>>();
         let errors = capturing
             .into_iter()
             .filter_map(|r| self.stop_capture(r, "shutdown").err())
@@ -411,6 +513,7 @@ impl Mplex {
         let c = &f.config;
         json!({
             "receiver": c.receiver.to_string(),
+            "flow": c.selection.to_string(),
             "group": c.group,
             "state": f.state.name(),
             "reason": match &f.state { SenderState::Stopped(why) => Some(why.as_str()), _ => None },
@@ -440,21 +543,21 @@ fn add_queue_stats(total: &mut QueueStats, s: &QueueStats) {
 /// The verdict on one queued packet (see [`Mplex::process_queue`]).
 fn take(
     p: &nfqueue::Packet<'_>,
-    senders: &mut BTreeMap<Ipv4Addr, SenderFlow>,
-    out: Option<&Sender>,
+    senders: &mut BTreeMap<SenderKey, SenderFlow>,
+    forward: Option<&mut dyn Forward>,
     outer_ids: &mut u16,
     unmatched: &mut Unmatched,
     buf: &mut [u8],
     scratch: &mut [u8],
 ) -> Verdict {
-    let dst = p
-        .payload
-        .get(16..20)
-        .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]));
-    let Some(flow) = dst
-        .and_then(|d| senders.get_mut(&d))
-        .filter(|f| f.state == SenderState::Capturing)
-    else {
+    let flow = selection::destination(p.payload).and_then(|d| {
+        senders
+            .range_mut(toward(d))
+            .map(|(_, f)| f)
+            .filter(|f| f.state == SenderState::Capturing)
+            .find(|f| f.config.selection.matches(p.payload))
+    });
+    let Some(flow) = flow else {
         unmatched.queued_no_flow += 1;
         return Verdict::Accept;
     };
@@ -464,7 +567,7 @@ fn take(
         c.pass(PassReason::Malformed.name());
         return Verdict::Accept;
     }
-    if let Err(why) = select::check(p.payload, flow.config.size_threshold) {
+    if let Err(why) = flow.config.selection.check(p.payload, flow.config.size_threshold) {
         c.pass(why.name());
         return Verdict::Accept;
     }
@@ -483,16 +586,14 @@ fn take(
         return Verdict::Accept;
     };
     c.encapsulated += 1;
-    match out.map(|s| s.send(&buf[..len], flow.config.receiver)) {
-        Some(Ok(())) => {
-            c.sent += 1;
-            Verdict::Drop
-        }
-        // Fail open: the original goes out as a plain ACK.
-        _ => {
-            c.send_errors += 1;
-            Verdict::Accept
-        }
+    let receiver = flow.config.receiver;
+    if forward.is_some_and(|f| f.forward(receiver, flow.config.group, &buf[..len])) {
+        c.sent += 1;
+        Verdict::Drop
+    } else {
+        // Fail open: the original goes out as it is.
+        c.send_errors += 1;
+        Verdict::Accept
     }
 }
 

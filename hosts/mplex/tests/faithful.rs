@@ -96,7 +96,7 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
     result.unwrap();
     assert_eq!(got.len(), 300_000, "the download arrived whole");
 
-    let s = snd.sender(B).unwrap().counters.clone();
+    let s = snd.sender(B, concast_mplex::Selection::Acks).unwrap().counters.clone();
     let r = rcv.receiver(1).unwrap().clone();
     let from_a: Vec<_> = injected
         .iter()

@@ -94,7 +94,7 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
     assert!(served.is_ok(), "the server sent everything");
     assert!(got == data(2_000_000), "the download arrived intact");
 
-    let s = snd.sender(B).unwrap().counters.clone();
+    let s = snd.sender(B, concast_mplex::Selection::Acks).unwrap().counters.clone();
     let r = rcv.receiver(1).unwrap().clone();
     eprintln!("A sent {acks_sent} segments\nsender {}\nreceiver {}", s.to_json(), r.to_json());
     // How many ACKs a 2 MB download takes depends on GRO and delayed ACKs (170-400 seen).
