@@ -68,6 +68,20 @@ def test_acks_are_combined_when_routers_may_wait(study):
         assert float(waited["combined_pct"]) > float(on[(env, 0.0)]["combined_pct"]), (env, on)
 
 
+def test_each_run_records_what_the_routers_and_links_did(study):
+    _, out = study
+    for row in rows(out):
+        assert int(row["links_frames_in"]) > 0, row          # the emulator carried the run
+        merging = [int(row[f"engine_{k}"]) for k in ("received", "out", "taken", "gate_held")]
+        if row["mode"] == "off":
+            assert merging == [0, 0, 0, 0], row               # no multiplex flow at any router
+            continue
+        received, out_, taken, _ = merging
+        assert received >= int(row["mplex_pkts_at_r"]) > 0, row
+        assert out_ <= received, row                          # bundling never adds datagrams
+        assert taken <= received - out_, row                  # taken datagrams are merges
+
+
 def test_results_stand_beside_the_paper(study):
     r, out = study
     table = (out / "table1.md").read_text()
