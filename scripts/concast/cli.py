@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     from concast import expcli, mplexcli
     mplexcli.add_verbs(sub)                 # mplex
     expcli.add_verbs(sub)                   # exp
+    from concast import perfcli
+    perfcli.add_verbs(sub)                  # perf
     return p
 
 

@@ -12,6 +12,8 @@ use crate::session::{Config, Output, Session};
 
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
 const MAX_DATAGRAM: usize = 65_536;
+/// Datagrams read per pump, so a busy socket cannot keep outputs from the caller.
+const BATCH: usize = 256;
 
 /// Microseconds since the driver started.
 fn micros(t0: Instant) -> u64 {
@@ -134,7 +136,7 @@ impl Conn {
         if wait_us > 0 && out.is_empty() {
             wait(&self.sock, Duration::from_micros(wait_us), false)?;
         }
-        loop {
+        for _ in 0..BATCH {
             match self.sock.recv(&mut self.buf) {
                 Ok(n) => {
                     let now = self.now();
@@ -208,7 +210,7 @@ impl Server {
         if wait_us > 0 && out.is_empty() {
             wait(&self.sock, Duration::from_micros(wait_us), false)?;
         }
-        loop {
+        for _ in 0..BATCH {
             let (n, from) = match self.sock.recv_from(&mut self.buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,

@@ -1,0 +1,230 @@
+"""`concast perf`: the host transport (concast-perf) measured against kernel TCP and plain
+UDP in the same run, between two network namespaces joined by a veth pair, with optional
+random loss from nftables. Prints a table with ratios and writes JSON.
+
+From Python: `measure(mode=..., proto=..., ...)` runs one case and returns its JSON records.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path as FsPath
+
+from concast import ROOT, tools
+from concast.perfpath import B_ADDR, Path
+
+RESULTS = tools.RESULTS / "perf.json"
+# The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
+CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas"]
+_ports = itertools.count(15201)
+
+
+def binary() -> str:
+    """concast-perf from the workspace build, else the transport crate's own target dir."""
+    try:
+        return str(tools.rust_binary("concast-perf"))
+    except tools.MissingTool:
+        own = ROOT / "target" / "transport" / "release" / "concast-perf"
+        if own.is_file():
+            return str(own)
+        raise
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _stop(p: subprocess.Popen) -> str:
+    """Output of a process we started; killed (by its PID) if it will not finish."""
+    try:
+        out, _ = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    return out
+
+
+def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) -> dict:
+    """One measurement: a server in b, `flows` clients in a. Returns the case with the
+    client and server JSON records."""
+    exe, port = binary(), next(_ports)
+    common = ["--proto", case["proto"], "--mode", case["mode"], "--composite",
+              case.get("composite", "Bulk"), "--cc", case.get("cc") or "newreno",
+              "--size", str(case.get("size", 65536))]
+    srv = path.popen("b", [exe, "server", "--listen", f"0.0.0.0:{port}", "--flows", str(flows),
+                           "--idle", "3", *common])
+    try:
+        time.sleep(0.3)  # let the server bind before clients connect
+        clients = [path.popen("a", [exe, "client", "--to", f"{B_ADDR}:{port}", "--secs", str(secs),
+                                    "--count", str(count), "--rate", str(case.get("rate", 128000)),
+                                    *common]) for _ in range(flows)]
+        cout, errors = [], []
+        for c in clients:
+            try:
+                out, err = c.communicate(timeout=secs + 120)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                out, err = c.communicate()
+            cout += _lines(out)
+            if c.returncode:
+                errors.append(err.strip())
+    finally:
+        sout = _stop(srv)
+    return {**case, "flows": flows, "loss": path.loss, "client": cout, "server": _lines(sout),
+            "errors": errors}
+
+
+def measure(**case) -> dict:
+    """Run one case on a fresh path: mode, proto, composite, cc, size, loss, secs, count."""
+    loss, secs, count = case.pop("loss", 0.0), case.pop("secs", 3.0), case.pop("count", 500)
+    flows = case.pop("flows", 1)
+    with Path(loss=loss) as p:
+        return run_case(p, case, secs, count, flows)
+
+
+def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list[str]) -> list[dict]:
+    out = []
+    for mode in modes:
+        size = {"bulk": 65536, "pingpong": 64, "stream": 160}[mode]
+        peers = [{"proto": "tcp", "cc": c} for c in tcp_ccs] + [{"proto": "udp"}]
+        ctp = [{"proto": "ctp", "composite": comp, "cc": cc}
+               for comp in composites for cc in (ccs if comp.lower() == "bulk" else ccs[:1])]
+        for c in peers + ctp:
+            out.append({"mode": mode, "size": size, **c})
+    return out
+
+
+def summarize(run: dict) -> dict:
+    """The figures a row shows, taken from the receiver where throughput is concerned."""
+    s = {"mode": run["mode"], "proto": run["proto"], "loss": run["loss"], "flows": run["flows"],
+         "what": run["proto"] if run["proto"] == "udp" else
+         f"{run['cc']}" if run["proto"] == "tcp" else f"{run['composite']}/{run['cc']}",
+         "errors": run["errors"]}
+    srv, cli = run["server"], run["client"]
+    if run["mode"] == "bulk":
+        rates = [r["mbps"] for r in srv]
+        s["mbps"] = sum(rates)
+        if len(rates) > 1:
+            s["fairness"] = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+        secs = max((c.get("secs", 0) for c in cli), default=0) or 1
+        s["cpu_per_flow"] = sum(c.get("cpu_secs", 0) for c in cli) / max(len(cli), 1) / secs
+    elif run["mode"] == "pingpong" and cli:
+        s["median_us"] = cli[0]["rtt"].get("median_us")
+        s["p99_us"] = cli[0]["rtt"].get("p99_us")
+        s["lost"] = cli[0].get("lost")
+    elif run["mode"] == "stream" and cli:
+        sent = sum(c.get("sent", 0) for c in cli)
+        s["on_time"] = sum(r.get("stream_on_time", 0) for r in srv) / sent if sent else 0.0
+    return s
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Ratios to kernel TCP (cubic if measured) and UDP of the same mode, loss and flows."""
+    def peer(r, proto, cc=None):
+        for p in rows:
+            if (p["mode"], p["loss"], p["flows"], p["proto"]) == (r["mode"], r["loss"], r["flows"], proto) \
+                    and (cc is None or p["what"] == cc):
+                return p
+        return None
+    for r in rows:
+        tcp = peer(r, "tcp", "cubic") or peer(r, "tcp")
+        udp = peer(r, "udp")
+        if r["mode"] == "bulk":
+            for name, p in (("vs_tcp", tcp), ("vs_udp", udp)):
+                if p and p.get("mbps"):
+                    r[name] = r["mbps"] / p["mbps"]
+        elif r["mode"] == "pingpong":
+            for name, p in (("plus_us_tcp", tcp), ("plus_us_udp", udp)):
+                if p and p.get("median_us") is not None and r.get("median_us") is not None:
+                    r[name] = r["median_us"] - p["median_us"]
+
+
+def table(rows: list[dict]) -> str:
+    def f(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+    lines = []
+    for mode in ("bulk", "pingpong", "stream"):
+        sel = [r for r in rows if r["mode"] == mode]
+        if not sel:
+            continue
+        if mode == "bulk":
+            lines.append(f"{'bulk':10} {'loss':>5} {'flows':>5} {'Mbit/s':>9} {'/TCP':>6} {'/UDP':>6} "
+                         f"{'fair':>5} {'cpu/flow':>8}")
+            for r in sel:
+                lines.append(f"{r['proto'] + ' ' + r['what']:10.30} {r['loss'] * 100:4.0f}% {r['flows']:5} "
+                             f"{f(r.get('mbps'), '9.1f')} {f(r.get('vs_tcp'), '6.3f')} "
+                             f"{f(r.get('vs_udp'), '6.3f')} {f(r.get('fairness'), '5.2f')} "
+                             f"{f(r.get('cpu_per_flow'), '8.2f')}")
+        elif mode == "pingpong":
+            lines.append(f"{'ping-pong':24} {'loss':>5} {'median us':>10} {'p99 us':>9} {'+us/UDP':>8} {'+us/TCP':>8}")
+            for r in sel:
+                lines.append(f"{r['proto'] + ' ' + r['what']:24} {r['loss'] * 100:4.0f}% "
+                             f"{f(r.get('median_us'), '10.1f')} {f(r.get('p99_us'), '9.1f')} "
+                             f"{f(r.get('plus_us_udp'), '8.1f')} {f(r.get('plus_us_tcp'), '8.1f')}")
+        else:
+            lines.append(f"{'stream 128 kbit/s':24} {'loss':>5} {'on time (3000 ms playout)':>26}")
+            for r in sel:
+                lines.append(f"{r['proto'] + ' ' + r['what']:24} {r['loss'] * 100:4.0f}% {f(r.get('on_time'), '26.3f')}")
+        for r in sel:
+            for e in r["errors"]:
+                lines.append(f"  ! {r['proto']} {r['what']}: {e[:200]}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--mode", default="bulk,pingpong", help="bulk,pingpong,stream (comma list)")
+    ap.add_argument("--composite", default="Minimal,Bulk", help="ctp composites (comma list)")
+    ap.add_argument("--cc", default="newreno", help="ctp congestion controls for Bulk (comma list, "
+                                                    "or 'all')")
+    ap.add_argument("--tcp-cc", default="cubic,reno", help="kernel TCP congestion controls")
+    ap.add_argument("--loss", default="0", help="random loss percentages (comma list)")
+    ap.add_argument("--flows", default="1", help="parallel flows (comma list; bulk only)")
+    ap.add_argument("--secs", type=float, default=5.0, help="seconds per bulk or stream run")
+    ap.add_argument("--count", type=int, default=2000, help="ping-pong round trips")
+    ap.add_argument("--json", default=str(RESULTS), help="where to write the JSON results")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="concast perf", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return run(ap.parse_args(argv), ap)
+
+
+def run(ns: argparse.Namespace, ap: argparse.ArgumentParser | None = None) -> int:
+
+    def split(v: str) -> list[str]:
+        return [x.strip() for x in v.split(",") if x.strip()]
+    modes = split(ns.mode)
+    bad = [m for m in modes if m not in ("bulk", "pingpong", "stream")]
+    if bad:
+        print(f"concast perf: unknown mode {bad[0]!r}: use bulk, pingpong, stream", file=sys.stderr)
+        return 2
+    ccs = CC_NAMES if ns.cc == "all" else split(ns.cc)
+    losses = [float(x) / 100 for x in split(ns.loss)]
+    runs = []
+    for loss in losses:
+        with Path(loss=loss) as path:
+            for flows in [int(x) for x in split(ns.flows)]:
+                for case in cases(modes, split(ns.composite), ccs, split(ns.tcp_cc)):
+                    if flows > 1 and case["mode"] != "bulk":
+                        continue
+                    print(f"concast perf: {case['mode']} {case['proto']} {case.get('composite', '')} "
+                          f"{case.get('cc') or ''} loss {loss:.0%} flows {flows}", file=sys.stderr, flush=True)
+                    runs.append(run_case(path, case, ns.secs, ns.count, flows))
+    rows = [summarize(r) for r in runs]
+    add_ratios(rows)
+    print(table(rows))
+    out = FsPath(ns.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
+    print(f"results: {out}")
+    return 1 if any(r["errors"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Two network namespaces joined by a veth pair, with optional random loss from nftables
+`numgen random` (this kernel has no netem). Used by `concast perf` and its system test.
+
+Everything it creates carries the prefix `cperf-<pid>-`, and it removes exactly that.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+A_ADDR, B_ADDR = "10.77.0.1", "10.77.0.2"
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+class PathError(RuntimeError):
+    """The namespaces could not be set up (not root, no ip or nft)."""
+
+
+class Path:
+    """`with Path(loss=0.05) as p: p.run("a", [...])` — hosts "a" and "b"."""
+
+    def __init__(self, loss: float = 0.0, mtu: int = 1500, tag: str | None = None):
+        if not 0.0 <= loss < 1.0:
+            raise ValueError(f"loss must be in [0, 1), got {loss}")
+        self.loss, self.mtu = loss, mtu
+        self.prefix = f"cperf-{tag or os.getpid()}-"
+        self.ns = {"a": self.prefix + "a", "b": self.prefix + "b"}
+        self.addr = {"a": A_ADDR, "b": B_ADDR}
+
+    def __enter__(self) -> "Path":
+        if os.geteuid() != 0:
+            raise PathError("needs root to create network namespaces")
+        for tool in ("ip", "nft") if self.loss else ("ip",):
+            if not shutil.which(tool):
+                raise PathError(f"{tool} is not installed")
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _build(self) -> None:
+        va, vb = self.prefix + "va", self.prefix + "vb"
+        for h in ("a", "b"):
+            _ip("netns", "add", self.ns[h])
+            _ip("-n", self.ns[h], "link", "set", "lo", "up")
+        _ip("link", "add", va[:15], "netns", self.ns["a"], "type", "veth",
+            "peer", "name", vb[:15], "netns", self.ns["b"])
+        for h, v in (("a", va[:15]), ("b", vb[:15])):
+            _ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", v)
+            _ip("-n", self.ns[h], "link", "set", v, "mtu", str(self.mtu), "up")
+            if self.loss:
+                self._drop(h, self.loss)
+
+    def _drop(self, host: str, loss: float) -> None:
+        """Drop a `loss` share of TCP and UDP arriving at `host` (both directions lose)."""
+        per_mille = round(loss * 1000)
+        script = (f"add table inet cperf\n"
+                  f"add chain inet cperf input {{ type filter hook input priority 0; policy accept; }}\n"
+                  f"add rule inet cperf input meta l4proto {{ tcp, udp }} "
+                  f"numgen random mod 1000 < {per_mille} counter drop\n")
+        subprocess.run(["ip", "netns", "exec", self.ns[host], "nft", "-f", "-"], input=script,
+                       check=True, capture_output=True, text=True)
+
+    def dropped(self, host: str) -> int:
+        """Packets nftables dropped at `host` so far."""
+        if not self.loss:
+            return 0
+        out = subprocess.run(["ip", "netns", "exec", self.ns[host], "nft", "list", "table",
+                              "inet", "cperf"], capture_output=True, text=True).stdout
+        for word, nxt in zip(out.split(), out.split()[1:]):
+            if word == "packets":
+                return int(nxt)
+        return 0
+
+    def popen(self, host: str, argv: list[str], **kw) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.ns[host], *argv],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+    def close(self) -> None:
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
