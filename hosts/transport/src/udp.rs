@@ -93,6 +93,8 @@ fn flush(s: &mut Session, sock: &UdpSocket, to: Option<SocketAddr>, out: &mut Ve
 /// A client's session on its own connected socket.
 pub struct Conn {
     pub session: Session,
+    /// Why the session ended ("refused: ..." or the close reason), once it has.
+    pub ended: Option<String>,
     sock: UdpSocket,
     t0: Instant,
     buf: Vec<u8>,
@@ -106,7 +108,7 @@ impl Conn {
         sock.connect(to)?;
         cfg.seed = seed();
         let t0 = Instant::now();
-        Ok(Conn { session: Session::connect(cfg, 0), sock, t0, buf: vec![0; MAX_DATAGRAM] })
+        Ok(Conn { session: Session::connect(cfg, 0), ended: None, sock, t0, buf: vec![0; MAX_DATAGRAM] })
     }
 
     pub fn now(&self) -> u64 {
@@ -119,7 +121,10 @@ impl Conn {
         match self.session.send(msg, now) {
             Ok(()) => Ok(true),
             Err(crate::session::SendError::Full) => Ok(false),
-            Err(e) => Err(io::Error::other(format!("send: {e:?}"))),
+            Err(e) => Err(io::Error::other(match &self.ended {
+                Some(why) => why.clone(),
+                None => format!("send: {e:?}"),
+            })),
         }
     }
 
@@ -151,6 +156,13 @@ impl Conn {
         let now = self.now();
         self.session.on_timer(now);
         flush(&mut self.session, &self.sock, None, &mut out)?;
+        for o in &out {
+            match o {
+                Output::Refused(why) => self.ended = Some(format!("refused: {why}")),
+                Output::Closed(why) => self.ended = Some(why.clone()),
+                _ => {}
+            }
+        }
         Ok(out)
     }
 }

@@ -7,6 +7,7 @@ use concast_transport::session::Stats;
 use concast_transport::udp::{Conn, Server};
 use concast_transport::{cc, Composite, Config, Output};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 use crate::report::{self, Tally};
 use crate::{ClientArgs, Common, Mode};
@@ -32,7 +33,7 @@ fn labels(c: &Common, comp: Composite) -> Value {
     json!({"proto": "ctp", "composite": comp.to_string(), "cc": c.cc, "mode": format!("{:?}", c.mode).to_lowercase()})
 }
 
-pub fn server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), String> {
+pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> Result<(), String> {
     let cfg = config(c, 1e6)?;
     let comp = cfg.composite;
     let mut srv = Server::bind(listen, cfg, Some(comp)).map_err(|e| format!("bind {listen}: {e}"))?;
@@ -50,7 +51,11 @@ pub fn server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), S
         for (a, o) in srv.pump(Duration::from_millis(5)).map_err(|e| e.to_string())? {
             match o {
                 Output::Deliver(m) => {
-                    tallies.entry(a).or_default().add(&m, c.mode == Mode::Stream);
+                    let t = tallies.entry(a).or_insert_with(|| Tally {
+                        hash: hash.then(Sha256::new),
+                        ..Tally::default()
+                    });
+                    t.add(&m, c.mode == Mode::Stream);
                     if c.mode == Mode::Pingpong {
                         srv.send(a, &m);
                     }
@@ -118,6 +123,31 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
     let mut out = labels(&a.c, comp);
     let t0 = Instant::now();
     match a.c.mode {
+        Mode::Bulk if a.bytes > 0 => {
+            let (mut pat, mut hash) = (report::Pattern::new(a.bytes), Sha256::new());
+            let mut buf = vec![0; a.c.size];
+            let mut sent = 0u64;
+            let mut pending = false;
+            while sent < a.bytes {
+                if !pending {
+                    buf.truncate(a.c.size.min((a.bytes - sent) as usize));
+                    pat.fill(&mut buf);
+                    pending = true;
+                }
+                if conn.send(&buf).map_err(|e| e.to_string())? {
+                    hash.update(&buf);
+                    sent += buf.len() as u64;
+                    pending = false;
+                    conn.pump(Duration::ZERO).map_err(|e| e.to_string())?;
+                } else {
+                    conn.pump(Duration::from_millis(1)).map_err(|e| e.to_string())?;
+                }
+            }
+            let closed = drain_close(&mut conn, Duration::from_secs(120))?;
+            let secs = t0.elapsed().as_secs_f64();
+            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6,
+                "closed": closed, "sha256": report::hex(&hash.finalize())}));
+        }
         Mode::Bulk => {
             let buf = vec![0x5a; a.c.size];
             let mut sent = 0u64;

@@ -54,6 +54,9 @@ enum Cmd {
         /// Flows to serve before exiting.
         #[arg(long, default_value_t = 1)]
         flows: usize,
+        /// Report the SHA-256 of everything each flow delivered.
+        #[arg(long)]
+        hash: bool,
         /// A flow with nothing received for this long is over (seconds).
         #[arg(long, default_value_t = 3.0)]
         idle: f64,
@@ -67,6 +70,9 @@ enum Cmd {
         /// Bulk and stream: seconds to send for.
         #[arg(long, default_value_t = 5.0)]
         secs: f64,
+        /// Bulk: send exactly this many pseudo-random bytes (reporting their SHA-256), not --secs.
+        #[arg(long, default_value_t = 0)]
+        bytes: u64,
         /// Ping-pong: round trips.
         #[arg(long, default_value_t = 1000)]
         count: usize,
@@ -80,6 +86,7 @@ enum Cmd {
 
 pub struct ClientArgs {
     pub to: String,
+    pub bytes: u64,
     pub secs: f64,
     pub count: usize,
     pub rate: f64,
@@ -89,12 +96,12 @@ pub struct ClientArgs {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Server { listen, flows, idle, common } => match common.proto {
-            Proto::Ctp => ctp::server(&listen, flows, idle, &common),
+        Cmd::Server { listen, flows, idle, hash, common } => match common.proto {
+            Proto::Ctp => ctp::server(&listen, flows, idle, hash, &common),
             _ => kernel::server(&listen, flows, idle, &common),
         },
-        Cmd::Client { to, secs, count, rate, common } => {
-            let a = ClientArgs { to, secs, count, rate, c: common };
+        Cmd::Client { to, secs, bytes, count, rate, common } => {
+            let a = ClientArgs { to, bytes, secs, count, rate, c: common };
             match a.c.proto {
                 Proto::Ctp => ctp::client(&a),
                 _ => kernel::client(&a),

@@ -2,6 +2,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 /// User + system CPU seconds of this process so far.
 pub fn cpu_secs() -> f64 {
@@ -45,6 +46,29 @@ pub struct Tally {
     /// Stream packets: highest sequence + 1, and those within the playout delay.
     pub stream_top: u32,
     pub on_time: u64,
+    pub hash: Option<Sha256>,
+}
+
+/// A reproducible byte stream (xorshift64), so a receiver's hash shows order as well as content.
+pub struct Pattern(u64);
+
+impl Pattern {
+    pub fn new(seed: u64) -> Pattern {
+        Pattern(seed | 1)
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            *b = self.0 as u8;
+        }
+    }
+}
+
+pub fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub const PLAYOUT_US: u64 = 3_000_000;
@@ -56,6 +80,9 @@ impl Tally {
         self.last_us = now;
         self.bytes += m.len() as u64;
         self.msgs += 1;
+        if let Some(h) = self.hash.as_mut() {
+            h.update(m);
+        }
         if stream {
             if let Some((seq, delay)) = stream_parse(m) {
                 self.stream_top = self.stream_top.max(seq + 1);
@@ -74,6 +101,9 @@ impl Tally {
             "mbps": if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
             "cpu_secs": cpu_secs(),
         });
+        if let Some(h) = &self.hash {
+            v["sha256"] = json!(hex(&h.clone().finalize()));
+        }
         if self.stream_top > 0 {
             v["stream_on_time"] = json!(self.on_time);
         }

@@ -1,0 +1,100 @@
+"""The host transport over real UDP between two network namespaces: Reliable FIFO through
+nftables random loss, refusal of a composite the server does not serve, and `concast perf`.
+
+Needs root, ip and nft, and the concast-perf binary (cargo build --release).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from concast import perf, tools
+from concast.perfpath import B_ADDR, Path
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    for tool in ("ip", "nft"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    try:
+        perf.binary()
+    except tools.MissingTool as e:
+        return str(e)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+
+
+def _server(path: Path, port: int, *args: str) -> subprocess.Popen:
+    return path.popen("b", [perf.binary(), "server", "--listen", f"0.0.0.0:{port}", *args])
+
+
+def _client(path: Path, port: int, *args: str) -> subprocess.CompletedProcess:
+    p = path.popen("a", [perf.binary(), "client", "--to", f"{B_ADDR}:{port}", *args])
+    out, err = p.communicate(timeout=180)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def _finish(p: subprocess.Popen) -> tuple[str, str]:
+    try:
+        return p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()
+
+
+def test_reliable_fifo_through_ten_percent_loss_delivers_every_byte_in_order():
+    with Path(loss=0.10, tag=f"t{os.getpid()}") as path:
+        srv = _server(path, 15301, "--composite", "Bulk", "--hash", "--idle", "10")
+        try:
+            import time
+            time.sleep(0.3)
+            cli = _client(path, 15301, "--composite", "Bulk", "--bytes", "3000000", "--size", "20000")
+        finally:
+            out, err = _finish(srv)
+        assert cli.returncode == 0, cli.stderr
+        sent, got = json.loads(cli.stdout), json.loads(out)
+        assert sent["closed"] and got["end"] == "peer closed", (sent, got)
+        assert got["bytes"] == sent["bytes"] == 3_000_000
+        assert got["sha256"] == sent["sha256"]
+        # the loss was real and the transport repaired it
+        assert path.dropped("b") > 100 and path.dropped("a") > 10
+        assert sent["stats"]["retransmits"] > 100
+
+
+def test_a_composite_the_server_does_not_serve_is_refused_with_the_reason():
+    with Path(tag=f"r{os.getpid()}") as path:
+        srv = _server(path, 15302, "--composite", "Bulk", "--idle", "2")
+        try:
+            import time
+            time.sleep(0.3)
+            cli = _client(path, 15302, "--composite", "LossyFIFO", "--secs", "1")
+        finally:
+            srv.kill()
+            _finish(srv)
+        assert cli.returncode == 1
+        assert "refused: composite mismatch: peer asked for LossyFIFO, this end serves Bulk" in cli.stderr
+
+
+def test_concast_perf_measures_every_peer_in_one_run(tmp_path):
+    out = tmp_path / "perf.json"
+    rc = perf.main(["--mode", "bulk,pingpong", "--secs", "1", "--count", "100",
+                    "--composite", "Minimal,Bulk", "--tcp-cc", "cubic", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert rc == 0, [r["errors"] for r in rows]
+    whats = {(r["mode"], r["proto"], r["what"]) for r in rows}
+    for mode in ("bulk", "pingpong"):
+        assert {(mode, "tcp", "cubic"), (mode, "udp", "udp"), (mode, "ctp", "Minimal/newreno"),
+                (mode, "ctp", "Bulk/newreno")} <= whats
+    for r in rows:
+        if r["mode"] == "bulk":
+            assert r["mbps"] > 0 and r["vs_tcp"] > 0 and r["vs_udp"] > 0, r
+        else:
+            assert r["median_us"] > 0 and "plus_us_udp" in r and "plus_us_tcp" in r, r
