@@ -23,6 +23,8 @@ pub struct Counters {
     pub merged_out: u64,
     /// Datagrams the engine built or released that the socket refused (logged).
     pub send_errors: u64,
+    /// Datagrams the multiplex module captured and handed to this host's engine to bundle.
+    pub mplex_bundling: u64,
 
     // --- arriving data (this host as receiver R)
     /// Concast datagrams addressed to this host.
@@ -70,6 +72,7 @@ impl Counters {
             "data_out": self.data_out,
             "merged_out": self.merged_out,
             "send_errors": self.send_errors,
+            "mplex_bundling": self.mplex_bundling,
             "concast_in": self.concast_in,
             "plain_in": self.plain_in,
             "final_merge_in": self.final_merge_in,

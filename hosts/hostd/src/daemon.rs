@@ -109,7 +109,7 @@ impl Loop {
             req => self.host.request(now, id, req, &mut wire),
         };
         if let (true, Ok(Value::Object(fields))) = (is_stats, &mut reply) {
-            fields.insert("mplex".into(), self.mplex.service.stats());
+            fields.insert("mplex".into(), self.mplex.stats(&self.host));
         }
         reply
     }
@@ -168,7 +168,11 @@ impl Loop {
                 Token::Client(id) if r.readable || r.closed => self.serve_client(id),
                 Token::Client(_) => {} // writable: flushed below
                 Token::Mplex(source) => {
-                    if let Err(e) = self.mplex.service.on_ready(source) {
+                    // Captured datagrams are bundled here first (paper 4.2.1).
+                    let now = self.now();
+                    let mut wire = SocketWire(&self.tx);
+                    let mut fwd = crate::mplex::HostForward { host: &mut self.host, wire: &mut wire, now };
+                    if let Err(e) = self.mplex.service.on_ready_via(source, Some(&mut fwd)) {
                         emit(Level::Error, "mplex_io_failed", &[("source", &format!("{source:?}")), ("error", &e)]);
                     }
                 }

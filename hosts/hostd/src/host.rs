@@ -519,6 +519,35 @@ impl Host {
         Ok(json!({"sent": how, "why": why}))
     }
 
+    /// A one-record MplexPkt the multiplex module captured toward `flow.receiver` (paper
+    /// 4.2.1: the merge is applied first at the sending machine). While the flow's spec runs
+    /// here it goes into this host's merge engine, which bundles it with the host's other
+    /// captured datagrams toward R exactly as a router would; otherwise it is sent as it is.
+    /// False if it was not sent (the original then goes out plain).
+    pub fn forward_mplex(&mut self, now: u64, flow: FlowId, pkt: &[u8], wire: &mut dyn Wire) -> bool {
+        if let Route::Merge(id) = self.senders.route(&flow) {
+            let engine = self.engine.as_mut().expect("a merging flow has an engine");
+            self.out.clear();
+            if engine.ingest(id, &[pkt], now, &mut self.out).is_ok() {
+                self.counters.mplex_bundling += 1;
+                self.flush_outputs(wire);
+                self.check_quarantine();
+                return true;
+            }
+        }
+        let sent = wire.send(pkt).is_ok();
+        if sent {
+            self.counters.data_out += 1;
+        }
+        sent
+    }
+
+    /// The engine counters of a sender flow whose spec runs here.
+    pub fn sender_engine_counters(&self, flow: &FlowId) -> Option<concast_engine::FlowCounters> {
+        let id = self.senders.flows.get(flow)?.engine?;
+        Some(self.engine.as_ref()?.stats(id)?.counters)
+    }
+
     /// Serves `group` with `spec` (or replaces the spec in force: children get SPEC_UPDATE and
     /// the final merge switches; what the old spec held is delivered first).
     pub fn install_spec(&mut self, now: u64, group: u32, spec: Vec<u8>, wire: &mut dyn Wire) -> Result<Value, String> {

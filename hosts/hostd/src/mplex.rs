@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use concast_csp::{FlowId, Selector};
-use concast_mplex::{config, FlowProto, Mplex, Options, Selection, SenderConfig};
+use concast_mplex::{config, FlowProto, Forward, Mplex, Options, Selection, SenderConfig};
 use concast_daemon::log::{emit, Level};
 use concast_wire::ipv4::protocol;
 use serde_json::{json, Map, Value};
@@ -137,6 +137,20 @@ pub fn parse(f: &Map<String, Value>, own: Ipv4Addr, spec: impl FnOnce() -> Resul
     }
 }
 
+/// Hands the multiplex module's captured datagrams to [`Host::forward_mplex`], so they are
+/// bundled by this host's own merge engine (the multiplex spec routers run) before leaving.
+pub struct HostForward<'a> {
+    pub host: &'a mut Host,
+    pub wire: &'a mut dyn Wire,
+    pub now: u64,
+}
+
+impl Forward for HostForward<'_> {
+    fn forward(&mut self, receiver: Ipv4Addr, group: u32, pkt: &[u8]) -> bool {
+        self.host.forward_mplex(self.now, FlowId { receiver, group }, pkt, self.wire)
+    }
+}
+
 /// The multiplex module and what hostd knows about it.
 pub struct MplexGlue {
     pub service: Mplex,
@@ -239,8 +253,27 @@ impl MplexGlue {
                 emit(Level::Info, "mplex_receiver_off", &[("group", &group)]);
                 Ok(json!({"role": "receiver", "group": group, "was_on": true, "counters": counters.map(|c| c.to_json())}))
             }
-            MplexRequest::Status => Ok(self.service.stats()),
+            MplexRequest::Status => Ok(self.stats(host)),
         }
+    }
+
+    /// The module's counters, each sender flow with what this host's engine did with the
+    /// datagrams of its join (`bundled_here`: received, bundles built and sent, passed).
+    pub fn stats(&self, host: &Host) -> Value {
+        let mut v = self.service.stats();
+        if let Some(Value::Array(senders)) = v.get_mut("senders") {
+            for s in senders {
+                let receiver = s["receiver"].as_str().and_then(|r| r.parse().ok());
+                let group = s["group"].as_u64().and_then(|g| u32::try_from(g).ok());
+                let (Some(receiver), Some(group)) = (receiver, group) else { continue };
+                let here = host.sender_engine_counters(&FlowId { receiver, group }).map(|c| {
+                    json!({"received": c.received, "merged": c.merged, "out": c.out,
+                           "unmerged_forwarded": c.unmerged_forwarded, "dropped": c.dropped})
+                });
+                s["bundled_here"] = here.unwrap_or(Value::Null);
+            }
+        }
+        v
     }
 
     fn start(&mut self, host: &Host, flow: FlowId) {

@@ -3,10 +3,9 @@
 //! the Concast ID option of the flow's group, DF; the MplexHdr carries the flow's delay
 //! parameters with DelayedSoFar 0, and initialTTL = outer TTL = the datagram's TTL.
 //!
-//! Sender-side bundling would gain nothing here: the multiplex spec never puts two records
-//! of the same source in one bundle (it must not reorder them), and every datagram this
-//! host captures has the same source. Bundling starts at the first router, where ACKs of
-//! several hosts meet.
+//! The one-record MplexPkt carries the flow's own delays; hostd then bundles it with the
+//! host's other captured datagrams in its merge engine (the routers' multiplex spec), or it
+//! leaves alone when the spec does not run on the host.
 
 use concast_wire::build::MplexBuilder;
 use concast_wire::ipv4::{self, Params};

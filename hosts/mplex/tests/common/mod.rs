@@ -140,7 +140,7 @@ impl Sniffer {
         };
         assert_eq!(r, 0, "bind to {dev}");
         // Room for thousands of ACKs read only at the end of a test.
-        let size: i32 = 8 << 20;
+        let size: i32 = 64 << 20;
         unsafe {
             libc::setsockopt(
                 fd,
