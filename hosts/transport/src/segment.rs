@@ -69,12 +69,17 @@ impl Segment {
     }
 
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.encode_mapped(out, |_, v| v);
+    }
+
+    /// Encode with each attribute value passed through `map(id, value)` on the way out.
+    pub fn encode_mapped(&self, out: &mut Vec<u8>, map: impl Fn(u8, u64) -> u64) {
         out.reserve(self.encoded_len());
         out.extend_from_slice(&[MAGIC, VERSION, self.kind as u8, self.attrs.count() as u8]);
         out.extend_from_slice(&self.conn.to_be_bytes());
         for id in self.attrs.ids() {
             let d = attr::decl(id).expect("only declared attributes are set");
-            let v = self.attrs.get(id).unwrap_or(0).to_be_bytes();
+            let v = map(id, self.attrs.get(id).unwrap_or(0)).to_be_bytes();
             out.push(id);
             out.push(d.len);
             out.extend_from_slice(&v[8 - d.len as usize..]);

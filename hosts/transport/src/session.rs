@@ -320,15 +320,12 @@ impl Cx {
 
     /// Encode for the wire: ISN offsets go on.
     pub fn encode(&self, seg: &Segment, out: &mut Vec<u8>) {
-        let mut s = seg.clone();
-        if let Some(q) = s.attrs.get(attr::SEQ) {
-            s.attrs.set(attr::SEQ, (q as u32).wrapping_add(self.shared.isn_local) as u64);
-        }
-        if let Some(a) = s.attrs.get(attr::ACK) {
-            let cum = ((a >> 32) as u32).wrapping_add(self.shared.isn_peer) as u64;
-            s.attrs.set(attr::ACK, cum << 32 | (a & 0xffff_ffff));
-        }
-        s.encode_into(out);
+        let (local, peer) = (self.shared.isn_local, self.shared.isn_peer);
+        seg.encode_mapped(out, |id, v| match id {
+            attr::SEQ => (v as u32).wrapping_add(local) as u64,
+            attr::ACK => (((v >> 32) as u32).wrapping_add(peer) as u64) << 32 | (v & 0xffff_ffff),
+            _ => v,
+        });
     }
 
     pub fn hold(&mut self, id: SegId, b: Barrier) {

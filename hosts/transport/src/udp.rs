@@ -30,16 +30,22 @@ fn seed() -> u64 {
 
 fn socket(bind: SocketAddr) -> io::Result<UdpSocket> {
     let s = UdpSocket::bind(bind)?;
-    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-        // best effort: the kernel caps it at net.core.[rw]mem_max
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &SOCKET_BUFFER as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
+    // The FORCE options pass net.core.[rw]mem_max (root only); else the capped ones. A
+    // small receive buffer overflows at the first burst and costs a recovery per window.
+    for (force, plain) in [(libc::SO_SNDBUFFORCE, libc::SO_SNDBUF), (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)] {
+        for opt in [force, plain] {
+            let r = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    &SOCKET_BUFFER as *const _ as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                break;
+            }
         }
     }
     s.set_nonblocking(true)?;

@@ -50,7 +50,8 @@ impl CcCtl {
         CcCtl {
             cwnd: 2.0,
             pkt_snd_period_us: 0.0,
-            ack_interval: 1,
+            // TCP's delayed ACK: every second segment, or 10 ms after the first unacknowledged
+            ack_interval: 2,
             ack_period_us: 10_000,
             rto_us: None,
             custom_out: Vec::new(),

@@ -146,6 +146,10 @@ impl Micro for WindowedCongestion {
                 }
             }
             Event::SegmentLost => {
+                // a lost segment has left the network: it no longer fills the window
+                if let Some(id) = arg.seg {
+                    self.inflight.remove(&id);
+                }
                 let ranges = std::mem::take(&mut cx.shared.loss_ranges);
                 if !ranges.is_empty() {
                     self.cc.on_loss(&mut self.ctl, &ranges);

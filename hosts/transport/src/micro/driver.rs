@@ -13,7 +13,6 @@ const CLOSE_TRIES: u32 = 5;
 pub struct TransportDriver {
     close_sent: bool,
     close_tries: u32,
-    buf: Vec<u8>,
 }
 
 impl TransportDriver {
@@ -75,13 +74,13 @@ impl Micro for TransportDriver {
                 if let Some(bits) = announce {
                     seg.attrs.set(attr::COMPOSITE, bits);
                 }
-                let seg = seg.clone();
-                self.buf.clear();
-                cx.encode(&seg, &mut self.buf);
+                let seg = cx.seg(id).expect("just looked up");
+                let mut wire = Vec::with_capacity(seg.encoded_len());
+                cx.encode(seg, &mut wire);
                 cx.stats.segs_sent += 1;
-                cx.stats.bytes_sent += self.buf.len() as u64;
+                cx.stats.bytes_sent += wire.len() as u64;
                 cx.shared.last_send_us = cx.now;
-                cx.output(Output::Transmit(self.buf.clone()));
+                cx.output(Output::Transmit(wire));
             }
             Event::SegmentFromNet => {
                 let Some(id) = arg.seg else { return };

@@ -1,7 +1,8 @@
 //! Duplicate ACK: the third duplicate acknowledgement starts a recovery: every unacknowledged
 //! segment below the highest selectively acknowledged one (at least the oldest) is declared
-//! lost (SEGMENT LOST). During recovery each partial ACK declares the next hole lost
-//! (NewReno); recovery ends when everything sent before it began is acknowledged.
+//! lost (SEGMENT LOST). During recovery each ACK declares lost the holes below the highest
+//! selective ack not declared yet, and a partial ACK the hole it stops at (NewReno); recovery
+//! ends when everything sent before it began is acknowledged.
 use std::collections::HashSet;
 
 use crate::attr::ACK;
@@ -63,10 +64,16 @@ impl Micro for DuplicateAck {
                     s.in_recovery = false;
                     self.marked.clear();
                 } else {
-                    let hole = s.snd_una;
-                    self.declare(cx, vec![hole]);
+                    // the partial ack's hole, and any newly seen below a selective ack
+                    let top = s.highest_sacked.unwrap_or(s.snd_una).max(s.snd_una + 1);
+                    let lost = s.unacked.range(..top).map(|(q, _)| *q).collect();
+                    self.declare(cx, lost);
                 }
             }
+        } else if s.ack_duplicate && s.in_recovery {
+            let top = s.highest_sacked.unwrap_or(s.snd_una);
+            let lost = s.unacked.range(..top).map(|(q, _)| *q).collect();
+            self.declare(cx, lost);
         } else if s.ack_duplicate {
             self.dups += 1;
             if self.dups == DUP_THRESHOLD && !s.in_recovery {
