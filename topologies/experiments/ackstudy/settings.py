@@ -35,7 +35,7 @@ class Settings:
     udp_flows: int = 10
     udp_mbps: float = 0.5                # per flow
     tcp_flows: int = 40                  # high-loss only
-    cross_tcp_to: str = "random"         # random stub pairs, or "server-stub": toward sv's stub
+    cross_tcp_to: str = "random"         # random stub pairs, "server-stub" or "server"
     warmup_s: float = 3.0
     # the sweep
     envs: tuple[str, ...] = ENVS
@@ -114,9 +114,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=_ints, help="seeds of the cross traffic (1,2,3)")
     p.add_argument("--modes", type=lambda t: tuple(t.split(",")), help="on,off")
     p.add_argument("--tcp-flows", type=int, help="long-lived TCP cross flows, high-loss (40)")
-    p.add_argument("--cross-tcp-to", choices=["random", "server-stub"],
-                   help="where the high-loss TCP cross flows go: random stub pairs (default) "
-                        "or all toward the server's stub domain (loading the ACKs' path)")
+    p.add_argument("--cross-tcp-to", choices=["random", "server-stub", "server"],
+                   help="where the high-loss TCP cross flows go: random stub pairs (default), "
+                        "all toward the cross host in the server's stub domain, or all to the "
+                        "server itself (loading every link the ACKs converge on)")
     p.add_argument("--udp-flows", type=int, help="UDP cross flows, both environments (10)")
     p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
     p.add_argument("--page-bytes", type=int, help="page size (4096)")

@@ -144,10 +144,13 @@ class Testbed:
                                  group_of=group, reuse=True)
         flows = cross.flows_between(self.net, udp, "udp", rate_mbps=s.udp_mbps, size=1000)
         if env == "high-loss":
-            # "server-stub": every TCP flow sends toward the cross host in sv's stub domain,
-            # so the cross traffic queues on the links the ACKs take into that domain.
+            # "server-stub": every TCP flow sends toward the cross host in sv's stub domain;
+            # "server": toward sv itself, so its data queues on every link the ACKs converge
+            # on, sv's access link included.
             toward = None
-            if s.cross_tcp_to == "server-stub":
+            if s.cross_tcp_to == "server":
+                toward = [SERVER]
+            elif s.cross_tcp_to == "server-stub":
                 toward = [h for h in self.cross_hosts if group(h) == group(SERVER)]
                 if not toward:
                     raise RuntimeError(f"no cross-traffic host in {SERVER}'s stub domain")
