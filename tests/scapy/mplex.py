@@ -49,7 +49,8 @@ class MplexHdr(Packet):
                    IntField("max_total_delay", 0),
                    IntField("delayed_so_far", 0),
                    IntField("max_local_delay", 0),
-                   PacketListField("records", [], EncapsulatedPkt)]
+                   # A 64 KiB bundle holds up to 7281 records; Scapy stops at 100 unless told.
+                   PacketListField("records", [], EncapsulatedPkt, max_count=65535)]
 
     def post_build(self, p: bytes, pay: bytes) -> bytes:
         if self.initial_ttl is None:
