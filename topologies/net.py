@@ -39,8 +39,9 @@ class ConcastNet:
 
     def host(self, name: str, router: str, **link_params) -> "ConcastNet":
         """A host on its own /24 behind `router`. link_params, TCLink's names: delay=
-        ('10ms' or ms), loss= (percent), bw= (Mbit/s), max_queue_size= (packets). This
-        kernel has no netem, so delay, loss and queue limits are done by concast-linkemu."""
+        ('10ms' or ms), loss= (percent), bw= (Mbit/s), max_queue_size= (packets); and mtu=
+        (bytes, both ends). This kernel has no netem, so delay, loss and queue limits are done
+        by concast-linkemu."""
         self.topo.add_host(name, router, **link_params)
         return self
 
