@@ -94,7 +94,10 @@ def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list
         ctp = [{"proto": "ctp", "composite": comp, "cc": cc}
                for comp in composites for cc in (ccs if comp.lower() == "bulk" else ccs[:1])]
         for c in peers + ctp:
-            out.append({"mode": mode, "size": size, **c})
+            # unreliable composites lose a whole message with any of its segments: bulk sends
+            # them one segment per message, as UDP sends datagrams
+            reliable = c.get("composite", "bulk").lower() == "bulk"
+            out.append({"mode": mode, "size": size if reliable or mode != "bulk" else 1400, **c})
     return out
 
 
@@ -152,10 +155,11 @@ def table(rows: list[dict]) -> str:
         if not sel:
             continue
         if mode == "bulk":
-            lines.append(f"{'bulk':10} {'loss':>5} {'flows':>5} {'Mbit/s':>9} {'/TCP':>6} {'/UDP':>6} "
-                         f"{'fair':>5} {'cpu/flow':>8}")
+            lines.append(f"{'bulk':24} {'bneck':>5} {'loss':>5} {'flows':>5} {'Mbit/s':>9} {'/TCP':>6} "
+                         f"{'/UDP':>6} {'fair':>5} {'cpu/flow':>8}")
             for r in sel:
-                lines.append(f"{r['proto'] + ' ' + r['what']:10.30} {r['loss'] * 100:4.0f}% {r['flows']:5} "
+                lines.append(f"{r['proto'] + ' ' + r['what']:24} {f(r.get('rate_mbit') or None, '5.0f')} "
+                             f"{r['loss'] * 100:4.0f}% {r['flows']:5} "
                              f"{f(r.get('mbps'), '9.1f')} {f(r.get('vs_tcp'), '6.3f')} "
                              f"{f(r.get('vs_udp'), '6.3f')} {f(r.get('fairness'), '5.2f')} "
                              f"{f(r.get('cpu_per_flow'), '8.2f')}")
@@ -186,38 +190,71 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--flows", default="1", help="parallel flows (comma list; bulk only)")
     ap.add_argument("--secs", type=float, default=5.0, help="seconds per bulk or stream run")
     ap.add_argument("--count", type=int, default=2000, help="ping-pong round trips")
+    ap.add_argument("--rate", type=float, default=0.0, help="bottleneck rate in Mbit/s each way "
+                                                             "(tc tbf; 0: none)")
     ap.add_argument("--json", default=str(RESULTS), help="where to write the JSON results")
+    ap.add_argument("--suite", choices=["bench"], help="run the benchmark suite (make bench): "
+                    "lossless, loss 1-10%%, parallel flows on a 100 Mbit/s bottleneck, streaming")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast perf", description=__doc__.splitlines()[0])
     add_arguments(ap)
-    return run(ap.parse_args(argv), ap)
+    return run(ap.parse_args(argv))
 
 
-def run(ns: argparse.Namespace, ap: argparse.ArgumentParser | None = None) -> int:
-
+def collect(ns: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """Run every case the options ask for; returns (rows, raw runs)."""
     def split(v: str) -> list[str]:
         return [x.strip() for x in v.split(",") if x.strip()]
     modes = split(ns.mode)
     bad = [m for m in modes if m not in ("bulk", "pingpong", "stream")]
     if bad:
-        print(f"concast perf: unknown mode {bad[0]!r}: use bulk, pingpong, stream", file=sys.stderr)
-        return 2
+        raise ValueError(f"unknown mode {bad[0]!r}: use bulk, pingpong, stream")
     ccs = CC_NAMES if ns.cc == "all" else split(ns.cc)
-    losses = [float(x) / 100 for x in split(ns.loss)]
     runs = []
-    for loss in losses:
-        with Path(loss=loss) as path:
+    for loss in [float(x) / 100 for x in split(ns.loss)]:
+        with Path(loss=loss, rate_mbit=ns.rate) as path:
             for flows in [int(x) for x in split(ns.flows)]:
                 for case in cases(modes, split(ns.composite), ccs, split(ns.tcp_cc)):
                     if flows > 1 and case["mode"] != "bulk":
                         continue
                     print(f"concast perf: {case['mode']} {case['proto']} {case.get('composite', '')} "
                           f"{case.get('cc') or ''} loss {loss:.0%} flows {flows}", file=sys.stderr, flush=True)
-                    runs.append(run_case(path, case, ns.secs, ns.count, flows))
+                    run = run_case(path, case, ns.secs, ns.count, flows)
+                    run["rate_mbit"] = ns.rate
+                    runs.append(run)
     rows = [summarize(r) for r in runs]
+    for r, raw in zip(rows, runs):
+        r["rate_mbit"] = raw["rate_mbit"]
     add_ratios(rows)
+    return rows, runs
+
+
+# The benchmark suite: option sets for `collect`, each measured with its peers.
+SUITE = [
+    {"mode": "bulk,pingpong", "composite": "Minimal,Bulk", "cc": "all", "loss": "0"},
+    {"mode": "bulk", "composite": "Bulk", "cc": "all", "loss": "1,5,10"},
+    {"mode": "bulk", "composite": "Bulk", "cc": "newreno", "tcp_cc": "reno", "loss": "0",
+     "flows": "1,2,4,8,16,64", "rate": 100.0},
+    {"mode": "stream", "composite": "Bulk,Audio", "loss": "0,5,10", "secs": 10.0},
+]
+
+
+def run(ns: argparse.Namespace) -> int:
+    try:
+        if ns.suite:
+            rows, runs = [], []
+            for opts in SUITE:
+                part = argparse.Namespace(**{**vars(ns), **opts})
+                r, raw = collect(part)
+                rows += r
+                runs += raw
+        else:
+            rows, runs = collect(ns)
+    except ValueError as e:
+        print(f"concast perf: {e}", file=sys.stderr)
+        return 2
     print(table(rows))
     out = FsPath(ns.json)
     out.parent.mkdir(parents=True, exist_ok=True)

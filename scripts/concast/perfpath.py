@@ -23,10 +23,13 @@ class PathError(RuntimeError):
 class Path:
     """`with Path(loss=0.05) as p: p.run("a", [...])` — hosts "a" and "b"."""
 
-    def __init__(self, loss: float = 0.0, mtu: int = 1500, tag: str | None = None):
+    def __init__(self, loss: float = 0.0, mtu: int = 1500, tag: str | None = None,
+                 rate_mbit: float = 0.0):
         if not 0.0 <= loss < 1.0:
             raise ValueError(f"loss must be in [0, 1), got {loss}")
-        self.loss, self.mtu = loss, mtu
+        if rate_mbit < 0:
+            raise ValueError(f"rate must be positive, got {rate_mbit}")
+        self.loss, self.mtu, self.rate_mbit = loss, mtu, rate_mbit
         self.prefix = f"cperf-{tag or os.getpid()}-"
         self.ns = {"a": self.prefix + "a", "b": self.prefix + "b"}
         self.addr = {"a": A_ADDR, "b": B_ADDR}
@@ -59,6 +62,12 @@ class Path:
             _ip("-n", self.ns[h], "link", "set", v, "mtu", str(self.mtu), "up")
             if self.loss:
                 self._drop(h, self.loss)
+            if self.rate_mbit:
+                # one bottleneck each way: a token bucket with about 20 ms of queue
+                burst = max(int(self.rate_mbit * 1e6 / 8 / 250), 3 * self.mtu)
+                limit = max(int(self.rate_mbit * 1e6 / 8 * 0.02), 4 * self.mtu)
+                _ip("netns", "exec", self.ns[h], "tc", "qdisc", "add", "dev", v, "root", "tbf",
+                    "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "limit", str(limit))
 
     def _drop(self, host: str, loss: float) -> None:
         """Drop a `loss` share of TCP and UDP arriving at `host` (both directions lose)."""

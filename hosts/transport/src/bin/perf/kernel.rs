@@ -60,6 +60,7 @@ fn tcp_server(listen: &str, flows: usize, c: &Common) -> Result<(), String> {
         std::thread::spawn(move || {
             let _ = s.set_nodelay(true);
             let mut t = Tally::default();
+            let mut carry = Vec::new();
             let mut buf = vec![0u8; if c.mode == Mode::Pingpong { c.size } else { 1 << 17 }];
             loop {
                 let r = if c.mode == Mode::Pingpong {
@@ -73,10 +74,13 @@ fn tcp_server(listen: &str, flows: usize, c: &Common) -> Result<(), String> {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         if c.mode == Mode::Stream {
-                            // TCP keeps the packets' boundaries only by their fixed size
-                            for m in buf[..n].chunks(c.size) {
-                                t.add(m, m.len() == c.size);
+                            // TCP keeps no boundaries: cut the byte stream at the fixed size
+                            carry.extend_from_slice(&buf[..n]);
+                            let whole = carry.len() / c.size * c.size;
+                            for m in carry[..whole].chunks(c.size) {
+                                t.add(m, true);
                             }
+                            carry.drain(..whole);
                         } else {
                             t.add(&buf[..n], false);
                         }
