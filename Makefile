@@ -89,6 +89,7 @@ bench: build
 	$(PY) scripts/bench_latency.py --csv results/bench_latency.csv
 	$(PY) scripts/bench_forwarding.py
 	$(PY) scripts/bench_linkemu.py --csv results/bench_linkemu.csv
+	$(PY) -m concast.cli perf --suite bench --json results/perf-bench.json
 
 clean:
 	rm -rf $(BUILD) target mergespecs/specs/target results

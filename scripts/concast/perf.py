@@ -193,6 +193,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rate", type=float, default=0.0, help="bottleneck rate in Mbit/s each way "
                                                              "(tc tbf; 0: none)")
     ap.add_argument("--json", default=str(RESULTS), help="where to write the JSON results")
+    ap.add_argument("--loc", action="store_true", help="print the transport's lines-of-code "
+                                                         "table and exit")
     ap.add_argument("--suite", choices=["bench"], help="run the benchmark suite (make bench): "
                     "lossless, loss 1-10%%, parallel flows on a 100 Mbit/s bottleneck, streaming")
 
@@ -242,6 +244,9 @@ SUITE = [
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.loc:
+        from concast import transportloc
+        return transportloc.main()
     try:
         if ns.suite:
             rows, runs = [], []
