@@ -27,6 +27,9 @@ pub struct Settings {
     pub csp: CspConfig,
     /// Merge timers fire this many µs early (the engine's timer lead).
     pub timer_lead_us: u64,
+    /// Captured datagrams are bundled by this host's engine before they leave (paper 4.2.1);
+    /// false sends each alone.
+    pub sender_bundling: bool,
 }
 
 struct SocketWire<'a>(&'a RawSender);
@@ -43,6 +46,7 @@ const BURST: usize = 256;
 struct Loop {
     host: Host,
     mplex: MplexGlue,
+    sender_bundling: bool,
     server: Server,
     csp_rx: RawReceiver,
     capture: RawReceiver,
@@ -172,7 +176,8 @@ impl Loop {
                     let now = self.now();
                     let mut wire = SocketWire(&self.tx);
                     let mut fwd = crate::mplex::HostForward { host: &mut self.host, wire: &mut wire, now };
-                    if let Err(e) = self.mplex.service.on_ready_via(source, Some(&mut fwd)) {
+                    let via: Option<&mut dyn concast_mplex::Forward> = if self.sender_bundling { Some(&mut fwd) } else { None };
+                    if let Err(e) = self.mplex.service.on_ready_via(source, via) {
                         emit(Level::Error, "mplex_io_failed", &[("source", &format!("{source:?}")), ("error", &e)]);
                     }
                 }
@@ -206,6 +211,7 @@ pub fn run(s: Settings) -> Result<(), String> {
     let mut lp = Loop {
         host,
         mplex: MplexGlue::new(concast_mplex::Options::default()),
+        sender_bundling: s.sender_bundling,
         server,
         csp_rx,
         capture,

@@ -40,6 +40,10 @@ struct Args {
     /// wake-up and send latency, as routerd's flag of the same name.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     timer_lead_us: u64,
+    /// Send every captured datagram toward R as its own one-record MplexPkt instead of
+    /// bundling them here first (to measure routers' bundling alone, as before hosts bundled).
+    #[arg(long)]
+    no_sender_bundling: bool,
 }
 
 /// Every IPv4 address of this namespace but loopback ones.
@@ -80,7 +84,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
     let socket = a.socket.clone().or_else(|| s("socket").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/run/concast/hostd.sock"));
     let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000,
                                      leave_delay_us: a.leave_delay_ms * 1000, ..Default::default() };
-    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us })
+    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us, sender_bundling: !a.no_sender_bundling })
 }
 
 fn main() -> ExitCode {

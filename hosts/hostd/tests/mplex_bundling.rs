@@ -33,11 +33,12 @@ fn spec_path() -> PathBuf {
 struct Daemon(Child);
 
 impl Daemon {
-    fn start(ns: &str, addr: std::net::Ipv4Addr, socket: &Path) -> Daemon {
+    fn start(ns: &str, addr: std::net::Ipv4Addr, socket: &Path, extra: &[&str]) -> Daemon {
         let child = Command::new("ip")
             .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_concast-hostd")])
             .args(["--addr", &addr.to_string(), "--socket"])
             .arg(socket)
+            .args(extra)
             .spawn()
             .expect("start concast-hostd");
         let d = Daemon(child);
@@ -85,21 +86,38 @@ fn wait_capturing(socket: &Path) -> Value {
     }
 }
 
-#[test]
-fn a_host_bundles_its_own_acks_toward_r() {
+fn can_run() -> bool {
     if !common::can_run() {
-        return;
+        return false;
     }
     if !spec_path().exists() {
         eprintln!("skipped: {} not built (make build)", spec_path().display());
-        return;
+        return false;
     }
-    let pair = Pair::new("h");
-    let dir = std::env::temp_dir().join(format!("mplexhost{}", std::process::id()));
+    true
+}
+
+/// What one run of the downloads showed.
+struct Outcome {
+    /// A's multiplex status (its one sender flow) and B's receiver counters.
+    sender: Value,
+    receiver: Value,
+    /// ACKs A captured; MplexPkts from A on the wire and the records in them.
+    captured: u64,
+    pkts: u64,
+    records: u64,
+    /// ACK numbers per connection (A's port), in the order B's hostd injected them.
+    acks: BTreeMap<u16, Vec<u32>>,
+}
+
+/// Two namespaces, hostd in each (A's with `extra` flags), multiplexing on, eight downloads.
+fn downloads(tag: &str, extra: &[&str]) -> Outcome {
+    let pair = Pair::new(tag);
+    let dir = std::env::temp_dir().join(format!("mplexhost{tag}{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
-    let _hostd_b = Daemon::start(&pair.b, B, &sock_b);
-    let _hostd_a = Daemon::start(&pair.a, A, &sock_a);
+    let _hostd_b = Daemon::start(&pair.b, B, &sock_b, &[]);
+    let _hostd_a = Daemon::start(&pair.a, A, &sock_a, extra);
 
     let spec = spec_path().canonicalize().unwrap();
     request(&sock_b, json!({"op": "mplex", "action": "on", "role": "receiver",
@@ -151,11 +169,10 @@ fn a_host_bundles_its_own_acks_toward_r() {
 
     let st_a = request(&sock_a, json!({"op": "mplex", "action": "status"}));
     let st_b = request(&sock_b, json!({"op": "mplex", "action": "status"}));
-    let snd = &st_a["senders"][0];
-    let rcv = &st_b["receivers"][0]["counters"];
+    let snd = st_a["senders"][0].clone();
+    let rcv = st_b["receivers"][0]["counters"].clone();
     eprintln!("A: {snd}\nB: {rcv}");
-    let u = |v: &Value| v.as_u64().unwrap();
-    let captured = u(&snd["counters"]["sent"]);
+    let captured = snd["counters"]["sent"].as_u64().unwrap();
 
     // On the wire: MplexPkts from A and the records in them.
     let (mut pkts, mut records) = (0u64, 0u64);
@@ -168,29 +185,55 @@ fn a_host_bundles_its_own_acks_toward_r() {
         }
     }
     eprintln!("{captured} ACKs captured at A, {pkts} MplexPkts carried {records} records");
-    assert!(captured > 100, "the downloads made ACKs: {snd}");
-    assert_eq!(records, captured, "every captured ACK crossed once, in some bundle");
-    assert_eq!(u(&snd["bundled_here"]["received"]), captured, "all went through A's engine");
-    assert_eq!(u(&snd["bundled_here"]["out"]), pkts, "the engine's bundles are what crossed");
-    // Eight connections, 5 ms: ACKs of different connections share bundles. A wide margin:
-    // only "measurably fewer" is claimed, never a ratio the machine's load would decide.
-    assert!(pkts * 10 < captured * 9, "{pkts} packets for {captured} ACKs: A bundled too little");
-
-    // At B: each record delivered once, and per connection in A's order.
-    assert_eq!((u(&rcv["records"]), u(&rcv["delivered"]), u(&rcv["expired_ttl"])), (captured, captured, 0));
     let mut acks: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
     for d in injected.iter().filter(|d| d.len() >= 40 && d[9] == 6 && d[12..16] == A.octets()) {
         let tcp = &d[20..];
         let sport = u16::from_be_bytes([tcp[0], tcp[1]]);
         acks.entry(sport).or_default().push(u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]));
     }
-    assert_eq!(acks.len(), CONNECTIONS);
-    assert_eq!(acks.values().map(|v| v.len() as u64).sum::<u64>(), captured);
-    for (port, seq) in &acks {
+    let _ = std::fs::remove_dir_all(&dir);
+    Outcome { sender: snd, receiver: rcv, captured, pkts, records, acks }
+}
+
+/// Every record delivered once at B, and each connection's ACKs in A's order.
+fn delivered_once_in_order(o: &Outcome) {
+    let u = |v: &Value| v.as_u64().unwrap();
+    assert!(o.captured > 100, "the downloads made ACKs: {}", o.sender);
+    assert_eq!(o.records, o.captured, "every captured ACK crossed once, in some MplexPkt");
+    let r = &o.receiver;
+    assert_eq!((u(&r["records"]), u(&r["delivered"]), u(&r["expired_ttl"])), (o.captured, o.captured, 0));
+    assert_eq!(o.acks.len(), CONNECTIONS);
+    assert_eq!(o.acks.values().map(|v| v.len() as u64).sum::<u64>(), o.captured);
+    for (port, seq) in &o.acks {
         assert!(
             seq.windows(2).all(|w| w[1].wrapping_sub(w[0]) < 1 << 31),
             "connection {port}: ACK numbers went backwards at B: {seq:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_host_bundles_its_own_acks_toward_r() {
+    if !can_run() {
+        return;
+    }
+    let o = downloads("h", &[]);
+    delivered_once_in_order(&o);
+    let here = &o.sender["bundled_here"];
+    assert_eq!(here["received"].as_u64(), Some(o.captured), "all went through A's engine");
+    assert_eq!(here["out"].as_u64(), Some(o.pkts), "the engine's bundles are what crossed");
+    // Eight connections, 5 ms: ACKs of different connections share bundles. A wide margin:
+    // only "measurably fewer" is claimed, never a ratio the machine's load would decide.
+    assert!(o.pkts * 10 < o.captured * 9, "{} packets for {} ACKs: A bundled too little", o.pkts, o.captured);
+}
+
+#[test]
+fn without_sender_bundling_each_ack_leaves_alone() {
+    if !can_run() {
+        return;
+    }
+    let o = downloads("n", &["--no-sender-bundling"]);
+    delivered_once_in_order(&o);
+    assert_eq!(o.pkts, o.captured, "one MplexPkt per ACK");
+    assert_eq!(o.sender["bundled_here"]["received"].as_u64(), Some(0));
 }
