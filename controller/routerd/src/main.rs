@@ -78,6 +78,10 @@ struct Args {
     /// A link emulator's busy transmitter counts as free when it frees within this margin.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     timer_lead_us: u64,
+    /// Bytes of datagrams all flows together may hold for merging (the node's buffer space,
+    /// paper 4.2.2): beyond it the flow holding most sends its oldest bundles early.
+    #[arg(long, default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1500..=1 << 34))]
+    node_buffer_bytes: u64,
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
@@ -128,6 +132,7 @@ struct Settings {
     /// Direct egress: the routes and their port interfaces.
     egress: Option<(egress::Table, Vec<String>)>,
     timer_lead_us: u64,
+    node_buffer_bytes: usize,
     /// Queue access: the link emulator's state file and the routes' link slots.
     link_state: Option<(PathBuf, Vec<LinkRoute>)>,
 }
@@ -178,7 +183,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
         _ => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, link_state })
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, node_buffer_bytes: a.node_buffer_bytes as usize, link_state })
 }
 
 /// How CSP finds the MTU of this router's link toward an address (docs/protocol.md 2.3): by
@@ -235,7 +240,7 @@ impl PortSink<'_> {
 fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
-    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
+    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
         (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
         (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),

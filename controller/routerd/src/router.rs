@@ -395,7 +395,12 @@ impl Router {
         match command {
             "status" => self.status(),
             "flows" => self.flows_json(),
-            "stats" => json!({ "node": self.addr.to_string(), "counters": self.counters.to_json() }),
+            "stats" => json!({
+                "node": self.addr.to_string(),
+                "counters": self.counters.to_json(),
+                "buffer": { "held_bytes": self.engine.held_bytes(),
+                            "budget_bytes": self.engine.config().node_buffer_bytes },
+            }),
             other => json!({ "error": format!("unknown command {other:?}: try status, flows or stats") }),
         }
     }
@@ -410,6 +415,7 @@ fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
         "built_from": c.built_from, "builds": c.builds, "states_created": c.states_created,
         "timer_fires": c.timer_fires, "traps": c.traps,
         "gate_held": c.gate_held, "gate_hold_us": c.gate_hold_us,
+        "budget_builds": c.budget_builds,
     })
 }
 

@@ -93,6 +93,10 @@ pub struct EngineConfig {
     pub log_lines: usize,
     /// Timers fire this long before their deadline ([`crate::Engine::set_timer_lead`]).
     pub timer_lead_us: u64,
+    /// Bytes of datagrams all flows together may hold in open states: the node's buffer
+    /// space for merging (paper 4.2.2). Beyond it the flow holding most builds its oldest
+    /// states early until the node is back under budget.
+    pub node_buffer_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -104,6 +108,7 @@ impl Default for EngineConfig {
             timer_slot_us: 100,
             log_lines: 32,
             timer_lead_us: 0,
+            node_buffer_bytes: 64 << 20,
         }
     }
 }

@@ -118,6 +118,8 @@ pub struct Engine {
     gate: Option<Box<dyn EgressGate>>,
     /// Timers fire this long before their deadline (sleep and send latency; 0 offline).
     lead_us: u64,
+    /// Bytes all flows' open states hold (kept up to date by `with_flow` and `advance`).
+    held_total: usize,
 }
 
 /// The wasmtime configuration the limits call for.
@@ -167,6 +169,7 @@ impl Engine {
             ticker,
             gate: None,
             lead_us,
+            held_total: 0,
         })
     }
 
@@ -325,13 +328,41 @@ impl Engine {
             config,
             gate,
             lead_us,
+            held_total,
             ..
         } = self;
         let flow = match flows.get_mut(id.index as usize) {
             Some(Some(flow)) if generations[id.index as usize] == id.generation => flow,
             _ => return Err(FlowError::UnknownFlow),
         };
-        Ok(f(flow, &mut env(timers, out, now, config, gate, *lead_us)))
+        let before = flow.held_bytes();
+        let r = f(flow, &mut env(timers, out, now, config, gate, *lead_us));
+        *held_total = *held_total + flow.held_bytes() - before;
+        Ok(r)
+    }
+
+    /// Bytes of datagrams held in open states, all flows together.
+    pub fn held_bytes(&self) -> usize {
+        self.held_total
+    }
+
+    /// Over the node's buffer budget: the flow holding most builds its oldest state, again
+    /// and again, until the node is back under it (paper 4.2.2, condition 3).
+    fn keep_to_budget(&mut self, now: u64, out: &mut Outputs) {
+        while self.held_total > self.config.node_buffer_bytes {
+            let largest = self
+                .flows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, f)| Some((i, f.as_ref()?.held_bytes())))
+                .filter(|&(_, held)| held > 0)
+                .max_by_key(|&(_, held)| held);
+            let Some((index, _)) = largest else { break };
+            let id = FlowId { index: index as u32, generation: self.generations[index] };
+            if !matches!(self.with_flow(id, now, out, |flow, env| flow.build_oldest(env)), Ok(true)) {
+                break;
+            }
+        }
     }
 
     /// Merges a batch of datagrams of one flow, received by `now`. Due timers fire first.
@@ -344,7 +375,9 @@ impl Engine {
         out: &mut Outputs,
     ) -> Result<(), FlowError> {
         self.advance(now, out);
-        self.with_flow(flow, now, out, |flow, env| flow.ingest(batch, env))
+        self.with_flow(flow, now, out, |flow, env| flow.ingest(batch, env))?;
+        self.keep_to_budget(now, out);
+        Ok(())
     }
 
     /// Like [`Engine::ingest`] for datagrams of any flows: each goes to the flow of its
@@ -377,6 +410,7 @@ impl Engine {
         for (id, list) in groups {
             let _ = self.with_flow(id, now, out, |flow, env| flow.ingest(&list, env));
         }
+        self.keep_to_budget(now, out);
     }
 
     /// Fires every timer due by `now` (plus the timer lead), in deadline order; each
@@ -391,10 +425,13 @@ impl Engine {
                 config,
                 gate,
                 lead_us,
+                held_total,
                 ..
             } = self;
             if let Some(Some(flow)) = flows.get_mut(key.flow as usize) {
+                let before = flow.held_bytes();
                 flow.fire_timer(key.slot, &mut env(timers, out, now, config, gate, *lead_us));
+                *held_total = *held_total + flow.held_bytes() - before;
             }
         }
         self.due = due;
@@ -444,6 +481,7 @@ impl Engine {
         self.generations[id.index as usize] += 1;
         self.free.push(id.index);
         self.by_key.remove(&flow.key);
+        self.held_total -= flow.held_bytes(); // 0 after the flush; never leave a stale total
         Ok(flow.stats())
     }
 

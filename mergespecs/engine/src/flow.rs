@@ -49,6 +49,8 @@ pub struct FlowCounters {
     /// time they were held in all (µs).
     pub gate_held: u64,
     pub gate_hold_us: u64,
+    /// States built before their time because the node's buffer budget was spent.
+    pub budget_builds: u64,
     /// Faults (0 or 1: a fault quarantines the flow).
     pub traps: u64,
 }
@@ -513,6 +515,33 @@ impl Flow {
         if let Err((call, fault)) = r {
             self.quarantine(call, fault, env);
         }
+    }
+
+    /// Bytes of datagrams this flow's open states hold.
+    pub fn held_bytes(&self) -> usize {
+        self.states.held_bytes()
+    }
+
+    /// The node's buffer budget is spent and this flow holds most: its oldest state that
+    /// holds anything is built now. Returns false when there is none to build.
+    pub fn build_oldest(&mut self, env: &mut Env) -> bool {
+        if self.sandbox.is_none() {
+            return false;
+        }
+        let oldest = self
+            .states
+            .slots_in_order()
+            .into_iter()
+            .find(|&s| self.states.slot(s).held.count() > 0);
+        let Some(slot) = oldest else { return false };
+        self.cx().now_us = env.now;
+        self.counters.budget_builds += 1;
+        if let Err((call, fault)) = self.build(slot, env) {
+            self.quarantine(call, fault, env);
+        } else if self.states.slot(slot).open {
+            self.states.requeue(slot); // kept: what it holds from now on is newer
+        }
+        true
     }
 
     /// Builds every open state now (flow removal, spec replacement).
