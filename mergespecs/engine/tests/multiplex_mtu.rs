@@ -47,3 +47,17 @@ fn a_576_byte_path_keeps_bundles_within_576() {
     assert_eq!(records, 100);
     assert!(sizes.len() > 1 && sizes.iter().all(|&s| s <= 576), "{sizes:?}");
 }
+
+#[test]
+fn linear_memory_per_flow_grows_with_the_path_mtu_not_past_it() {
+    let memory = |mtu: u32| {
+        let setup = Setup::params("").mtu(mtu);
+        let run = both::<Multiplex>("multiplex", &setup, |run| run.at(0, &[make::concast(host(1), 6, 64, &[0x50; 20])]));
+        run.stats().memory_bytes
+    };
+    let (m1500, m9000, m65535) = (memory(1500), memory(9000), memory(65_535));
+    println!("multiplex flow, 16 bundles: {m1500} B at MTU 1500, {m9000} B at 9000, {m65535} B at 65535");
+    assert!(m1500 <= 640 << 10, "{m1500}");
+    assert!(m1500 < m9000 && m9000 < m65535);
+    assert!(m65535 <= 8 << 20, "{m65535}");
+}

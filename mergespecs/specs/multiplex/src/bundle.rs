@@ -2,6 +2,7 @@
 //! raw bytes the engine holds for it and its place in the opening order (`seq`).
 
 use concast_sdk::wire::mplex::{self, Record, RecordRepr};
+use concast_speckit::arena::Arena;
 use concast_speckit::buf::ArenaBuf;
 
 use crate::delays::BundleDelays;
@@ -32,10 +33,10 @@ pub struct MplexBundle {
 }
 
 impl MplexBundle {
-    /// An empty bundle that can ever hold `capacity` bytes of payload (MplexHdr included).
-    pub fn new(capacity: usize) -> Result<MplexBundle, &'static str> {
-        Ok(MplexBundle {
-            buf: ArenaBuf::zeroed(capacity)?,
+    /// An empty bundle whose payload (MplexHdr included) is built in `bytes` (zeroed).
+    pub fn new(bytes: Arena<u8>) -> MplexBundle {
+        MplexBundle {
+            buf: ArenaBuf::from_arena(bytes),
             records: 0,
             max_ttl: 0,
             opened_at: None,
@@ -43,7 +44,7 @@ impl MplexBundle {
             delays: BundleDelays::new(),
             held_bytes: 0,
             seq: 0,
-        })
+        }
     }
 
     /// Starts an empty bundle whose payload may be `limit` bytes (MplexHdr included).

@@ -323,14 +323,15 @@ impl MergeSpec for Multiplex {
         let config = Config::parse(host.params())?;
         let n = config.max_bundles as usize;
         // Buffers are sized once, for the path MTU the flow starts with (docs/multiplex.md
-        // "Bundle size"): a bundle per arena page or so, the key index for every record
-        // the open bundles can hold.
+        // "Bundle size"): the bundles' payloads side by side in one arena, the key index
+        // for every record they can hold.
         let capacity = payload_limit(host.path_mtu()).max(mplex::HEADER_LEN);
+        let mut buffers = Arena::<u8>::zeroed(n * capacity)?; // one memory.grow for all
         Ok(Multiplex {
             config,
             set: BundleSet {
                 config,
-                bundles: Arena::try_new(n, || MplexBundle::new(capacity))?,
+                bundles: Arena::try_new(n, || Ok(MplexBundle::new(buffers.carve(capacity)?)))?,
                 order: Order::new(),
                 keys: KeyIndex::new(n * max_records(capacity))?,
                 next_seq: 1,

@@ -110,6 +110,30 @@ impl<T: Zeroable> Arena<T> {
     }
 }
 
+impl<T: Zeroable> Arena<T> {
+    /// The first `len` items of this arena as an arena of their own, which then holds the
+    /// rest: several buffers from one `memory.grow` (on wasm they share the pages; natively
+    /// the piece is a fresh zeroed allocation and this arena only shrinks). `Err` if fewer
+    /// than `len` items are left.
+    pub fn carve(&mut self, len: usize) -> Result<Arena<T>, &'static str> {
+        if len > self.items.len() {
+            return Err("arena too small for what is carved from it");
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let (piece, rest) = core::mem::take(&mut self.items).split_at_mut(len);
+            self.items = rest;
+            Ok(Arena { items: piece })
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let rest = self.items.len() - len;
+            self.items = Arena::zeroed(rest)?.items;
+            Arena::zeroed(len)
+        }
+    }
+}
+
 impl<T> Deref for Arena<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {

@@ -65,11 +65,17 @@ impl<const N: usize> Buf<[u8; N]> {
 impl Buf<Arena<u8>> {
     /// An empty buffer of `capacity` bytes (zero pages: nothing is written at init).
     pub fn zeroed(capacity: usize) -> Result<ArenaBuf, &'static str> {
-        Ok(Buf {
-            bytes: Arena::zeroed(capacity)?,
+        Ok(Buf::from_arena(Arena::zeroed(capacity)?))
+    }
+
+    /// An empty buffer over `bytes` (zeroed, for example carved from a larger arena).
+    pub fn from_arena(bytes: Arena<u8>) -> ArenaBuf {
+        let limit = bytes.len();
+        Buf {
+            bytes,
             len: 0,
-            limit: capacity,
-        })
+            limit,
+        }
     }
 }
 
@@ -152,6 +158,17 @@ mod tests {
         b.reset(0, 100);
         assert_eq!(b.limit(), 8, "never past the capacity");
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn buffers_carved_from_one_arena_are_disjoint() {
+        let mut pool = crate::arena::Arena::<u8>::zeroed(3 * 100).unwrap();
+        let mut a = ArenaBuf::from_arena(pool.carve(100).unwrap());
+        let mut b = ArenaBuf::from_arena(pool.carve(100).unwrap());
+        assert_eq!((a.capacity(), b.capacity(), pool.len()), (100, 100, 100));
+        assert!(a.push(&[7; 100]) && b.push(&[9; 100]));
+        assert_eq!((a.as_slice()[99], b.as_slice()[0]), (7, 9));
+        assert!(pool.carve(101).is_err(), "only 100 left");
     }
 
     #[test]
