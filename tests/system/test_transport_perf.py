@@ -1,0 +1,61 @@
+"""`concast perf`'s bookkeeping without a network: which cases a run measures, what a row
+takes from the JSON records, and the ratios to the peers measured in the same run."""
+from __future__ import annotations
+
+import pytest
+
+from concast import perf
+from concast.perfpath import Path
+
+
+def _run(mode, proto, server, client, what=None, loss=0.0, flows=1):
+    r = {"mode": mode, "proto": proto, "loss": loss, "flows": flows, "server": server,
+         "client": client, "errors": []}
+    if proto == "tcp":
+        r["cc"] = what
+    elif proto == "ctp":
+        r["composite"], r["cc"] = what.split("/")
+    return r
+
+
+def test_cases_pair_every_ctp_composite_with_tcp_and_udp():
+    cs = perf.cases(["bulk", "pingpong"], ["Minimal", "Bulk"], ["newreno", "vegas"], ["cubic"])
+    bulk = [c for c in cs if c["mode"] == "bulk"]
+    assert [(c["proto"], c.get("composite"), c.get("cc")) for c in bulk] == [
+        ("tcp", None, "cubic"), ("udp", None, None), ("ctp", "Minimal", "newreno"),
+        ("ctp", "Bulk", "newreno"), ("ctp", "Bulk", "vegas")]
+    assert [c["size"] for c in bulk] == [65536, 65536, 1400, 65536, 65536]
+    assert all(c["size"] == 64 for c in cs if c["mode"] == "pingpong")
+
+
+def test_rows_take_receiver_throughput_and_compute_ratios_and_fairness():
+    runs = [
+        _run("bulk", "tcp", [{"mbps": 1000.0}], [{"secs": 5, "cpu_secs": 2.5}], "cubic"),
+        _run("bulk", "udp", [{"mbps": 500.0}], [{"secs": 5, "cpu_secs": 5}]),
+        _run("bulk", "ctp", [{"mbps": 300.0}, {"mbps": 100.0}],
+             [{"secs": 5, "cpu_secs": 1}, {"secs": 5, "cpu_secs": 3}], "Bulk/newreno", flows=2),
+        _run("bulk", "tcp", [{"mbps": 200.0}, {"mbps": 200.0}], [{"secs": 5}, {"secs": 5}],
+             "cubic", flows=2),
+        _run("pingpong", "udp", [], [{"rtt": {"median_us": 40.0, "p99_us": 90.0}, "lost": 0}]),
+        _run("pingpong", "ctp", [], [{"rtt": {"median_us": 65.0, "p99_us": 99.0}, "lost": 0}],
+             "Minimal/newreno"),
+    ]
+    rows = [perf.summarize(r) for r in runs]
+    perf.add_ratios(rows)
+    tcp, udp, ctp2, tcp2, ping_udp, ping_ctp = rows
+    assert (tcp["vs_tcp"], tcp["vs_udp"], udp["vs_tcp"]) == (1.0, 2.0, 0.5)
+    assert tcp["cpu_per_flow"] == 0.5
+    # two flows are compared with two flows of TCP, not with one
+    assert ctp2["mbps"] == 400.0 and ctp2["vs_tcp"] == 1.0 and "vs_udp" not in ctp2
+    assert ctp2["fairness"] == pytest.approx(400.0 ** 2 / (2 * (300.0 ** 2 + 100.0 ** 2)))
+    assert ctp2["cpu_per_flow"] == pytest.approx(0.4)
+    assert ping_ctp["plus_us_udp"] == 25.0 and "plus_us_tcp" not in ping_ctp
+    text = perf.table(rows)
+    assert "Bulk/newreno" in text and " 2.000" in text and "+us/UDP" in text
+
+
+def test_bad_path_settings_are_refused():
+    with pytest.raises(ValueError, match="loss"):
+        Path(loss=1.0)
+    with pytest.raises(ValueError, match="rate"):
+        Path(rate_mbit=-1)
