@@ -1,8 +1,9 @@
 //! The MTU of the link a route toward an address leaves by: what a CSP node needs for the
 //! path MTU it learns and advertises (docs/protocol.md 2.3). The route is the longest-prefix
 //! match among this network namespace's IPv4 routes (`/proc/net/route`), the MTU is its
-//! interface's (`/sys/class/net/IF/mtu`), lowered by a route's own MTU when it has one.
-//! Read afresh on every call: CSP asks only when a JOIN or JOIN_ACK goes by.
+//! interface's (`SIOCGIFMTU` on a socket, so always this namespace's interface: a process
+//! moved into a namespace may still see another one's `/sys`), lowered by a route's own MTU
+//! when it has one. Read afresh on every call: CSP asks only when a JOIN or JOIN_ACK goes by.
 
 use std::net::Ipv4Addr;
 
@@ -52,15 +53,31 @@ pub fn best_route(routes: &[KernelRoute], to: Ipv4Addr) -> Option<&KernelRoute> 
         .max_by_key(|r| (u32::from(r.mask).count_ones(), std::cmp::Reverse(r.metric)))
 }
 
-/// An interface's MTU, at most 65535 (loopback says 65536; no IPv4 datagram is longer).
+/// An interface's MTU in this network namespace, at most 65535 (loopback says 65536; no IPv4
+/// datagram is longer). None if there is no such interface.
 pub fn iface_mtu(iface: &str) -> Option<u16> {
-    let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok()?;
-    let mtu: u32 = text.trim().parse().ok()?;
-    Some(mtu.min(65_535) as u16)
+    let name = iface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    // SAFETY: a plain socket, an ifreq with a NUL-terminated name, and the fd closed below.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (d, s) in req.ifr_name.iter_mut().zip(name) {
+            *d = *s as libc::c_char;
+        }
+        let ok = libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) == 0;
+        libc::close(fd);
+        ok.then(|| req.ifr_ifru.ifru_mtu.clamp(0, 65_535) as u16)
+    }
 }
 
 /// The MTU of the link this namespace's route toward `to` leaves by (None: no route, or
-/// its interface cannot be read).
+/// no such interface).
 pub fn route_mtu(to: Ipv4Addr) -> Option<u16> {
     let text = std::fs::read_to_string("/proc/net/route").ok()?;
     let routes = parse_routes(&text);
@@ -112,6 +129,7 @@ mod tests {
     #[test]
     fn loopback_reads_as_at_most_65535() {
         assert_eq!(iface_mtu("lo").map(|m| m >= 1500), Some(true));
-        assert_eq!(iface_mtu("no-such-interface-here"), None);
+        assert_eq!(iface_mtu("no-such-if"), None);
+        assert_eq!(iface_mtu("a-name-longer-than-ifnamsiz"), None);
     }
 }
