@@ -36,6 +36,8 @@ class Settings:
     udp_mbps: float = 0.5                # per flow
     tcp_flows: int = 40                  # high-loss only
     cross_tcp_to: str = "random"         # random stub pairs, "server-stub" or "server"
+    # the clients' hostd bundles its own ACKs first (paper 4.2.1); off = routers alone
+    sender_bundling: bool = True
     warmup_s: float = 3.0
     # the sweep
     envs: tuple[str, ...] = ENVS
@@ -118,6 +120,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the high-loss TCP cross flows go: random stub pairs (default), "
                         "all toward the cross host in the server's stub domain, or all to the "
                         "server itself (loading every link the ACKs converge on)")
+    p.add_argument("--sender-bundling", choices=["on", "off"],
+                   help="whether the clients' hostd bundles its own ACKs before the routers "
+                        "(paper 4.2.1; default on) or sends each alone (routers only)")
     p.add_argument("--udp-flows", type=int, help="UDP cross flows, both environments (10)")
     p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
     p.add_argument("--page-bytes", type=int, help="page size (4096)")
@@ -139,6 +144,8 @@ def from_args(ns: argparse.Namespace) -> Settings:
             setattr(s, key, v)
     if ns.delays is not None:
         s.delays_ms = ns.delays
+    if getattr(ns, "sender_bundling", None) is not None:
+        s.sender_bundling = ns.sender_bundling == "on"
     if getattr(ns, "spec_params", None):
         bad = [p for p in ns.spec_params if "=" not in p]
         if bad:

@@ -85,7 +85,8 @@ class Testbed:
         t1 = time.monotonic()
         # A long soft-state hold: 220 routers and 200 hosts on two cores miss short refresh
         # deadlines, and an expiring child tears its branch of the flow down.
-        self.net.start_concast(hold=30, timeout=120)
+        self.net.start_concast(hold=30, timeout=120, hostd_args=(
+            [] if s.sender_bundling else ["--no-sender-bundling"]))
         say(f"daemons up in {time.monotonic() - t1:.0f} s")
         self.sv_ip = self.net.ip(SERVER)
         self._no_metrics_cache()
