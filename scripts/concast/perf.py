@@ -19,19 +19,17 @@ from concast.perfpath import B_ADDR, Path
 
 RESULTS = tools.RESULTS / "perf.json"
 # The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
-CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas"]
+CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast"]
 _ports = itertools.count(15201)
 
 
 def binary() -> str:
     """concast-perf from the workspace build, else the transport crate's own target dir."""
-    try:
-        return str(tools.rust_binary("concast-perf"))
-    except tools.MissingTool:
-        own = ROOT / "target" / "transport" / "release" / "concast-perf"
-        if own.is_file():
-            return str(own)
-        raise
+    found = [p for p in (ROOT / "target" / "release" / "concast-perf",
+                         ROOT / "target" / "transport" / "release" / "concast-perf") if p.is_file()]
+    if not found:
+        return str(tools.rust_binary("concast-perf"))  # from PATH, or says how to build it
+    return str(max(found, key=lambda p: p.stat().st_mtime))  # the freshest build
 
 
 def _lines(text: str) -> list[dict]:
@@ -86,7 +84,8 @@ def measure(**case) -> dict:
         return run_case(p, case, secs, count, flows)
 
 
-def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list[str]) -> list[dict]:
+def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list[str],
+          blaster_mbit: float = 500.0) -> list[dict]:
     out = []
     for mode in modes:
         size = {"bulk": 65536, "pingpong": 64, "stream": 160}[mode]
@@ -98,6 +97,8 @@ def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list
             # them one segment per message, as UDP sends datagrams
             reliable = c.get("composite", "bulk").lower() == "bulk"
             out.append({"mode": mode, "size": size if reliable or mode != "bulk" else 1400, **c})
+            if c.get("cc") == "blaster" and mode != "stream":
+                out[-1]["rate"] = blaster_mbit * 1e6
     return out
 
 
@@ -218,7 +219,8 @@ def collect(ns: argparse.Namespace) -> tuple[list[dict], list[dict]]:
     for loss in [float(x) / 100 for x in split(ns.loss)]:
         with Path(loss=loss, rate_mbit=ns.rate) as path:
             for flows in [int(x) for x in split(ns.flows)]:
-                for case in cases(modes, split(ns.composite), ccs, split(ns.tcp_cc)):
+                blaster = 0.9 * ns.rate if ns.rate else 500.0  # below the bottleneck
+                for case in cases(modes, split(ns.composite), ccs, split(ns.tcp_cc), blaster):
                     if flows > 1 and case["mode"] != "bulk":
                         continue
                     print(f"concast perf: {case['mode']} {case['proto']} {case.get('composite', '')} "

@@ -5,6 +5,7 @@
 mod bic;
 mod blaster;
 mod daimd;
+mod fast;
 mod highspeed;
 mod newreno;
 mod scalable;
@@ -14,6 +15,7 @@ mod westwood;
 pub use bic::Bic;
 pub use blaster::Blaster;
 pub use daimd::Daimd;
+pub use fast::Fast;
 pub use highspeed::HighSpeed;
 pub use newreno::NewReno;
 pub use scalable::Scalable;
@@ -82,8 +84,8 @@ pub trait Ccc: Send {
     fn process_custom_msg(&mut self, _c: &mut CcCtl, _msg: &[u8]) {}
 }
 
-pub const NAMES: [&str; 8] =
-    ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas"];
+pub const NAMES: [&str; 9] =
+    ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast"];
 
 /// An algorithm by name; `rate_bps` is the blaster's fixed rate.
 pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
@@ -96,6 +98,7 @@ pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
         "bic" => Box::new(Bic::default()),
         "westwood" => Box::new(Westwood::default()),
         "vegas" => Box::new(Vegas::default()),
+        "fast" => Box::new(Fast::default()),
         _ => return Err(format!("unknown congestion control {name:?}; known: {}", NAMES.join(", "))),
     })
 }
