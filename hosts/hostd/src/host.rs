@@ -542,6 +542,17 @@ impl Host {
         sent
     }
 
+    /// Sends now whatever this host's engine holds for `flow` (a datagram of it is about to
+    /// go out plain and must not overtake them).
+    pub fn flush_mplex(&mut self, now: u64, flow: FlowId, wire: &mut dyn Wire) {
+        let Route::Merge(id) = self.senders.route(&flow) else { return };
+        let engine = self.engine.as_mut().expect("a merging flow has an engine");
+        self.out.clear();
+        if engine.flush_flow(id, now, &mut self.out).is_ok() {
+            self.flush_outputs(wire);
+        }
+    }
+
     /// The engine counters of a sender flow whose spec runs here.
     pub fn sender_engine_counters(&self, flow: &FlowId) -> Option<concast_engine::FlowCounters> {
         let id = self.senders.flows.get(flow)?.engine?;

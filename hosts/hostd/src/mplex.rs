@@ -149,6 +149,10 @@ impl Forward for HostForward<'_> {
     fn forward(&mut self, receiver: Ipv4Addr, group: u32, pkt: &[u8]) -> bool {
         self.host.forward_mplex(self.now, FlowId { receiver, group }, pkt, self.wire)
     }
+
+    fn before_pass(&mut self, receiver: Ipv4Addr, group: u32) {
+        self.host.flush_mplex(self.now, FlowId { receiver, group }, self.wire);
+    }
 }
 
 /// The multiplex module and what hostd knows about it.

@@ -129,7 +129,7 @@ mod tests {
         };
         assert_eq!(
             f.insert_argv().join(" "),
-            "-w -I OUTPUT -d 10.2.1.2/32 -p udp --sport 5000 --dport 6000 -m length --length 28:128 \
+            "-w -I OUTPUT -d 10.2.1.2/32 -p udp --sport 5000 --dport 6000 \
              -m comment --comment concast-mplex -j NFQUEUE --queue-num 4242 --queue-bypass"
         );
     }

@@ -293,6 +293,12 @@ impl Queue {
                         self.num,
                     )
                     .attr(NFQA_VERDICT_HDR, &hdr);
+                // An accepted packet leaves before the next one is decided: a later datagram
+                // of its flow, multiplexed and sent at once, must not overtake it.
+                if v == Verdict::Accept {
+                    self.send(self.verdicts.bytes())?;
+                    self.verdicts.clear();
+                }
             }
         }
         if !self.verdicts.is_empty() {

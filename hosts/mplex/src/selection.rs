@@ -79,9 +79,10 @@ impl Selection {
         Ok(Selection::Flow { proto, sport, dport })
     }
 
-    /// The iptables match for this selection (after `-d R/32`): the protocol, ports and
-    /// flags the rule can see, and the length limit, so that datagrams too large to
-    /// multiplex never wake the daemon.
+    /// The iptables match for this selection (after `-d R/32`). The ACK capture limits the
+    /// length, so data segments never wake the daemon; an application flow's rule takes every
+    /// datagram of the flow, so one that cannot be multiplexed (too large, SYN/FIN/RST) is
+    /// seen and sent only after the flow's held datagrams (per-flow order).
     pub fn rule_match(&self, threshold: u16) -> Vec<String> {
         let s = |v: &str| v.to_string();
         match *self {
@@ -104,11 +105,6 @@ impl Selection {
                 if let Some(p) = dport {
                     m.extend([s("--dport"), p.to_string()]);
                 }
-                if proto == FlowProto::Tcp {
-                    m.extend([s("--tcp-flags"), s("SYN,FIN,RST"), s("NONE")]);
-                }
-                let len = format!("{}:{threshold}", proto.min_datagram());
-                m.extend([s("-m"), s("length"), s("--length"), len]);
                 m
             }
         }
@@ -212,11 +208,9 @@ mod tests {
         assert!(Selection::flow(FlowProto::Udp, Some(0), None).is_err());
         assert_eq!(f.to_string(), "udp sport 4000");
         assert_eq!(t.to_string(), "tcp dport 8000");
-        assert_eq!(f.rule_match(200).join(" "), "-p udp --sport 4000 -m length --length 28:200");
-        assert_eq!(
-            t.rule_match(90).join(" "),
-            "-p tcp --dport 8000 --tcp-flags SYN,FIN,RST NONE -m length --length 40:90"
-        );
+        // A flow's rule takes every datagram of it: the threshold is applied in user space.
+        assert_eq!(f.rule_match(200).join(" "), "-p udp --sport 4000");
+        assert_eq!(t.rule_match(90).join(" "), "-p tcp --dport 8000");
         // Application flows are tried before the ACK capture.
         let mut all = vec![Selection::Acks, t];
         all.sort();

@@ -118,6 +118,10 @@ pub trait Forward {
     /// Takes `pkt`, a one-record MplexPkt of `(receiver, group)`; false if it could not
     /// (the original then goes out plain).
     fn forward(&mut self, receiver: Ipv4Addr, group: u32, pkt: &[u8]) -> bool;
+
+    /// A captured datagram of `(receiver, group)` is about to go out as it is: whatever is
+    /// held for that flow leaves first, so the datagram overtakes none of its flow's.
+    fn before_pass(&mut self, _receiver: Ipv4Addr, _group: u32) {}
 }
 
 impl Forward for Sender {
@@ -563,12 +567,17 @@ fn take(
     };
     let c = &mut flow.counters;
     c.captured += 1;
-    if p.truncated {
-        c.pass(PassReason::Malformed.name());
-        return Verdict::Accept;
-    }
-    if let Err(why) = flow.config.selection.check(p.payload, flow.config.size_threshold) {
+    let (receiver, group) = (flow.config.receiver, flow.config.group);
+    let pass = if p.truncated {
+        Some(PassReason::Malformed)
+    } else {
+        flow.config.selection.check(p.payload, flow.config.size_threshold).err()
+    };
+    if let Some(why) = pass {
         c.pass(why.name());
+        if let Some(f) = forward {
+            f.before_pass(receiver, group);
+        }
         return Verdict::Accept;
     }
     let datagram = &mut scratch[..p.payload.len()];
@@ -586,8 +595,7 @@ fn take(
         return Verdict::Accept;
     };
     c.encapsulated += 1;
-    let receiver = flow.config.receiver;
-    if forward.is_some_and(|f| f.forward(receiver, flow.config.group, &buf[..len])) {
+    if forward.is_some_and(|f| f.forward(receiver, group, &buf[..len])) {
         c.sent += 1;
         Verdict::Drop
     } else {
