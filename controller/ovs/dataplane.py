@@ -74,8 +74,10 @@ class OvsDataplane:
         args, batch = [], []
         for r in capable:
             sw, rd = r.cpu_switch_iface, r.cpu_iface
-            batch += [f"link add {sw} address {r.plan.cpu_switch_mac} type veth peer name {rd}"
-                      f" address {r.plan.cpu_routerd_mac}", f"link set {sw} up", f"link set {rd} up"]
+            # MTU 65535: a bundle built for a jumbo path must pass the CPU port whole.
+            batch += [f"link add {sw} address {r.plan.cpu_switch_mac} mtu 65535 type veth"
+                      f" peer name {rd} address {r.plan.cpu_routerd_mac} mtu 65535",
+                      f"link set {sw} up", f"link set {rd} up"]
             args += ["--", "add-port", r.bridge, sw,
                      "--", "set", "interface", sw, f"ofport_request={naming.CPU_OFPORT}"]
         # One `ip -batch` for every CPU port rather than three processes per router.
