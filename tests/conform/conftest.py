@@ -1,0 +1,94 @@
+"""The conformance suite (docs/conformance.md): run it with `concast conform`, which passes
+--conform-dataplane; plain `pytest tests/` skips it (it builds its own network).
+
+Target: s1 - r1 - rx on the chosen data plane. The suite plays both ends itself: s1 is a
+child joining and sending, rx is the receiver R answering joins and serving the spec, so
+the router under test is checked alone, from the wire. With --conform-target plain, r1 is a
+concast-oblivious router (no routerd): a target that must fail the router's tests.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+SYSTEM = HERE.parent / "system"
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(SYSTEM))
+
+
+def _system_conftest():
+    """tests/system's checks (root, Mininet, OVS), loaded under another module name."""
+    spec = importlib.util.spec_from_file_location("concast_system_conftest",
+                                                  SYSTEM / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("conform", "concast conformance suite")
+    g.addoption("--conform-dataplane", choices=["linux", "ovs"], default=None,
+                help="build s1 - r1 - rx on this data plane and run the suite")
+    g.addoption("--conform-target", choices=["ours", "plain"], default="ours",
+                help="ours: routerd on r1; plain: r1 is an oblivious router (must fail)")
+    g.addoption("--conform-pcaps", default=None, help="folder for failed tests' pcaps")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spec(id): the protocol.md sentence a test checks")
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:mininet.node")
+
+
+def pytest_collection_modifyitems(config, items):
+    mine = [i for i in items if Path(str(i.fspath)).parent == HERE]
+    if not mine:
+        return
+    reason = None
+    if config.getoption("--conform-dataplane") is None:
+        reason = "the conformance suite runs under `concast conform --dataplane ...`"
+    else:
+        reason = _system_conftest().why_not_mininet()
+    for item in mine:
+        if item.get_closest_marker("spec") is None:
+            raise pytest.UsageError(f"{item.nodeid}: every conformance test names its spec id")
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    log = getattr(item, "conform_log", None)
+    if report.when == "call" and report.failed and log is not None and log.frames:
+        folder = Path(item.config.getoption("--conform-pcaps") or
+                      item.config._tmp_path_factory.getbasetemp() / "conform-pcaps")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)
+        path = log.write_pcap(folder / f"{name}.pcap")
+        report.sections.append(("conform pcap", str(path)))
+        report.user_properties.append(("pcap", str(path)))
+
+
+@pytest.fixture(scope="session")
+def target(request, tmp_path_factory):
+    from conform_target import build
+    yield from build(request.config.getoption("--conform-dataplane"),
+                     request.config.getoption("--conform-target"),
+                     tmp_path_factory.mktemp("conform"))
+
+
+@pytest.fixture
+def wire(target, request):
+    """The target with this test's frame log; both ends drained of earlier traffic."""
+    from conform_wire import Log
+    log = Log()
+    request.node.conform_log = log
+    target.use_log(log)
+    for p in (target.s1, target.rx):
+        p.drain()
+    return target

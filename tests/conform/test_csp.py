@@ -1,0 +1,225 @@
+"""CSP at the router under test (protocol.md section 2), one message at a time, with s1 as
+the joining child and rx as the receiver R."""
+import pytest
+from scapy.layers.inet import IP, IPOption_Router_Alert
+
+from concast.scapy import (CSP, CSP_Error, CSP_Join, CSP_JoinAck, CSP_Leave, CSP_Refresh,
+                           CSP_SpecChunk, CSP_SpecRequest, CSP_SpecUpdate, IPOption_Concast,
+                           classify, csp_datagram)
+from conform_target import decode, fresh_group, is_csp
+from crafting import patched
+
+pytestmark = pytest.mark.mininet
+QUIET = 1.5     # how long "nothing happens" is watched for
+
+
+def upstream_join(t, group):
+    """The router's own JOIN toward R; a JOIN that reaches R from anyone else (the child's,
+    forwarded as by an oblivious router) fails the test's precondition, 2.8-1."""
+    got = t.upstream_csp(group, 1)
+    if got is not None and decode(got).src not in t.router_addresses:
+        pytest.fail(f"the child's JOIN reached R from {decode(got).src}: the router did not "
+                    "take it (2.8-1)")
+    return got
+
+
+@pytest.mark.spec("2.8-1")
+def test_a_join_for_an_unknown_flow_makes_the_router_join_r_itself(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    got = upstream_join(wire, g)
+    assert got is not None, "no JOIN for (rx, g) reached rx"
+    ip = decode(got)
+    assert ip.src in wire.router_addresses, f"the JOIN came from {ip.src}, not the router"
+    assert ip[CSP].receiver == wire.RX
+
+
+@pytest.mark.spec("2.8-1")
+def test_the_child_gets_a_join_ack_naming_the_spec_r_put_in_force(wire):
+    ack = decode(wire.activate(fresh_group()))
+    assert ack[CSP_JoinAck].spec_hash == wire.spec_hash
+    assert ack[CSP_JoinAck].spec_size == len(wire.spec)
+    assert ack.dst == wire.S1 and ack.src in wire.router_addresses
+
+
+@pytest.mark.spec("2.1-3")
+def test_a_join_ack_copies_the_sequence_number_of_the_join(wire):
+    g = fresh_group()
+    wire.activate(g)
+    wire.s1.send(wire.join_msg(g, seq=0xC0FFEE))
+    ack = wire.child_csp(g, 2)
+    assert ack is not None, "a JOIN to an active flow was not answered"
+    assert decode(ack)[CSP].seq == 0xC0FFEE
+
+
+@pytest.mark.spec("2.8-1")
+def test_a_join_to_an_active_flow_is_answered_at_once_without_asking_r(wire):
+    g = fresh_group()
+    wire.activate(g)
+    wire.rx.drain()
+    wire.s1.send(wire.join_msg(g))
+    assert wire.child_csp(g, 2) is not None
+    assert wire.rx.first(lambda d: is_csp(d, g, 1), QUIET) is None
+
+
+@pytest.mark.spec("2.8-2")
+def test_a_refresh_for_an_unknown_flow_is_taken_as_a_join(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g, body=CSP_Refresh(hold_time=300, selector_proto=254)))
+    got = upstream_join(wire, g)
+    assert got is not None, "a REFRESH for an unknown flow did not make the router join R"
+    assert decode(got).src in wire.router_addresses
+
+
+@pytest.mark.spec("2.8-4")
+def test_no_spec_from_r_is_passed_to_the_pending_child(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    up = decode(upstream_join(wire, g))
+    wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
+                              / CSP_Error(error_code=1, offending_type=1, reason=b"no spec"),
+                              src=wire.RX, dst=up.src, ttl=64))
+    err = wire.child_csp(g, 8)
+    assert err is not None, "the child was not told NO_SPEC"
+    assert decode(err)[CSP_Error].error_code == 1
+
+
+@pytest.mark.spec("2.7-1")
+def test_after_no_spec_the_router_forgets_the_pending_flow(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    up = decode(upstream_join(wire, g))
+    wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
+                              / CSP_Error(error_code=1, offending_type=1),
+                              src=wire.RX, dst=up.src, ttl=64))
+    assert wire.child_csp(g, 8) is not None
+    wire.s1.send(wire.join_msg(g))          # forgotten: a new JOIN starts over upstream
+    assert upstream_join(wire, g) is not None
+
+
+@pytest.mark.spec("2.5-4")
+def test_a_spec_request_for_an_unknown_hash_gets_spec_not_found_with_its_seq(wire):
+    g = fresh_group()
+    wire.activate(g)
+    req = csp_datagram(CSP(group=g, receiver=wire.RX, seq=4711)
+                       / CSP_SpecRequest(spec_hash=bytes(range(32)), chunk_index=0),
+                       src=wire.S1, dst=wire.router_id, ttl=64)
+    wire.s1.send(req)
+    err = wire.child_csp(g, 8)
+    assert err is not None, "no ERROR for a request of a hash the router does not hold"
+    e = decode(err)
+    assert e[CSP_Error].error_code == 4 and e[CSP].seq == 4711
+
+
+@pytest.mark.spec("2.5-4")
+def test_a_router_serves_chunks_of_a_spec_it_holds(wire):
+    g = fresh_group()
+    wire.activate(g)
+    wire.s1.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=99)
+                              / CSP_SpecRequest(spec_hash=wire.spec_hash, chunk_index=1),
+                              src=wire.S1, dst=wire.router_id, ttl=64))
+    got = wire.child_csp(g, 6)
+    assert got is not None, "the router did not serve a chunk of the spec it runs"
+    c = decode(got)[CSP_SpecChunk]
+    assert c.chunk_index == 1 and c.spec_size == len(wire.spec)
+    assert bytes(c.data) == wire.spec[1024:2048]
+
+
+@pytest.mark.spec("2-1")
+def test_a_concast_option_on_a_csp_datagram_is_ignored(wire):
+    g = fresh_group()
+    msg = wire.join_msg(g, options=[IPOption_Router_Alert(), IPOption_Concast(group=g + 1)])
+    wire.s1.send(msg)
+    assert upstream_join(wire, g) is not None, "a JOIN carrying a Concast ID was not taken"
+
+
+@pytest.mark.spec("2.4-3")
+def test_when_the_last_child_leaves_the_router_leaves_upstream(wire):
+    g = fresh_group()
+    wire.activate(g)
+    wire.s1.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=5) / CSP_Leave(),
+                              src=wire.S1, dst=wire.RX, ttl=64))
+    got = wire.upstream_csp(g, 4, timeout=5)
+    assert got is not None, "no LEAVE toward R after the only child left"
+    assert decode(got).src in wire.router_addresses
+
+
+@pytest.mark.spec("2.6-1")
+def test_a_spec_update_from_upstream_is_fetched_from_it_and_passed_to_children(wire):
+    import hashlib
+    g = fresh_group()
+    wire.activate(g)
+    new = wire.spec + b""   # a different module: the same code with a custom section
+    new = new + bytes([0, 6, 4]) + b"conf" + b"x"
+    h = hashlib.sha256(new).digest()
+    wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=77)
+                              / CSP_SpecUpdate(spec_size=len(new), spec_hash=h),
+                              src=wire.RX, dst=wire.router_id, ttl=64))
+    req = wire.rx.first(lambda d: is_csp(d, g, 5), 5)
+    assert req is not None, "the router did not request the new spec from R"
+    assert decode(req)[CSP_SpecRequest].spec_hash == h
+    old, wire.spec, wire.spec_hash = (wire.spec, wire.spec_hash), new, h
+    try:
+        import time
+        deadline = time.monotonic() + 10
+        wire.serve_chunk(decode(req))
+        upd = None
+        while upd is None and time.monotonic() < deadline:
+            for d in wire.rx.datagrams(0.2):
+                if is_csp(d, g, 5):
+                    wire.serve_chunk(decode(d))
+            upd = wire.s1.first(lambda d: is_csp(d, g, 7), 0.05)
+        assert upd is not None, "the child was not sent the SPEC_UPDATE"
+        assert decode(upd)[CSP_SpecUpdate].spec_hash == h
+    finally:
+        wire.spec, wire.spec_hash = old
+
+
+# --- malformed CSP: not acted on (no JOIN toward R), answered with MALFORMED at most ---------
+def _join_bytes(t, g, **kw):
+    return bytes(t.join_msg(g, **kw))
+
+
+MALFORMED_JOINS = {
+    # id: (spec id, how the JOIN is spoiled)
+    "csp_missing_router_alert": ("2-2", lambda t, g: _join_bytes(t, g, options=[])),
+    "csp_truncated": ("2.1-5", lambda t, g: patched(_join_bytes(t, g)[:24 + 12], 2,
+                                                   (36).to_bytes(2, "big"))),
+    "csp_length_past_payload": ("2.1-5", lambda t, g: patched(_join_bytes(t, g), 26,
+                                                             (57).to_bytes(2, "big"), False)),
+    "csp_bad_version": ("2.1-6", lambda t, g: patched(_join_bytes(t, g), 24, b"\x02", False)),
+    "csp_type_0": ("2.1-7", lambda t, g: patched(_join_bytes(t, g), 25, b"\x00", False)),
+    "csp_type_9": ("2.1-7", lambda t, g: patched(_join_bytes(t, g), 25, b"\x09", False)),
+    "csp_trailing_bytes": ("2.1-1", lambda t, g: _trailing(t, g)),
+    "csp_body_too_short": ("2.1-8", lambda t, g: _short_body(t, g)),
+}
+
+
+def _trailing(t, g):
+    raw = _join_bytes(t, g) + b"\0\0\0\0"
+    return patched(raw, 2, len(raw).to_bytes(2, "big"))
+
+
+def _short_body(t, g):
+    raw = _join_bytes(t, g)[:-4]
+    raw = patched(raw, 2, len(raw).to_bytes(2, "big"))
+    return patched(raw, 26, (len(raw) - 24).to_bytes(2, "big"), False)
+
+
+def _check_not_acted_on(t, g, raw):
+    assert classify(raw).kind == "malformed", classify(raw)
+    t.s1.send(raw)
+    leaked = t.rx.first(lambda d: d[9] == 253 and (is_csp(d, g, 1) or d[12:16] == raw[12:16]),
+                        QUIET)
+    assert leaked is None, "a malformed JOIN was acted on or forwarded toward R"
+    for d in t.s1.datagrams(0.2):
+        if is_csp(d, g, 8):
+            assert decode(d)[CSP_Error].error_code == 5, "a malformed JOIN answered, not MALFORMED"
+
+
+@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(v[0]))
+                                  for k, v in sorted(MALFORMED_JOINS.items())])
+def test_a_malformed_join_is_not_acted_on(wire, case):
+    g = fresh_group()
+    make = MALFORMED_JOINS[case][1]
+    _check_not_acted_on(wire, g, make(wire, g))
