@@ -439,7 +439,9 @@ impl Session {
             (why, r.encode())
         };
         let Some(bits) = seg.attrs.get(attr::COMPOSITE) else {
-            return Err(refuse("unknown connection: no composite announced".into()));
+            // a client announces until answered, so this is a late datagram of a session this
+            // end has already let go: no reply, which could only end the peer's session early
+            return Err(("unknown connection: no composite announced".into(), vec![]));
         };
         let theirs = Composite::from_bits(bits as u32).map_err(|r| refuse(r.to_string()))?;
         if let Some(ours) = serve.filter(|o| *o != theirs) {

@@ -59,8 +59,12 @@ fn wait(s: &UdpSocket, timeout: Duration, out: bool) -> io::Result<()> {
         events: if out { libc::POLLOUT } else { libc::POLLIN },
         revents: 0,
     };
-    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-    if unsafe { libc::poll(&mut p, 1, ms) } < 0 {
+    // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != ErrorKind::Interrupted {
             return Err(e);

@@ -277,8 +277,9 @@ fn an_unknown_or_invalid_announced_composite_is_refused() {
         | 1 << 8 | 1 << 6 | 1 << 5;
     let (why, _) = Session::accept(&cfg, None, &open(lossy_retx), 0).err().unwrap();
     assert_eq!(why, "lossy-fifo conflicts with retransmit");
-    let (why, _) = Session::accept(&cfg, None, &Segment::new(Kind::Data, 9).encode(), 0).err().unwrap();
+    let (why, reply) = Session::accept(&cfg, None, &Segment::new(Kind::Data, 9).encode(), 0).err().unwrap();
     assert!(why.contains("no composite announced"), "{why}");
+    assert!(reply.is_empty(), "a stale datagram gets no reply");
 }
 
 mod garbage {

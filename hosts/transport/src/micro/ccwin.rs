@@ -76,6 +76,8 @@ impl WindowedCongestion {
                     }
                     return;
                 }
+                // at most one period of credit: a late wake-up keeps the rate, idling does not
+                // bank a burst
                 self.next_at = self.next_at.max(now - period) + period;
             }
             self.held.pop_front();

@@ -34,7 +34,8 @@ fn labels(c: &Common, comp: Composite) -> Value {
 }
 
 pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> Result<(), String> {
-    let cfg = config(c, 1e6)?;
+    // the server's own sending (echoes, stream replies) is paced, if at all, at 1 Gbit/s
+    let cfg = config(c, 1e9)?;
     let comp = cfg.composite;
     let mut srv = Server::bind(listen, cfg, Some(comp)).map_err(|e| format!("bind {listen}: {e}"))?;
     let mut tallies: HashMap<SocketAddr, Tally> = HashMap::new();
@@ -71,10 +72,13 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> 
             eprintln!("concast-perf: refused {a}: {why}");
         }
         refused_seen = srv.refused.len();
-        let now = report::mono_us();
-        let quiet: Vec<SocketAddr> = tallies
+        // a flow is over when its session has heard nothing for `idle` (keep-alives count),
+        // not when it has delivered nothing: a starved flow is still a flow
+        let now = srv.now();
+        let quiet: Vec<SocketAddr> = srv
+            .sessions
             .iter()
-            .filter(|(_, t)| now.saturating_sub(t.last_us) > idle_us)
+            .filter(|(_, s)| now.saturating_sub(s.shared().last_recv_us) > idle_us)
             .map(|(a, _)| *a)
             .collect();
         for a in quiet {
