@@ -1,5 +1,5 @@
-"""Path MTU from CSP on the Linux data plane (docs/protocol.md 2.3, docs/multiplex.md "Bundle
-size"): h1 - r1 - r2 - r3 (oblivious) - sv, every link 9000 bytes but r2 - r3, whose MTU
+"""Path MTU from CSP on the Linux and OVS data planes (docs/protocol.md 2.3, docs/multiplex.md
+"Bundle size"): h1 - r1 - r2 - r3 (oblivious) - sv, every link 9000 bytes but r2 - r3, whose MTU
 the module parameter sets. sv serves group 7 with the multiplex spec (group 1 is hostd's
 multiplex service, which joins only for captured ACKs); h1 joins (sv, 7) and sends 300
 one-record MplexPkts, each one ACK of its own flow, at once; r1 and r2 bundle them, holding
@@ -27,6 +27,7 @@ from hostdtools import PYTHON, SPECS, concast_network, router_flow, wait_for
 from concast.hosts import Client
 from concast.scapy import mplex_records
 from concast.topologies import ConcastNet
+from concast.topologies import links, naming
 from concast.topologies.capture import Capture
 
 pytestmark = pytest.mark.mininet
@@ -37,17 +38,18 @@ HOLD_US = 400_000
 SENDER = Path(__file__).with_name("mplexsend.py")
 
 
-def line() -> ConcastNet:
-    return (ConcastNet(dataplane="linux")
+def line(dataplane: str) -> ConcastNet:
+    return (ConcastNet(dataplane=dataplane)
             .routers("r1", "r2").router("r3", capable=False)
             .host("h1", router="r1", mtu=9000).host("sv", router="r3", mtu=9000)
             .link("r1", "r2", mtu=9000).link("r2", "r3", mtu=9000))
 
 
-@pytest.fixture(scope="module", params=[1000, 9000], ids=["small-link-1000", "jumbo-9000"])
+@pytest.fixture(scope="module", params=[("linux", 1000), ("linux", 9000), ("ovs", 1000),
+                                        ("ovs", 9000)], ids=lambda p: f"{p[0]}-{p[1]}")
 def run(request, tmp_path_factory):
-    small = request.param
-    for n in concast_network(line(), tmp_path_factory.mktemp(f"path-mtu-{small}")):
+    dataplane, small = request.param
+    for n in concast_network(line(dataplane), tmp_path_factory.mktemp(f"path-mtu-{small}")):
         sv = n.ip("sv")
         with Client(n.hostd_socket("sv")) as rx:
             rx.install_spec(GROUP, SPECS / "multiplex.wasm")
@@ -56,10 +58,7 @@ def run(request, tmp_path_factory):
             h1.leave(sv, GROUP)
             wait_for(lambda: all(router_flow(n, r, GROUP) is None for r in ("r1", "r2")), 15,
                      "the routers did not forget the flow after h1 left")
-            for a, b in (("r2", "r3"), ("r3", "r2")):
-                port = n[a].port_name(n[a].port_to(b))
-                subprocess.run(["ip", "-n", n[a].netns, "link", "set", "dev", port, "mtu",
-                                str(small)], check=True, capture_output=True, timeout=10)
+            links.set_mtu(mininet_link(n, "r2", "r3"), small)
             join(n, h1)
             flows = h1.flows()["flows"]
         with Capture(n["sv"], "sv-eth0", n.run_dir / "sv.pcap", "ip proto 254") as cap:
@@ -73,6 +72,13 @@ def run(request, tmp_path_factory):
                 time.sleep(0.2)
         yield {"small": small, "net": n, "packets": cap.packets(), "h1_flows": flows,
                "r1": router_flow(n, "r1", GROUP), "r2": router_flow(n, "r2", GROUP)}
+
+
+def mininet_link(n, a: str, b: str):
+    """The Mininet link between routers a and b (found by a's port name)."""
+    port = next(p.ofport for p in n.plan.routers[a].ports if p.peer == b)
+    name = naming.port_iface(n.tag, a, port)
+    return next(ln for ln in n.mn.links if name in (ln.intf1.name, ln.intf2.name))
 
 
 def join(n, h1: Client) -> None:
