@@ -84,7 +84,7 @@ def test_no_spec_from_r_is_passed_to_the_pending_child(wire):
     assert decode(err)[CSP_Error].error_code == 1
 
 
-@pytest.mark.spec("2.7-1")
+@pytest.mark.spec("2.7-3")
 def test_after_no_spec_the_router_forgets_the_pending_flow(wire):
     g = fresh_group()
     wire.s1.send(wire.join_msg(g))
@@ -133,7 +133,7 @@ def test_a_concast_option_on_a_csp_datagram_is_ignored(wire):
     assert upstream_join(wire, g) is not None, "a JOIN carrying a Concast ID was not taken"
 
 
-@pytest.mark.spec("2.4-3")
+@pytest.mark.spec("2.4-2")
 def test_when_the_last_child_leaves_the_router_leaves_upstream(wire):
     g = fresh_group()
     wire.activate(g)
