@@ -23,7 +23,11 @@ const RTF_UP: u32 = 0x1;
 /// The up routes of a `/proc/net/route` text. Addresses there are the raw 32-bit words in
 /// host byte order, printed in hex, so their bytes in memory order are the address.
 pub fn parse_routes(text: &str) -> Vec<KernelRoute> {
-    let addr = |h: &str| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()));
+    let addr = |h: &str| {
+        u32::from_str_radix(h, 16)
+            .ok()
+            .map(|v| Ipv4Addr::from(v.to_ne_bytes()))
+    };
     text.lines()
         .skip(1)
         .filter_map(|line| {
@@ -96,7 +100,8 @@ mod tests {
     // As the kernel prints them on x86 (little-endian): 10.0.0.0/8 via r1-eth1, the more
     // specific 10.0.9.0/24 via r1-eth2 (route MTU 1200), a default route, and a route
     // that is down.
-    const TABLE: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+    const TABLE: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
         r1-eth1\t0000000A\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n\
         r1-eth2\t0009000A\t0100000A\t0003\t0\t0\t0\t00FFFFFF\t1200\t0\t0\n\
         r1-eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
@@ -109,7 +114,10 @@ mod tests {
         }
         let routes = parse_routes(TABLE);
         assert_eq!(routes.len(), 3);
-        assert_eq!((routes[1].dest, routes[1].mask), (Ipv4Addr::new(10, 0, 9, 0), Ipv4Addr::new(255, 255, 255, 0)));
+        assert_eq!(
+            (routes[1].dest, routes[1].mask),
+            (Ipv4Addr::new(10, 0, 9, 0), Ipv4Addr::new(255, 255, 255, 0))
+        );
         assert_eq!(routes[1].mtu, 1200);
     }
 
@@ -121,9 +129,16 @@ mod tests {
         let routes = parse_routes(TABLE);
         let via = |a: [u8; 4]| best_route(&routes, Ipv4Addr::from(a)).map(|r| r.iface.as_str());
         assert_eq!(via([10, 0, 9, 9]), Some("r1-eth2"));
-        assert_eq!(via([10, 0, 5, 1]), Some("r1-eth1"), "the down /24 is not used");
+        assert_eq!(
+            via([10, 0, 5, 1]),
+            Some("r1-eth1"),
+            "the down /24 is not used"
+        );
         assert_eq!(via([192, 168, 1, 7]), Some("r1-eth0"));
-        assert_eq!(best_route(&routes[..2], Ipv4Addr::new(192, 168, 1, 7)), None);
+        assert_eq!(
+            best_route(&routes[..2], Ipv4Addr::new(192, 168, 1, 7)),
+            None
+        );
     }
 
     #[test]

@@ -990,7 +990,9 @@ mod tests {
         assert_eq!(n, 56);
         assert_eq!(&buf[16..24], &[0, 30, 0x23, 0x28, 1, 2, 3, 4]);
         let m = Message::parse(&buf[..n]).unwrap();
-        let Body::JoinAck(b) = m.body else { panic!("not a JOIN_ACK") };
+        let Body::JoinAck(b) = m.body else {
+            panic!("not a JOIN_ACK")
+        };
         assert_eq!((b.hold_time(), b.path_mtu()), (30, 9000));
         // A node that predates the field sends zero there: "not known".
         let old = JoinAckRepr { path_mtu: 0, ..ack };

@@ -25,7 +25,9 @@ fn bundle(mtu: u32, mtu_later: u32, senders: u8) -> (Vec<usize>, usize) {
     for n in 1..=senders {
         let msg = make::concast(host(n), 6, 64, &ACK);
         loop {
-            let Tag::Merge(t) = m.get_tag(&msg, &mut h) else { panic!("an ACK is bundled") };
+            let Tag::Merge(t) = m.get_tag(&msg, &mut h) else {
+                panic!("an ACK is bundled")
+            };
             let mut tag = t as u32;
             if !open.contains(&tag) {
                 tag = m.new_state(t, &mut h);
@@ -51,7 +53,10 @@ fn bundle(mtu: u32, mtu_later: u32, senders: u8) -> (Vec<usize>, usize) {
         .emitted
         .iter()
         .map(|(body, _)| {
-            records += mplex::Packet::new_checked(&body[..]).expect("an MplexPkt").records().count();
+            records += mplex::Packet::new_checked(&body[..])
+                .expect("an MplexPkt")
+                .records()
+                .count();
             OUTER + body.len()
         })
         .collect();
@@ -62,7 +67,11 @@ fn bundle(mtu: u32, mtu_later: u32, senders: u8) -> (Vec<usize>, usize) {
 fn a_jumbo_path_gets_bundles_past_4096_bytes() {
     let (sizes, records) = bundle(9000, 9000, 250);
     assert_eq!(records, 250, "every ACK carried");
-    assert_eq!(sizes.len(), 1, "250 ACKs fit one 9000-byte bundle: {sizes:?}");
+    assert_eq!(
+        sizes.len(),
+        1,
+        "250 ACKs fit one 9000-byte bundle: {sizes:?}"
+    );
     assert!(sizes[0] > 4096 && sizes[0] <= 9000, "{sizes:?}");
 }
 
@@ -70,9 +79,15 @@ fn a_jumbo_path_gets_bundles_past_4096_bytes() {
 fn a_576_byte_path_keeps_every_bundle_within_576() {
     let (sizes, records) = bundle(576, 576, 100);
     assert_eq!(records, 100);
-    assert!(sizes.len() >= 100 * 28 / 576, "split over several bundles: {sizes:?}");
+    assert!(
+        sizes.len() >= 100 * 28 / 576,
+        "split over several bundles: {sizes:?}"
+    );
     assert!(sizes.iter().all(|&s| s <= 576), "{sizes:?}");
-    assert!(sizes[..sizes.len() - 1].iter().all(|&s| s > 576 - 40), "full ones are nearly 576: {sizes:?}");
+    assert!(
+        sizes[..sizes.len() - 1].iter().all(|&s| s > 576 - 40),
+        "full ones are nearly 576: {sizes:?}"
+    );
 }
 
 #[test]
@@ -94,5 +109,8 @@ fn a_path_mtu_that_shrinks_after_init_is_followed() {
 #[test]
 fn a_path_mtu_that_grows_after_init_is_capped_by_the_buffers_sized_then() {
     let (sizes, _) = bundle(1500, 9000, 200);
-    assert!(sizes.len() > 1 && sizes.iter().all(|&s| s <= 1500), "{sizes:?}");
+    assert!(
+        sizes.len() > 1 && sizes.iter().all(|&s| s <= 1500),
+        "{sizes:?}"
+    );
 }
