@@ -292,3 +292,20 @@ fn a_datagram_whose_header_checksum_is_wrong_is_counted_and_dropped() {
     assert_eq!(out, vec![good]);
     assert_eq!(lab.router.counters.malformed.get("bad_header_checksum"), Some(&1));
 }
+
+#[test]
+fn the_path_mtu_learned_from_upstream_reaches_the_child_and_the_flow_status() {
+    let mut lab = Lab::new();
+    lab.receiver.set_link_mtu(Box::new(|_| Some(1200))); // R's link toward the router
+    lab.router.node.set_link_mtu(Box::new(|_| Some(9000)));
+    let out = lab.join(C1);
+    let acks: Vec<u16> = decode(&out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Csp(_, _, Msg { body: Body::JoinAck { path_mtu, .. }, .. }) => Some(path_mtu),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, vec![1200], "min(1200 told, 9000 toward the child)");
+    assert_eq!(lab.router.flows_json()["flows"][0]["path_mtu"], 1200);
+}
