@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     expcli.add_verbs(sub)                   # exp
     from concast import perfcli
     perfcli.add_verbs(sub)                  # perf
+    c = sub.add_parser("conform", help="run the conformance suite against a router "
+                                       "(docs/conformance.md)")
+    from concast.conform import run as conform_run
+    conform_run.build_parser(c)
+    c.set_defaults(func=lambda ns: conform_run.main(ns=ns))
     return p
 
 

@@ -1,0 +1,174 @@
+"""`concast conform`: build a target network, run the conformance suite (tests/conform/)
+against it under pytest, print a per-section table and exit 0 only if the target conforms."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from concast import ROOT
+from concast.conform import specids
+
+SUITE = ROOT / "tests" / "conform"
+
+
+@dataclass
+class Result:
+    nodeid: str
+    spec: str
+    outcome: str = "passed"        # passed, failed, skipped
+    message: str = ""
+    pcap: str = ""
+
+
+def section_of(spec_id: str) -> str:
+    return spec_id.split("-")[0]
+
+
+def in_section(spec_id: str, wanted: str | None) -> bool:
+    s = section_of(spec_id)
+    return wanted is None or s == wanted or s.startswith(wanted + ".")
+
+
+class Collector:
+    """A pytest plugin: keeps the tests of the chosen section and records each outcome."""
+
+    def __init__(self, section: str | None) -> None:
+        self.section = section
+        self.results: dict[str, Result] = {}
+
+    def pytest_collection_modifyitems(self, config, items):
+        keep, drop = [], []
+        for item in items:
+            m = item.get_closest_marker("spec")
+            spec = m.args[0] if m else "?"
+            item.user_properties.append(("spec", spec))
+            (keep if in_section(spec, self.section) else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+        for item in keep:
+            m = item.get_closest_marker("spec")
+            self.results[item.nodeid] = Result(item.nodeid, m.args[0] if m else "?")
+
+    def pytest_runtest_logreport(self, report):
+        r = self.results.get(report.nodeid)
+        if r is None:
+            return
+        if report.skipped and r.outcome == "passed":
+            r.outcome = "skipped"
+            lr = report.longrepr
+            r.message = lr[2] if isinstance(lr, tuple) else str(lr)
+        elif report.failed:
+            r.outcome = "failed"
+            crash = getattr(report.longrepr, "reprcrash", None)
+            text = crash.message if crash else str(report.longrepr)
+            r.message = (f"({report.when}) " if report.when != "call" else "") + \
+                text.strip().splitlines()[0][:160]
+            r.pcap = dict(report.user_properties).get("pcap", "")
+
+
+def table(results: list[Result], sentences: dict[str, str]) -> str:
+    by_section: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_section[section_of(r.spec)].append(r)
+
+    def key(s):
+        return [int(x) if x.isdigit() else 0 for x in s.split(".")]
+    lines = [f"{'section':<9}{'tests':>6}{'pass':>6}{'fail':>6}{'skip':>6}"]
+    for s in sorted(by_section, key=key):
+        rs = by_section[s]
+        n = {o: sum(r.outcome == o for r in rs) for o in ("passed", "failed", "skipped")}
+        lines.append(f"{s:<9}{len(rs):>6}{n['passed']:>6}{n['failed']:>6}{n['skipped']:>6}")
+    failed = [r for r in results if r.outcome == "failed"]
+    if failed:
+        lines.append("\nfailures:")
+        for r in failed:
+            lines.append(f"  [{r.spec}] {r.nodeid.split('::')[-1]}")
+            lines.append(f"      spec: {sentences.get(r.spec, '(unknown id)')[:200]}")
+            lines.append(f"      got:  {r.message}")
+            if r.pcap:
+                lines.append(f"      pcap: {r.pcap}")
+    skipped = [r for r in results if r.outcome == "skipped"]
+    reasons = sorted({r.message for r in skipped})
+    if reasons:
+        lines.append("\nskipped:")
+        for why in reasons:
+            lines.append(f"  {sum(r.message == why for r in skipped)} test(s): {why}")
+    return "\n".join(lines)
+
+
+def verdict(results: list[Result]) -> tuple[bool, str]:
+    if not results:
+        return False, "no conformance test selected"
+    if any(r.outcome == "failed" for r in results):
+        return False, "the target does NOT conform"
+    if not any(r.outcome == "passed" for r in results):
+        return False, "nothing ran (every test skipped): conformance not shown"
+    return True, "the target conforms" + (
+        " (some tests skipped, see above)" if any(r.outcome == "skipped" for r in results) else "")
+
+
+def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = p or argparse.ArgumentParser(prog="concast conform", description=__doc__.splitlines()[0])
+    p.add_argument("--dataplane", choices=["linux", "ovs"], default="ovs",
+                   help="the project's own test network, s1 - r1 - rx, on this data plane")
+    p.add_argument("--target", choices=["ours", "plain"], default="ours",
+                   help="ours: routerd on r1; plain: r1 is a router without concast (a "
+                        "known-broken target, to see the suite fail)")
+    p.add_argument("--section", help="only the tests of this protocol.md section (2, 2.8, ...)")
+    p.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
+    p.add_argument("--junit", type=Path, help="write JUnit XML here")
+    p.add_argument("--pcaps", type=Path, help="folder for the pcaps of failed tests")
+    p.add_argument("--p4", metavar="FILE.p4", help="(not done yet) a user's P4 program on BMv2")
+    p.add_argument("--ports", metavar="IFACE,...", help="(not done yet) an external device")
+    p.add_argument("-v", "--verbose", action="store_true", help="pytest's own output too")
+    return p
+
+
+def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) -> int:
+    a = ns or build_parser().parse_args(argv)
+    if a.p4 or a.ports:
+        which = "--p4" if a.p4 else "--ports"
+        print(f"concast conform: {which} is not done yet; run --dataplane linux|ovs",
+              file=sys.stderr)
+        return 2
+    if a.section is not None and not all(x.isdigit() for x in a.section.split(".")):
+        print(f"concast conform: --section wants a section number such as 2 or 2.8, "
+              f"not {a.section!r}", file=sys.stderr)
+        return 2
+    import pytest
+    sentences = specids.spec_ids()
+    args = [str(SUITE), "--conform-dataplane", a.dataplane, "--conform-target", a.target,
+            "-p", "no:cacheprovider", "--import-mode=importlib",
+            "-q" if a.verbose else "-qq", "--no-header", "-rN"]
+    if not a.verbose:
+        args.append("--tb=no")
+    if a.keyword:
+        args += ["-k", a.keyword]
+    if a.junit:
+        args += [f"--junitxml={a.junit}", "-o", "junit_family=xunit1"]
+    if a.pcaps:
+        args += ["--conform-pcaps", str(a.pcaps)]
+    collector = Collector(a.section)
+    code = pytest.main(args, plugins=[collector])
+    results = list(collector.results.values())
+    unknown = sorted({r.spec for r in results} - set(sentences))
+    print(f"\nconcast conform: dataplane {a.dataplane}, target {a.target}"
+          + (f", section {a.section}" if a.section else ""))
+    print(table(results, sentences))
+    if unknown:
+        print(f"\ntests name ids protocol.md does not have: {', '.join(unknown)}")
+    ok, words = verdict(results)
+    if code not in (0, 1, 5) and ok:       # pytest itself failed (usage, internal error)
+        ok, words = False, f"pytest stopped with status {int(code)}"
+    if unknown:
+        ok = False
+    print(f"\n{words}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
