@@ -23,7 +23,7 @@ def upstream_join(t, group):
     return got
 
 
-@pytest.mark.spec("2.8-1")
+@pytest.mark.spec("2.8-1", "4-2")
 def test_a_join_for_an_unknown_flow_makes_the_router_join_r_itself(wire):
     g = fresh_group()
     wire.s1.send(wire.join_msg(g))
@@ -34,12 +34,13 @@ def test_a_join_for_an_unknown_flow_makes_the_router_join_r_itself(wire):
     assert ip[CSP].receiver == wire.RX
 
 
-@pytest.mark.spec("2.8-1")
+@pytest.mark.spec("2.8-1", "2.1-2")
 def test_the_child_gets_a_join_ack_naming_the_spec_r_put_in_force(wire):
     ack = decode(wire.activate(fresh_group()))
     assert ack[CSP_JoinAck].spec_hash == wire.spec_hash
     assert ack[CSP_JoinAck].spec_size == len(wire.spec)
     assert ack.dst == wire.S1 and ack.src in wire.router_addresses
+    assert ack[CSP].receiver == wire.RX, "a reply names R even though it travels away from R"
 
 
 @pytest.mark.spec("2.1-3")
@@ -71,7 +72,7 @@ def test_a_refresh_for_an_unknown_flow_is_taken_as_a_join(wire):
     assert decode(got).src in wire.router_addresses
 
 
-@pytest.mark.spec("2.8-4")
+@pytest.mark.spec("2.8-4", "2.7-3")
 def test_no_spec_from_r_is_passed_to_the_pending_child(wire):
     g = fresh_group()
     wire.s1.send(wire.join_msg(g))
@@ -97,7 +98,7 @@ def test_after_no_spec_the_router_forgets_the_pending_flow(wire):
     assert upstream_join(wire, g) is not None
 
 
-@pytest.mark.spec("2.5-4")
+@pytest.mark.spec("2.5-4", "2.7-6")
 def test_a_spec_request_for_an_unknown_hash_gets_spec_not_found_with_its_seq(wire):
     g = fresh_group()
     wire.activate(g)
@@ -133,7 +134,7 @@ def test_a_concast_option_on_a_csp_datagram_is_ignored(wire):
     assert upstream_join(wire, g) is not None, "a JOIN carrying a Concast ID was not taken"
 
 
-@pytest.mark.spec("2.4-2")
+@pytest.mark.spec("2.4-2", "2.8-3")
 def test_when_the_last_child_leaves_the_router_leaves_upstream(wire):
     g = fresh_group()
     wire.activate(g)
@@ -182,7 +183,7 @@ def _join_bytes(t, g, **kw):
 
 MALFORMED_JOINS = {
     # id: (spec id, how the JOIN is spoiled)
-    "csp_missing_router_alert": ("2-2", lambda t, g: _join_bytes(t, g, options=[])),
+    "csp_missing_router_alert": (("2-2", "2.1-4"), lambda t, g: _join_bytes(t, g, options=[])),
     "csp_truncated": ("2.1-5", lambda t, g: patched(_join_bytes(t, g)[:24 + 12], 2,
                                                    (36).to_bytes(2, "big"))),
     "csp_length_past_payload": ("2.1-5", lambda t, g: patched(_join_bytes(t, g), 26,
@@ -193,6 +194,10 @@ MALFORMED_JOINS = {
     "csp_trailing_bytes": ("2.1-1", lambda t, g: _trailing(t, g)),
     "csp_body_too_short": ("2.1-8", lambda t, g: _short_body(t, g)),
 }
+
+
+def _ids(spec) -> tuple:
+    return spec if isinstance(spec, tuple) else (spec,)
 
 
 def _trailing(t, g):
@@ -217,9 +222,59 @@ def _check_not_acted_on(t, g, raw):
             assert decode(d)[CSP_Error].error_code == 5, "a malformed JOIN answered, not MALFORMED"
 
 
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(v[0]))
+@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(*_ids(v[0])))
                                   for k, v in sorted(MALFORMED_JOINS.items())])
 def test_a_malformed_join_is_not_acted_on(wire, case):
     g = fresh_group()
     make = MALFORMED_JOINS[case][1]
     _check_not_acted_on(wire, g, make(wire, g))
+
+
+@pytest.mark.spec("2.2-1")
+def test_reserved_fields_of_a_join_are_ignored(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g, body=CSP_Join(hold_time=300, selector_proto=254,
+                                                reserved1=0xAB, reserved2=0xCDEF)))
+    assert upstream_join(wire, g) is not None, "a JOIN with reserved bits set was not taken"
+
+
+@pytest.mark.spec("2.5-2", "2.1-9")
+def test_a_spec_request_for_chunk_1024_is_out_of_range_and_not_served(wire):
+    g = fresh_group()
+    wire.activate(g)
+    req = csp_datagram(CSP(group=g, receiver=wire.RX, seq=31)
+                       / CSP_SpecRequest(spec_hash=wire.spec_hash, chunk_index=1024),
+                       src=wire.S1, dst=wire.router_id, ttl=64)
+    assert classify(bytes(req)).error == "csp_chunk_out_of_range"
+    wire.s1.send(req)
+    for d in wire.s1.datagrams(QUIET):
+        assert not is_csp(d, g, 6), "a chunk was served for an out-of-range index"
+        if is_csp(d, g, 8):
+            assert decode(d)[CSP_Error].error_code == 5
+
+
+@pytest.mark.spec("2.6-2")
+def test_a_spec_update_of_size_zero_is_not_acted_on(wire):
+    g = fresh_group()
+    wire.activate(g)
+    upd = csp_datagram(CSP(group=g, receiver=wire.RX, seq=32)
+                       / CSP_SpecUpdate(spec_size=0, spec_hash=bytes([7]) * 32),
+                       src=wire.RX, dst=wire.router_id, ttl=64)
+    assert classify(bytes(upd)).error == "csp_chunk_out_of_range"
+    wire.rx.send(upd)
+    assert wire.rx.first(lambda d: is_csp(d, g, 5), QUIET) is None, \
+        "the router fetched a spec named by a malformed SPEC_UPDATE"
+    assert wire.s1.first(lambda d: is_csp(d, g, 7), 0.2) is None
+
+
+@pytest.mark.spec("2.7-1")
+def test_an_error_with_a_reason_over_200_bytes_is_not_acted_on(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    up = decode(upstream_join(wire, g))
+    err = csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
+                       / CSP_Error(error_code=1, offending_type=1, reason=b"r" * 201),
+                       src=wire.RX, dst=up.src, ttl=64)
+    assert classify(bytes(err)).error == "csp_bad_length"
+    wire.rx.send(err)
+    assert wire.child_csp(g, 8, timeout=QUIET) is None, "a malformed NO_SPEC was passed on"

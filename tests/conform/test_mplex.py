@@ -131,7 +131,7 @@ def test_a_bundle_leaves_before_delayed_so_far_reaches_max_total_delay(wire, gro
     assert 500_000 <= h.delayed_so_far < h.max_total_delay == 900_000
 
 
-@pytest.mark.spec("1-2")
+@pytest.mark.spec("1-2", "1.1-1")
 def test_an_mplexpkt_with_its_option_after_nops_is_still_bundled_at_the_router(wire, group):
     a, ma = record(wire)
     area = bytes([1, 1, 0x9E, 6]) + group.to_bytes(4, "big")
@@ -152,14 +152,12 @@ def _spoiled_options(group):
                                      + bytes(4)),
         "router_alert_bad_length": ("1.1-8", bytes([0x94, 3, 0, 1]) + bytes([0x9E, 6]) + g
                                     + bytes(2)),
-        "option_after_eol": ("1.1-3", bytes([0, 0, 0, 0, 0x9E, 6]) + g + bytes(2)),
+        "option_after_eol": (("1.1-3", "1.1-2"), bytes([0, 0, 0, 0, 0x9E, 6]) + g + bytes(2)),
     }
 
 
-SPOILED = list(_spoiled_options(0))
-
-
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(v[0]))
+@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(
+    *(v[0] if isinstance(v[0], tuple) else (v[0],)), "4-3"))
                                   for k, v in _spoiled_options(0).items()])
 def test_an_mplexpkt_with_a_malformed_options_area_is_dropped(wire, group, case):
     a, ma = record(wire)
@@ -211,3 +209,56 @@ def test_protocol_254_without_a_concast_option_is_dropped(wire, group):
     assert classify(raw).error == "mplex_missing_concast_option"
     wire.s1.send(raw)
     assert not delivered_anyhow(wire, ma)
+
+
+@pytest.mark.spec("3-3")
+def test_the_reserved_field_of_an_mplexhdr_is_ignored(wire, group):
+    a, ma = record(wire)
+    wire.s1.send(mplex(wire, group, [a], reserved=0xBEEF))
+    found = bundles_with(wire, [ma])
+    assert ma in found and found[ma][0].src in wire.router_addresses, \
+        "an MplexPkt with reserved bits set was not bundled"
+
+
+def _bad_headers(t, group, rec):
+    good = bytes(mplex(t, group, [rec]))
+    return {
+        "bad_version": ("1.2-2", patched(good, 0, bytes([0x67]))),
+        "bad_ihl": ("1.2-3", patched(good, 0, bytes([0x44]))),
+        "header_overflow": ("1.2-4", patched(good[:40], 0, bytes([0x4F]))),
+        "bad_total_length": ("1.2-5", patched(good, 2, (len(good) + 8).to_bytes(2, "big"))),
+        "truncated": ("1.2-1", good[:19]),
+    }
+
+
+@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.spec(v))
+                                  for k, v in [("truncated", "1.2-1"), ("bad_version", "1.2-2"),
+                                               ("bad_ihl", "1.2-3"), ("header_overflow", "1.2-4"),
+                                               ("bad_total_length", "1.2-5")]])
+def test_an_mplexpkt_with_a_malformed_ipv4_header_is_not_delivered(wire, group, case):
+    a, ma = record(wire)
+    raw = _bad_headers(wire, group, a)[case][1]
+    assert classify(raw).error == case, classify(raw)
+    wire.s1.send(raw)
+    assert not delivered_anyhow(wire, ma), f"a datagram with {case} was delivered"
+
+
+@pytest.mark.spec("1.2-7")
+def test_bytes_after_the_total_length_are_ignored(wire, group):
+    a, ma = record(wire)
+    wire.s1.send(bytes(mplex(wire, group, [a])) + bytes(range(1, 33)))
+    found = bundles_with(wire, [ma])
+    assert ma in found, "an MplexPkt followed by frame padding was not bundled"
+    assert bytes(range(1, 33)) not in bytes(found[ma][0])
+
+
+@pytest.mark.spec("1.2-9", "1.2-8", "3.4-1")
+def test_a_fragment_of_an_active_flow_is_forwarded_unchanged_never_bundled(wire, group):
+    a, ma = record(wire)
+    frag = IP(bytes(mplex(wire, group, [a], flags="MF", ttl=30, id=0x5A5A)))
+    wire.s1.send(frag)
+    got = wire.rx.first(lambda d: ma in d, 5)
+    assert got is not None, "a fragment carrying the Concast ID was not forwarded"
+    ip = IP(got)
+    assert ip.src == wire.S1 and ip.id == 0x5A5A and ip.flags.MF, "the fragment was rewritten"
+    assert ip.ttl == 29 and bytes(ip)[20:] == bytes(frag)[20:]

@@ -44,12 +44,13 @@ class Collector:
         for item in items:
             m = item.get_closest_marker("spec")
             spec = m.args[0] if m else "?"
-            item.user_properties.append(("spec", spec))
-            (keep if in_section(spec, self.section) else drop).append(item)
+            item.user_properties.append(("spec", " ".join(m.args) if m else "?"))
+            ids = m.args if m else ("?",)
+            (keep if any(in_section(i, self.section) for i in ids) else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-        for item in keep:
+        for item in keep:       # a test checking several sentences is listed by its first
             m = item.get_closest_marker("spec")
             self.results[item.nodeid] = Result(item.nodeid, m.args[0] if m else "?")
 
