@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from ipaddress import IPv4Address
 from pathlib import Path
 
 import pytest
@@ -72,9 +71,14 @@ class Target:
     def child_csp(self, group: int, ctype: int, timeout: float = 3.0) -> bytes | None:
         return self.s1.first(lambda d: is_csp(d, group, ctype), timeout)
 
-    def activate(self, group: int, proto: int = 254, dport: int = 0) -> bytes:
-        """Join (rx, group) from s1 and answer as R with the multiplex spec until r1
-        JOIN_ACKs s1; returns that JOIN_ACK (the flow is then ACTIVE at r1)."""
+    def activate(self, group: int, proto: int = 254, dport: int = 0, spec: bytes | None = None,
+                 path_mtu: int = 0, corrupt: bool = False, wait: float = 20.0) -> bytes | None:
+        """Join (rx, group) from s1 and answer as R, naming `spec` (default: the multiplex
+        spec) with `path_mtu`, serving its chunks (with one byte flipped if `corrupt`) until
+        r1 JOIN_ACKs s1; returns that JOIN_ACK (the flow is then ACTIVE at r1). None if it
+        does not come within `wait` seconds and `corrupt`; otherwise the test fails."""
+        spec = self.spec if spec is None else spec
+        digest = hashlib.sha256(spec).digest()
         self.s1.send(self.join_msg(group, proto, dport))
         up = self.upstream_csp(group, 1)
         if up is None:
@@ -82,28 +86,38 @@ class Target:
         join = decode(up)
         self.rx.send(csp_datagram(
             CSP(group=group, receiver=self.RX, seq=join[CSP].seq)
-            / CSP_JoinAck(hold_time=HOLD_S, spec_size=len(self.spec), spec_hash=self.spec_hash),
+            / CSP_JoinAck(hold_time=HOLD_S, path_mtu=path_mtu, spec_size=len(spec),
+                          spec_hash=digest),
             src=self.RX, dst=join.src, ttl=64))
-        deadline = time.monotonic() + 20
+        served = bytearray(spec)
+        if corrupt:
+            served[len(served) // 2] ^= 0xFF
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             for d in self.rx.datagrams(0.2):
                 if is_csp(d, group, 5):
-                    self.serve_chunk(decode(d))
+                    self.serve_chunk(decode(d), bytes(served), digest)
             ack = self.s1.first(lambda d: is_csp(d, group, 2), 0.05)
             if ack is not None:
                 return ack
+        if corrupt:
+            return None
         pytest.fail("the router never JOIN_ACKed its child after R's JOIN_ACK and spec (2.8-1)")
 
-    def serve_chunk(self, req) -> None:
+    def serve_chunk(self, req, spec: bytes | None = None, digest: bytes | None = None) -> None:
+        """Answer a SPEC_REQUEST as R: a chunk of `spec` (default: the multiplex spec),
+        announced under `digest` (default: its own SHA-256)."""
         from concast.scapy import CSP_SpecRequest
+        spec = self.spec if spec is None else spec
+        digest = digest or (self.spec_hash if spec is self.spec else hashlib.sha256(spec).digest())
         r = req[CSP_SpecRequest]
-        if r.spec_hash != self.spec_hash:
+        if r.spec_hash != digest:
             return
-        count = -(-len(self.spec) // CHUNK_SIZE)
-        data = self.spec[r.chunk_index * CHUNK_SIZE:(r.chunk_index + 1) * CHUNK_SIZE]
+        count = -(-len(spec) // CHUNK_SIZE)
+        data = spec[r.chunk_index * CHUNK_SIZE:(r.chunk_index + 1) * CHUNK_SIZE]
         self.rx.send(csp_datagram(
             CSP(group=req[CSP].group, receiver=self.RX, seq=req[CSP].seq)
-            / CSP_SpecChunk(spec_hash=self.spec_hash, spec_size=len(self.spec),
+            / CSP_SpecChunk(spec_hash=digest, spec_size=len(spec),
                             chunk_index=r.chunk_index, chunk_count=count, data=data),
             src=self.RX, dst=req.src, ttl=64, flags="DF"))
 
@@ -136,8 +150,3 @@ def build(dataplane: str, kind: str, run_dir: Path):
         net.stop()
 
 
-def router_address(t: Target) -> str:
-    return t.router_id
-
-
-__all__ = ["Target", "build", "fresh_group", "decode", "is_csp", "IPv4Address"]

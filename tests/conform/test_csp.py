@@ -1,5 +1,9 @@
 """CSP at the router under test (protocol.md section 2), one message at a time, with s1 as
 the joining child and rx as the receiver R."""
+import hashlib
+import time
+from pathlib import Path
+
 import pytest
 from scapy.layers.inet import IP, IPOption_Router_Alert
 
@@ -11,6 +15,7 @@ from crafting import patched
 
 pytestmark = pytest.mark.mininet
 QUIET = 1.5     # how long "nothing happens" is watched for
+SYSTEM_SPECS = Path(__file__).parent.parent / "system" / "specs"
 
 
 def upstream_join(t, group):
@@ -147,11 +152,9 @@ def test_when_the_last_child_leaves_the_router_leaves_upstream(wire):
 
 @pytest.mark.spec("2.6-1")
 def test_a_spec_update_from_upstream_is_fetched_from_it_and_passed_to_children(wire):
-    import hashlib
     g = fresh_group()
     wire.activate(g)
-    new = wire.spec + b""   # a different module: the same code with a custom section
-    new = new + bytes([0, 6, 4]) + b"conf" + b"x"
+    new = wire.spec + bytes([0, 6, 4]) + b"conf" + b"x"   # the same code, one custom section more
     h = hashlib.sha256(new).digest()
     wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=77)
                               / CSP_SpecUpdate(spec_size=len(new), spec_hash=h),
@@ -159,21 +162,58 @@ def test_a_spec_update_from_upstream_is_fetched_from_it_and_passed_to_children(w
     req = wire.rx.first(lambda d: is_csp(d, g, 5), 5)
     assert req is not None, "the router did not request the new spec from R"
     assert decode(req)[CSP_SpecRequest].spec_hash == h
-    old, wire.spec, wire.spec_hash = (wire.spec, wire.spec_hash), new, h
-    try:
-        import time
-        deadline = time.monotonic() + 10
-        wire.serve_chunk(decode(req))
-        upd = None
-        while upd is None and time.monotonic() < deadline:
-            for d in wire.rx.datagrams(0.2):
-                if is_csp(d, g, 5):
-                    wire.serve_chunk(decode(d))
-            upd = wire.s1.first(lambda d: is_csp(d, g, 7), 0.05)
-        assert upd is not None, "the child was not sent the SPEC_UPDATE"
-        assert decode(upd)[CSP_SpecUpdate].spec_hash == h
-    finally:
-        wire.spec, wire.spec_hash = old
+    wire.serve_chunk(decode(req), new)
+    deadline = time.monotonic() + 10
+    upd = None
+    while upd is None and time.monotonic() < deadline:
+        for d in wire.rx.datagrams(0.2):
+            if is_csp(d, g, 5):
+                wire.serve_chunk(decode(d), new)
+        upd = wire.s1.first(lambda d: is_csp(d, g, 7), 0.05)
+    assert upd is not None, "the child was not sent the SPEC_UPDATE"
+    assert decode(upd)[CSP_SpecUpdate].spec_hash == h
+
+
+@pytest.mark.spec("2.3-3")
+def test_the_router_passes_on_the_smaller_of_rs_path_mtu_and_its_own_links(wire):
+    ack = decode(wire.activate(fresh_group(), path_mtu=1000))
+    assert ack[CSP_JoinAck].path_mtu == 1000, "min(1000 from R, 1500 links) not advertised"
+
+
+@pytest.mark.spec("2.3-6", "2.3-2")
+def test_a_path_mtu_of_0_from_r_leaves_the_routers_own_links(wire):
+    ack = decode(wire.activate(fresh_group(), path_mtu=0))
+    assert ack[CSP_JoinAck].path_mtu == 1500, "0 (unknown) from R must drop out of the minimum"
+
+
+@pytest.mark.spec("2.5-5")
+def test_a_spec_whose_chunks_do_not_hash_to_its_name_is_not_used(wire):
+    g = fresh_group()
+    spec = wire.spec + bytes([0, 6, 4]) + b"conf" + b"y"       # not cached at the router yet
+    ack = wire.activate(g, spec=spec, corrupt=True, wait=4)
+    if ack is not None:
+        assert decode(ack)[CSP_JoinAck].spec_hash != hashlib.sha256(spec).digest(), \
+            "the router put a spec in force whose bytes do not match its hash"
+
+
+@pytest.mark.spec("2.8-5", "2.7-8")
+def test_a_flow_whose_spec_traps_is_quarantined_and_forwarded_unmerged(wire, tmp_path):
+    from hostdtools import wasm_from_wat
+    from scapy.layers.inet import UDP
+    from scapy.packet import Raw
+    loop = wasm_from_wat(SYSTEM_SPECS / "loop.wat", tmp_path).read_bytes()
+    g = fresh_group()
+    wire.activate(g, proto=17, dport=7100, spec=loop)
+    dgram = IP(src=wire.S1, dst=wire.RX, ttl=64, options=[IPOption_Concast(group=g)]) \
+        / UDP(sport=7100, dport=7100) / Raw(b"quarantine-me")
+    wire.s1.send(dgram)
+    err = wire.child_csp(g, 8, timeout=10)
+    assert err is not None, "the child was not sent FLOW_QUARANTINED"
+    assert decode(err)[CSP_Error].error_code == 6
+    wire.s1.send(dgram)
+    got = wire.rx.first(lambda d: b"quarantine-me" in d, 5)
+    assert got is not None, "a quarantined flow's datagram was not forwarded"
+    assert IP(got).src == wire.S1, "a quarantined flow's datagram was not forwarded unmerged"
 
 
 # --- malformed CSP: not acted on (no JOIN toward R), answered with MALFORMED at most ---------

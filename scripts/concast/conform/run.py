@@ -50,7 +50,11 @@ class Collector:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-        for item in keep:       # a test checking several sentences is listed by its first
+
+    def pytest_collection_finish(self, session):
+        # after every deselection (-k too); a test checking several sentences is filed
+        # under its first
+        for item in session.items:
             m = item.get_closest_marker("spec")
             self.results[item.nodeid] = Result(item.nodeid, m.args[0] if m else "?")
 

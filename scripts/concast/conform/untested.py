@@ -15,28 +15,22 @@ WHY = {
     "1.2-10": ("the header checksum is checked by data planes before concast; a bad one is "
                "dropped by any IPv4 router, so it says nothing about concast"),
     "2.3-1": "needs R to serve a spec of size 0 or over 1 MiB: not yet written",
-    "2.3-2": ("path MTU needs links of different MTUs around the router; "
-              "tests/system/test_linux_path_mtu.py checks ours, the suite's s1-r1-rx does not"),
-    "2.3-3": "as 2.3-2: not yet in the suite",
-    "2.3-4": "as 2.3-2: not yet in the suite",
+    "2.3-4": ("sizing bundles by the path MTU needs enough traffic to fill them; "
+              "tests/system/test_linux_path_mtu.py checks ours"),
     "2.3-5": EXPLAINS,
-    "2.3-6": "compatibility with old nodes: not yet written (an R sending path MTU 0)",
     "2.4-1": TIMERS,
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.5-3": "SPEC_CHUNK checks at a fetching router: not yet written (R would serve bad chunks)",
-    "2.5-5": "R serving a corrupted chunk, the router refusing the spec: not yet written",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.7-4": "needs a spec that fails validation at the router: not yet written",
     "2.7-5": ("the text defines the code; it does not say a router must send it (ours drops "
               "a LEAVE for an unknown flow silently): nothing to require"),
     "2.7-7": ("the text defines the code; the malformed-message tests accept MALFORMED or "
               "silence, as the text does not require an answer"),
-    "2.7-8": "needs a spec that traps at the router (2.8-5): not yet written",
     "2.7-9": "needs filling a router to its limits: not yet written",
     "2.7-10": "how unknown codes are shown is a decoder's business (Scapy layers, unit tests)",
-    "2.8-5": "needs R to serve a spec that traps: not yet written",
     "2.8-6": RECEIVER,
     "3-1": "history of the format; version 0 being dropped is 3-2",
     "3.2-3": ("queue access needs a busy emulated link (concast-linkemu); "
