@@ -318,3 +318,32 @@ def test_an_error_with_a_reason_over_200_bytes_is_not_acted_on(wire):
     assert classify(bytes(err)).error == "csp_bad_length"
     wire.rx.send(err)
     assert wire.child_csp(g, 8, timeout=QUIET) is None, "a malformed NO_SPEC was passed on"
+
+
+@pytest.mark.spec("2.4-1")
+def test_a_join_right_after_a_leave_cancels_the_leave(wire):
+    g = fresh_group()
+    wire.activate(g)
+    wire.s1.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=40) / CSP_Leave(),
+                              src=wire.S1, dst=wire.RX, ttl=64))
+    wire.s1.send(wire.join_msg(g))          # within the leave delay: the child stays
+    assert wire.child_csp(g, 2) is not None, "the JOIN after the LEAVE was not answered"
+    assert wire.upstream_csp(g, 4, timeout=QUIET) is None, \
+        "the router left upstream although its child joined again"
+
+
+@pytest.mark.spec("2.3-1")
+def test_a_join_ack_naming_a_spec_of_size_0_is_not_fetched_or_passed_on(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    up = decode(upstream_join(wire, g))
+    bogus = bytes([9]) * 32
+    wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
+                              / CSP_JoinAck(hold_time=300, spec_size=0, spec_hash=bogus),
+                              src=wire.RX, dst=up.src, ttl=64))
+    for d in wire.rx.datagrams(QUIET):
+        if is_csp(d, g, 5):
+            assert decode(d)[CSP_SpecRequest].spec_hash != bogus, "a size-0 spec was fetched"
+    ack = wire.child_csp(g, 2, timeout=0.5)
+    assert ack is None or decode(ack)[CSP_JoinAck].spec_hash != bogus, \
+        "the child was told to use a spec whose transfer cannot succeed"

@@ -14,11 +14,9 @@ WHY = {
     "1.2-6": "an index row: its five errors are the rows of section 1.1, each tested there",
     "1.2-10": ("the header checksum is checked by data planes before concast; a bad one is "
                "dropped by any IPv4 router, so it says nothing about concast"),
-    "2.3-1": "needs R to serve a spec of size 0 or over 1 MiB: not yet written",
     "2.3-4": ("sizing bundles by the path MTU needs enough traffic to fill them; "
               "tests/system/test_linux_path_mtu.py checks ours"),
     "2.3-5": EXPLAINS,
-    "2.4-1": TIMERS,
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
