@@ -136,6 +136,9 @@ def build(dataplane: str, kind: str, run_dir: Path):
         pytest.skip(why)
     if not MPLEX_SPEC.exists():
         pytest.skip(f"{MPLEX_SPEC.relative_to(ROOT)} is not built (make specs)")
+    if dataplane == "bmv2":
+        from bmv2tools import ensure_p4_build
+        ensure_p4_build()               # skips, saying why, without p4c and BMv2
     net = line(1, senders=1, capable=(kind == "ours"), dataplane=dataplane).start(run_dir=run_dir)
     t = None
     try:

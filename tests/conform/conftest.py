@@ -32,7 +32,7 @@ def _system_conftest():
 
 def pytest_addoption(parser):
     g = parser.getgroup("conform", "concast conformance suite")
-    g.addoption("--conform-dataplane", choices=["linux", "ovs"], default=None,
+    g.addoption("--conform-dataplane", choices=["linux", "ovs", "bmv2"], default=None,
                 help="build s1 - r1 - rx on this data plane and run the suite")
     g.addoption("--conform-target", choices=["ours", "plain"], default="ours",
                 help="ours: routerd on r1; plain: r1 is an oblivious router (must fail)")

@@ -118,8 +118,9 @@ def verdict(results: list[Result]) -> tuple[bool, str]:
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = p or argparse.ArgumentParser(prog="concast conform", description=__doc__.splitlines()[0])
-    p.add_argument("--dataplane", choices=["linux", "ovs"], default="ovs",
-                   help="the project's own test network, s1 - r1 - rx, on this data plane")
+    p.add_argument("--dataplane", choices=["linux", "ovs", "bmv2"], default="ovs",
+                   help="the project's own test network, s1 - r1 - rx, on this data plane "
+                        "(bmv2: where p4c-bm2-ss and simple_switch_grpc are installed)")
     p.add_argument("--target", choices=["ours", "plain"], default="ours",
                    help="ours: routerd on r1; plain: r1 is a router without concast (a "
                         "known-broken target, to see the suite fail)")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
     a = ns or build_parser().parse_args(argv)
     if a.p4 or a.ports:
         which = "--p4" if a.p4 else "--ports"
-        print(f"concast conform: {which} is not done yet; run --dataplane linux|ovs",
+        print(f"concast conform: {which} is not done yet; run --dataplane linux|ovs|bmv2",
               file=sys.stderr)
         return 2
     if a.section is not None and not all(x.isdigit() for x in a.section.split(".")):
