@@ -84,6 +84,9 @@ class Target:
         if up is None:
             pytest.fail("the router sent no JOIN toward R for a child's JOIN (2.8-1)")
         join = decode(up)
+        if join.src not in self.router_addresses:
+            pytest.fail(f"the child's JOIN reached R from {join.src}: the router did not take "
+                        "it, so no flow can be set up there (2.8-1)")
         self.rx.send(csp_datagram(
             CSP(group=group, receiver=self.RX, seq=join[CSP].seq)
             / CSP_JoinAck(hold_time=HOLD_S, path_mtu=path_mtu, spec_size=len(spec),
