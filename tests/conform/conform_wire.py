@@ -22,20 +22,25 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def packet_socket_in(netns: str, iface: str) -> socket.socket:
-    """An AF_PACKET socket bound to `iface` of the named namespace (/run/netns/NAME)."""
+def socket_in(netns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
+    """A socket created inside the named namespace (/run/netns/NAME); it stays there."""
     here = os.open("/proc/self/ns/net", os.O_RDONLY)
     there = os.open(f"/run/netns/{netns}", os.O_RDONLY)
     try:
         _setns(there)
         try:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind((iface, 0))
+            return socket.socket(family, kind, proto)
         finally:
             _setns(here)
     finally:
         os.close(here)
         os.close(there)
+
+
+def packet_socket_in(netns: str, iface: str) -> socket.socket:
+    """An AF_PACKET socket bound to `iface` of the named namespace."""
+    s = socket_in(netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((iface, 0))
     s.setblocking(False)
     return s
 

@@ -2,13 +2,9 @@
 from the wire). Every id is either checked by a test in tests/conform/ or listed here; the
 coverage table (docs/conformance.md) shows both, and a unit test keeps them in step."""
 
-RECEIVER = ("behaviour of R's hostd (the receiver role); the suite checks a router and plays R "
-            "itself. Covered by tests/system (test_mplex.py, test_concast_tree.py), not yet here")
 INSIDE = ("between a router's data plane and its routerd (the CPU port), not visible on the "
           "wire; tests/system/test_ovs_diversion.py and test_linux_tree.py check our routers")
 EXPLAINS = "explains the sentences around it; nothing of its own to check"
-TIMERS = ("needs soft-state timing (hold times, leave delay); not yet written in a form robust "
-          "on a loaded machine")
 
 WHY = {
     "1.2-6": "an index row: its five errors are the rows of section 1.1, each tested there",
@@ -29,13 +25,9 @@ WHY = {
               "silence, as the text does not require an answer"),
     "2.7-9": "needs filling a router to its limits: not yet written",
     "2.7-10": "how unknown codes are shown is a decoder's business (Scapy layers, unit tests)",
-    "2.8-6": RECEIVER,
     "3-1": "history of the format; version 0 being dropped is 3-2",
     "3.2-3": ("queue access needs a busy emulated link (concast-linkemu); "
               "tests/system/test_linkemu.py checks ours"),
-    "3.3-1": RECEIVER,
-    "3.3-2": RECEIVER,
-    "3.3-3": RECEIVER,
     "3.3-4": EXPLAINS,
     "3.3-5": EXPLAINS,
     "4-1": INSIDE,
