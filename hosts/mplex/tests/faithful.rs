@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, run_loop, Pair, Sniffer, A, B};
+use common::{enter, receiver, run_loop, Pair, Sniffer, A, B};
 use concast_mplex::{Mplex, Options, SenderConfig};
 
 /// DSCP EF (46 << 2). TCP sockets keep the ECN bits to themselves, so a TCP test can only
@@ -49,11 +49,7 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
     let (b, s, r) = (pair.b.clone(), stop.clone(), ready_tx.clone());
     let receiver = thread::spawn(move || {
         enter(&b);
-        let mut m = Mplex::new(Options {
-            tun_name: "mplextun".into(),
-            ..Options::default()
-        });
-        m.add_receiver(1).unwrap();
+        let m = receiver();
         let sniffer = Sniffer::open("mplextun");
         r.send(()).unwrap();
         (run_loop(m, s), sniffer.drain())

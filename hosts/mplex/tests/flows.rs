@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, run_loop, Pair, Sniffer, A, B};
+use common::{enter, receiver, run_loop, Pair, Sniffer, A, B};
 use concast_mplex::{FlowProto, Mplex, Options, Selection, SenderConfig};
 use concast_wire::{classify, Datagram};
 use sha2::{Digest, Sha256};
@@ -105,11 +105,7 @@ fn udp_flows_turned_on_by_port_are_multiplexed_with_their_own_delays() {
     let (b, s, r) = (pair.b.clone(), stop.clone(), ready_tx.clone());
     let receiver = thread::spawn(move || {
         enter(&b);
-        let mut m = Mplex::new(Options {
-            tun_name: "mplextun".into(),
-            ..Options::default()
-        });
-        m.add_receiver(1).unwrap();
+        let m = receiver();
         let wire = Sniffer::open("mtvb");
         let socks = [tos_socket(F1.1), tos_socket(F2.1), tos_socket(F3.1)];
         r.send(()).unwrap();

@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, run_loop, Pair, A, B};
+use common::{enter, receiver, run_loop, Pair, A, B};
 use concast_mplex::{Mplex, Options, SenderConfig};
 
 /// TCP segments sent so far by this thread's network namespace (`Tcp: OutSegs`).
@@ -42,11 +42,7 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
     let (b, s, r) = (pair.b.clone(), stop.clone(), ready_tx.clone());
     let receiver = thread::spawn(move || {
         enter(&b);
-        let mut m = Mplex::new(Options {
-            tun_name: "mplextun".into(),
-            ..Options::default()
-        });
-        m.add_receiver(1).unwrap();
+        let m = receiver();
         r.send(()).unwrap();
         run_loop(m, s)
     });

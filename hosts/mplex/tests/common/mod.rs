@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use concast_mplex::Mplex;
+use concast_mplex::{Mplex, Options};
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -84,6 +84,14 @@ pub fn enter(name: &str) {
         0,
         "setns {name}"
     );
+}
+
+/// R's multiplex service for group 1, unbundling into the TUN device `mplextun` (call it
+/// inside B's namespace, after `enter`).
+pub fn receiver() -> Mplex {
+    let mut m = Mplex::new(Options { tun_name: "mplextun".into(), ..Options::default() });
+    m.add_receiver(1).unwrap();
+    m
 }
 
 /// Runs `m`'s loop (poll on its descriptors, its timers) until `stop`; returns it for its
