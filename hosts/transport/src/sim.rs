@@ -66,6 +66,9 @@ impl Link {
     }
 }
 
+/// A datagram on the wire: arrival time, order sent, towards b, bytes.
+type InFlight = (u64, u64, bool, Vec<u8>);
+
 /// A client session `a` and the server session `b` it opens.
 pub struct Pair {
     pub now: u64,
@@ -82,7 +85,7 @@ pub struct Pair {
     pub events_b: Vec<Output>,
     /// Datagrams the server could not accept a session from.
     pub refused: Vec<String>,
-    wire: BinaryHeap<Reverse<(u64, u64, bool, Vec<u8>)>>,
+    wire: BinaryHeap<Reverse<InFlight>>,
     order: u64,
 }
 

@@ -108,7 +108,7 @@ fn windowed_flow_never_exceeds_the_advertised_window() {
         p.delivered_b.len() == 1
     });
     assert_eq!(joined(&p), d);
-    assert!(most <= 4 && most >= 3, "outstanding {most}");
+    assert!((3..=4).contains(&most), "outstanding {most}");
 }
 
 #[test]

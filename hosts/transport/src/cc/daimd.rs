@@ -129,7 +129,7 @@ impl Ccc for Daimd {
             self.dec_random = ((self.avg_nak * (self.rng % 1000) as f64 / 1000.0).ceil() as u32).max(1);
         } else {
             self.nak_count += 1;
-            if self.dec_count < 5 && self.nak_count % self.dec_random == 0 {
+            if self.dec_count < 5 && self.nak_count.is_multiple_of(self.dec_random) {
                 self.dec_count += 1;
                 c.pkt_snd_period_us *= 1.125;
                 self.last_dec_seq = Some(c.snd_max);

@@ -61,11 +61,9 @@ impl Micro for TransportDriver {
 
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         match ev {
-            Event::OpenSession => {
-                if !cx.composite.has(MicroId::VirtualCircuit) {
-                    cx.shared.established = true;
-                    cx.output(Output::Opened);
-                }
+            Event::OpenSession if !cx.composite.has(MicroId::VirtualCircuit) => {
+                cx.shared.established = true;
+                cx.output(Output::Opened);
             }
             Event::SendSegment => {
                 let Some(id) = arg.seg else { return };

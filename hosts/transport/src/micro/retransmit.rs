@@ -39,11 +39,7 @@ impl Micro for Retransmit {
 
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         match ev {
-            Event::SegmentSent => {
-                if self.timer.is_none() {
-                    self.arm(cx);
-                }
-            }
+            Event::SegmentSent if self.timer.is_none() => self.arm(cx),
             Event::SegmentFromNet => {
                 let acks = arg.seg.and_then(|id| cx.seg(id)).is_some_and(|s| s.attrs.get(ACK).is_some());
                 if acks && cx.shared.ack_advanced {
