@@ -102,6 +102,16 @@ def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list
     return out
 
 
+def stability(samples: list[int]) -> float | None:
+    """UDT/CCC's stability index of one flow: the standard deviation of its throughput samples
+    over their mean (0 is perfectly steady). The first and last samples are partial and left out."""
+    xs = samples[1:-1]
+    if len(xs) < 2 or not any(xs):
+        return None
+    mean = sum(xs) / len(xs)
+    return (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 / mean
+
+
 def summarize(run: dict) -> dict:
     """The figures a row shows, taken from the receiver where throughput is concerned."""
     s = {"mode": run["mode"], "proto": run["proto"], "loss": run["loss"], "flows": run["flows"],
@@ -114,6 +124,10 @@ def summarize(run: dict) -> dict:
         s["mbps"] = sum(rates)
         if len(rates) > 1:
             s["fairness"] = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+        stab = [stability(r.get("samples", [])) for r in srv]
+        stab = [x for x in stab if x is not None]
+        if stab:
+            s["stability"] = sum(stab) / len(stab)
         secs = max((c.get("secs", 0) for c in cli), default=0) or 1
         s["cpu_per_flow"] = sum(c.get("cpu_secs", 0) for c in cli) / max(len(cli), 1) / secs
     elif run["mode"] == "pingpong" and cli:
@@ -157,12 +171,13 @@ def table(rows: list[dict]) -> str:
             continue
         if mode == "bulk":
             lines.append(f"{'bulk':24} {'bneck':>5} {'loss':>5} {'flows':>5} {'Mbit/s':>9} {'/TCP':>6} "
-                         f"{'/UDP':>6} {'fair':>5} {'cpu/flow':>8}")
+                         f"{'/UDP':>6} {'fair':>5} {'stab':>5} {'cpu/flow':>8}")
             for r in sel:
                 lines.append(f"{r['proto'] + ' ' + r['what']:24} {f(r.get('rate_mbit') or None, '5.0f')} "
                              f"{r['loss'] * 100:4.0f}% {r['flows']:5} "
                              f"{f(r.get('mbps'), '9.1f')} {f(r.get('vs_tcp'), '6.3f')} "
                              f"{f(r.get('vs_udp'), '6.3f')} {f(r.get('fairness'), '5.2f')} "
+                             f"{f(r.get('stability'), '5.2f')} "
                              f"{f(r.get('cpu_per_flow'), '8.2f')}")
         elif mode == "pingpong":
             lines.append(f"{'ping-pong':24} {'loss':>5} {'median us':>10} {'p99 us':>9} {'+us/UDP':>8} {'+us/TCP':>8}")

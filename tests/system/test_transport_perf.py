@@ -59,3 +59,12 @@ def test_bad_path_settings_are_refused():
         Path(loss=1.0)
     with pytest.raises(ValueError, match="rate"):
         Path(rate_mbit=-1)
+
+
+def test_stability_is_the_spread_of_a_flows_samples_over_their_mean():
+    assert perf.stability([5, 10, 10, 10, 3]) == 0.0           # ends left out
+    assert perf.stability([1, 10, 20, 1]) == pytest.approx((50 ** 0.5) / 15)
+    assert perf.stability([1, 2]) is None and perf.stability([0, 0, 0, 0]) is None
+    row = perf.summarize(_run("bulk", "ctp", [{"mbps": 1.0, "samples": [0, 4, 4, 4, 0]}],
+                              [{"secs": 1}], "Bulk/newreno"))
+    assert row["stability"] == 0.0

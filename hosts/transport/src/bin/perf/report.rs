@@ -47,7 +47,11 @@ pub struct Tally {
     pub stream_top: u32,
     pub on_time: u64,
     pub hash: Option<Sha256>,
+    /// Bytes delivered in each SAMPLE_US interval since the first, for the stability index.
+    pub samples: Vec<u64>,
 }
+
+pub const SAMPLE_US: u64 = 500_000;
 
 /// A reproducible byte stream (xorshift64), so a receiver's hash shows order as well as content.
 pub struct Pattern(u64);
@@ -76,8 +80,13 @@ pub const PLAYOUT_US: u64 = 3_000_000;
 impl Tally {
     pub fn add(&mut self, m: &[u8], stream: bool) {
         let now = mono_us();
-        self.first_us.get_or_insert(now);
+        let first = *self.first_us.get_or_insert(now);
         self.last_us = now;
+        let slot = ((now - first) / SAMPLE_US) as usize;
+        if self.samples.len() <= slot {
+            self.samples.resize(slot + 1, 0);
+        }
+        self.samples[slot] += m.len() as u64;
         self.bytes += m.len() as u64;
         self.msgs += 1;
         if let Some(h) = self.hash.as_mut() {
@@ -100,6 +109,8 @@ impl Tally {
             "secs": secs,
             "mbps": if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
             "cpu_secs": cpu_secs(),
+            "sample_secs": SAMPLE_US as f64 / 1e6,
+            "samples": self.samples,
         });
         if let Some(h) = &self.hash {
             v["sha256"] = json!(hex(&h.clone().finalize()));
