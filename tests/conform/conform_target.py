@@ -72,11 +72,13 @@ class Target:
         return self.s1.first(lambda d: is_csp(d, group, ctype), timeout)
 
     def activate(self, group: int, proto: int = 254, dport: int = 0, spec: bytes | None = None,
-                 path_mtu: int = 0, corrupt: bool = False, wait: float = 20.0) -> bytes | None:
+                 path_mtu: int = 0, corrupt: bool = False, wait: float = 20.0,
+                 mangle=None) -> bytes | None:
         """Join (rx, group) from s1 and answer as R, naming `spec` (default: the multiplex
-        spec) with `path_mtu`, serving its chunks (with one byte flipped if `corrupt`) until
-        r1 JOIN_ACKs s1; returns that JOIN_ACK (the flow is then ACTIVE at r1). None if it
-        does not come within `wait` seconds and `corrupt`; otherwise the test fails."""
+        spec) with `path_mtu`, serving its chunks (with one byte flipped if `corrupt`, each
+        SPEC_CHUNK body passed through `mangle` if given) until r1 JOIN_ACKs s1; returns that
+        JOIN_ACK (the flow is then ACTIVE at r1). When spoiling the transfer, None if it does
+        not come within `wait` seconds; otherwise the test fails."""
         spec = self.spec if spec is None else spec
         digest = hashlib.sha256(spec).digest()
         self.s1.send(self.join_msg(group, proto, dport))
@@ -99,15 +101,16 @@ class Target:
         while time.monotonic() < deadline:
             for d in self.rx.datagrams(0.2):
                 if is_csp(d, group, 5):
-                    self.serve_chunk(decode(d), bytes(served), digest)
+                    self.serve_chunk(decode(d), bytes(served), digest, mangle)
             ack = self.s1.first(lambda d: is_csp(d, group, 2), 0.05)
             if ack is not None:
                 return ack
-        if corrupt:
+        if corrupt or mangle:
             return None
         pytest.fail("the router never JOIN_ACKed its child after R's JOIN_ACK and spec (2.8-1)")
 
-    def serve_chunk(self, req, spec: bytes | None = None, digest: bytes | None = None) -> None:
+    def serve_chunk(self, req, spec: bytes | None = None, digest: bytes | None = None,
+                    mangle=None) -> None:
         """Answer a SPEC_REQUEST as R: a chunk of `spec` (default: the multiplex spec),
         announced under `digest` (default: its own SHA-256)."""
         from concast.scapy import CSP_SpecRequest
@@ -118,10 +121,12 @@ class Target:
             return
         count = -(-len(spec) // CHUNK_SIZE)
         data = spec[r.chunk_index * CHUNK_SIZE:(r.chunk_index + 1) * CHUNK_SIZE]
+        chunk = CSP_SpecChunk(spec_hash=digest, spec_size=len(spec), chunk_index=r.chunk_index,
+                              chunk_count=count, data=data)
+        if mangle is not None:
+            chunk = mangle(chunk)
         self.rx.send(csp_datagram(
-            CSP(group=req[CSP].group, receiver=self.RX, seq=req[CSP].seq)
-            / CSP_SpecChunk(spec_hash=digest, spec_size=len(spec),
-                            chunk_index=r.chunk_index, chunk_count=count, data=data),
+            CSP(group=req[CSP].group, receiver=self.RX, seq=req[CSP].seq) / chunk,
             src=self.RX, dst=req.src, ttl=64, flags="DF"))
 
 

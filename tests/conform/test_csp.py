@@ -196,6 +196,27 @@ def test_a_spec_whose_chunks_do_not_hash_to_its_name_is_not_used(wire):
             "the router put a spec in force whose bytes do not match its hash"
 
 
+def _wrong_count(c):
+    c.chunk_count += 1
+    return c
+
+
+def _short_data(c):
+    if c.chunk_index + 1 < c.chunk_count:     # a chunk but the last one short of 1024
+        c.data = bytes(c.data)[:-1]
+    return c
+
+
+@pytest.mark.spec("2.5-3")
+@pytest.mark.parametrize("mangle", [_wrong_count, _short_data], ids=["wrong_count", "short_data"])
+def test_spec_chunks_breaking_the_range_or_length_rules_are_not_used(wire, mangle):
+    spec = wire.spec + bytes([0, 6, 4]) + b"conf" + mangle.__name__[-1].encode()
+    digest = hashlib.sha256(spec).digest()
+    ack = wire.activate(fresh_group(), spec=spec, mangle=mangle, wait=4)
+    assert ack is None or decode(ack)[CSP_JoinAck].spec_hash != digest, \
+        "the router put a spec in force from malformed SPEC_CHUNKs"
+
+
 @pytest.mark.spec("2.8-5", "2.7-8")
 def test_a_flow_whose_spec_traps_is_quarantined_and_forwarded_unmerged(wire, tmp_path):
     from hostdtools import wasm_from_wat

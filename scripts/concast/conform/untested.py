@@ -16,7 +16,6 @@ WHY = {
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
-    "2.5-3": "SPEC_CHUNK checks at a fetching router: not yet written (R would serve bad chunks)",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.7-4": "needs a spec that fails validation at the router: not yet written",
     "2.7-5": ("the text defines the code; it does not say a router must send it (ours drops "
