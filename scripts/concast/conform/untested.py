@@ -8,8 +8,6 @@ EXPLAINS = "explains the sentences around it; nothing of its own to check"
 
 WHY = {
     "1.2-6": "an index row: its five errors are the rows of section 1.1, each tested there",
-    "1.2-10": ("the header checksum is checked by data planes before concast; a bad one is "
-               "dropped by any IPv4 router, so it says nothing about concast"),
     "2.3-4": ("sizing bundles by the path MTU needs enough traffic to fill them; "
               "tests/system/test_linux_path_mtu.py checks ours"),
     "2.3-5": EXPLAINS,
@@ -30,7 +28,6 @@ WHY = {
     "3.3-4": EXPLAINS,
     "3.3-5": EXPLAINS,
     "4-1": INSIDE,
-    "4-4": INSIDE,
     "4-6": ("needs the control plane to remove diversion when routerd dies; "
             "tests/system (test_concast_tree.py crashed-routerd test) checks ours"),
 }
