@@ -122,6 +122,13 @@ def summarize(run: dict) -> dict:
     if run["mode"] == "bulk":
         rates = [r["mbps"] for r in srv]
         s["mbps"] = sum(rates)
+        spans = [(r["first_us"], r["last_us"]) for r in srv if r.get("first_us") is not None]
+        if len(spans) > 1 and len(spans) == len(srv):
+            # flows that do not overlap exactly would add up to more than the link: the
+            # aggregate is all bytes over the time from the first byte to the last
+            wall = max(b for _, b in spans) - min(a for a, _ in spans)
+            if wall > 0:
+                s["mbps"] = sum(r["bytes"] for r in srv) * 8 / wall
         if len(rates) > 1:
             s["fairness"] = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
         stab = [stability(r.get("samples", [])) for r in srv]

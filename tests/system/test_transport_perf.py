@@ -68,3 +68,10 @@ def test_stability_is_the_spread_of_a_flows_samples_over_their_mean():
     row = perf.summarize(_run("bulk", "ctp", [{"mbps": 1.0, "samples": [0, 4, 4, 4, 0]}],
                               [{"secs": 1}], "Bulk/newreno"))
     assert row["stability"] == 0.0
+
+
+def test_aggregate_of_flows_is_all_bytes_over_the_whole_span():
+    srv = [{"mbps": 80.0, "bytes": 10_000_000, "first_us": 0, "last_us": 1_000_000},
+           {"mbps": 80.0, "bytes": 10_000_000, "first_us": 1_000_000, "last_us": 2_000_000}]
+    row = perf.summarize(_run("bulk", "tcp", srv, [{"secs": 2}, {"secs": 2}], "reno", flows=2))
+    assert row["mbps"] == pytest.approx(80.0)   # not 160: they took turns

@@ -110,6 +110,8 @@ impl Tally {
             "mbps": if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
             "cpu_secs": cpu_secs(),
             "sample_secs": SAMPLE_US as f64 / 1e6,
+            "first_us": self.first_us,
+            "last_us": self.last_us,
             "samples": self.samples,
         });
         if let Some(h) = &self.hash {
