@@ -10,7 +10,7 @@ say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 APT_PACKAGES=(
-    mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump tshark iperf3 iptables
+    mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump tshark iperf3 iptables nftables
     python3-venv python3-pip clang lld wabt build-essential pkg-config
 )
 
