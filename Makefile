@@ -16,7 +16,7 @@ else
 P4C      := $(shell command -v p4c-bm2-ss 2>/dev/null)
 endif
 
-.PHONY: all setup build rust specs p4 vectors test test-rust test-python run run-mplex bench clean help
+.PHONY: all setup build rust specs p4 vectors test test-rust test-python run run-mplex bench fuzz clean help
 
 all: build
 
@@ -25,6 +25,7 @@ help:
 	@echo "make run-mplex - the dumbbell ACK multiplexing experiment (8 clients x 2 MB)"
 	@echo "make test    - install what is needed, build, run every test"
 	@echo "make bench   - speed benchmarks (figures and ratios to their peers)"
+	@echo "make fuzz    - fuzz every parser of untrusted bytes (FUZZ_SECONDS each; nightly Rust + cargo-fuzz)"
 	@echo "make build   - build the Rust workspace, the merge specs and (with p4c) the P4 program"
 	@echo "make setup   - only install dependencies (Debian packages, Rust target, venv, OVS)"
 
@@ -90,6 +91,22 @@ bench: build
 	$(PY) scripts/bench_forwarding.py
 	$(PY) scripts/bench_linkemu.py --csv results/bench_linkemu.csv
 	$(PY) -m concast.cli perf --suite bench --json results/perf-bench.json
+
+# libFuzzer through cargo-fuzz, which needs nightly Rust: installed here on first use (not by
+# setup, not in CI: building the spec_module target compiles wasmtime with coverage, ~7 min).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := datagram csp_message mplex_packet hostd_request offline_input spec_module
+fuzz: specs
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@python3 tests/fuzz/seed.py
+	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
+	    echo "[fuzz] $$t for $(FUZZ_SECONDS) s"; \
+	    $(CARGO) +nightly fuzz run -O --fuzz-dir tests/fuzz $$t tests/fuzz/corpus/$$t -- \
+	        -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 2>&1 \
+	        | grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|ERROR|panicked' \
+	        || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD) target mergespecs/specs/target results
