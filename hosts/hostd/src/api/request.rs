@@ -136,13 +136,19 @@ fn selector(f: &Fields, default_dport: u16) -> Result<Selector, String> {
 fn hex(f: &Fields, key: &str) -> Result<Vec<u8>, String> {
     let v = need(f, key)?;
     let s = v.as_str().ok_or_else(|| format!("\"{key}\" must be a string of hex digits"))?;
-    let s: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    // Bytes, not chars: a non-ASCII character is simply not a hex digit (slicing the string
+    // at byte offsets could split it and panic; found by tests/fuzz, hostd_request).
+    let s: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if !s.len().is_multiple_of(2) {
         return Err(format!("\"{key}\" has an odd number of hex digits"));
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("\"{key}\" is not hex (at digit {i})")))
+    let digit = |b: u8| char::from(b).to_digit(16);
+    s.chunks(2)
+        .enumerate()
+        .map(|(i, pair)| match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
+            _ => Err(format!("\"{key}\" is not hex (at digit {})", 2 * i)),
+        })
         .collect()
 }
 
@@ -238,6 +244,16 @@ mod tests {
 
     fn err(line: &str) -> String {
         parse(line, OWN).unwrap_err().error
+    }
+
+    #[test]
+    fn hex_with_a_non_ascii_character_is_refused_not_a_panic() {
+        // The input tests/fuzz found (hostd_request): a two-byte character inside spec_hex.
+        let line = "{\"op\":\"install_spec\",\"group\":7,\"spec_hex\":\"0061\u{0410}00\"}";
+        assert!(err(line).contains("not hex (at digit 4)"), "{}", err(line));
+        let line = r#"{"op":"send","receiver":"10.0.0.9","group":7,"payload":"0g"}"#;
+        assert!(err(line).contains("not hex (at digit 0)"));
+        assert!(parse(r#"{"op":"send","receiver":"10.0.0.9","group":7,"payload":"00 ff"}"#, OWN).is_ok());
     }
 
     #[test]
