@@ -12,8 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, receiver, run_loop, Pair, Sniffer, A, B};
-use concast_mplex::{Mplex, Options, SenderConfig};
+use common::{ack_sender, enter, receiver, run_loop, Pair, Sniffer, A, B};
 
 /// DSCP EF (46 << 2). TCP sockets keep the ECN bits to themselves, so a TCP test can only
 /// choose the DSCP part; the ECN bits are checked with UDP (tests of per-flow capture).
@@ -25,7 +24,13 @@ fn connect_with_tos(to: std::net::SocketAddrV4, tos: u8) -> TcpStream {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
         assert!(fd >= 0);
         let v = i32::from(tos);
-        let r = libc::setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, (&v as *const i32).cast(), 4);
+        let r = libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_TOS,
+            (&v as *const i32).cast(),
+            4,
+        );
         assert_eq!(r, 0, "IP_TOS");
         let mut sa: libc::sockaddr_in = std::mem::zeroed();
         sa.sin_family = libc::AF_INET as u16;
@@ -65,10 +70,7 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
     let (a, s) = (pair.a.clone(), stop.clone());
     let sender = thread::spawn(move || {
         enter(&a);
-        let mut m = Mplex::new(Options::default());
-        m.add_sender(SenderConfig::new(B, A, 1, 1.0, 5.0, None).unwrap())
-            .unwrap();
-        m.start_capture(B).unwrap();
+        let m = ack_sender();
         ready_tx.send(()).unwrap();
         run_loop(m, s)
     });
@@ -92,7 +94,11 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
     result.unwrap();
     assert_eq!(got.len(), 300_000, "the download arrived whole");
 
-    let s = snd.sender(B, concast_mplex::Selection::Acks).unwrap().counters.clone();
+    let s = snd
+        .sender(B, concast_mplex::Selection::Acks)
+        .unwrap()
+        .counters
+        .clone();
     let r = rcv.receiver(1).unwrap().clone();
     let from_a: Vec<_> = injected
         .iter()
@@ -103,7 +109,11 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
             *m.entry(d[1]).or_default() += 1;
             m
         });
-    eprintln!("sender {}\nreceiver {}\nTOS of injected ACKs: {tos:?}", s.to_json(), r.to_json());
+    eprintln!(
+        "sender {}\nreceiver {}\nTOS of injected ACKs: {tos:?}",
+        s.to_json(),
+        r.to_json()
+    );
     assert!(s.sent > 20, "ACKs were multiplexed: {}", s.to_json());
     assert_eq!(
         from_a.len() as u64,

@@ -13,15 +13,17 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, receiver, run_loop, Pair, A, B};
-use concast_mplex::{Mplex, Options, SenderConfig};
+use common::{ack_sender, enter, receiver, run_loop, Pair, B};
 
 /// TCP segments sent so far by this thread's network namespace (`Tcp: OutSegs`).
 fn tcp_out_segs() -> u64 {
     let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
     let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
     let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
-    let i = names.split_whitespace().position(|n| n == "OutSegs").unwrap();
+    let i = names
+        .split_whitespace()
+        .position(|n| n == "OutSegs")
+        .unwrap();
     values.split_whitespace().nth(i).unwrap().parse().unwrap()
 }
 
@@ -58,10 +60,7 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
     let (a, s) = (pair.a.clone(), stop.clone());
     let sender = thread::spawn(move || {
         enter(&a);
-        let mut m = Mplex::new(Options::default());
-        m.add_sender(SenderConfig::new(B, A, 1, 1.0, 5.0, None).unwrap())
-            .unwrap();
-        m.start_capture(B).unwrap();
+        let m = ack_sender();
         ready_tx.send(()).unwrap();
         run_loop(m, s)
     });
@@ -90,9 +89,17 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
     assert!(served.is_ok(), "the server sent everything");
     assert!(got == data(2_000_000), "the download arrived intact");
 
-    let s = snd.sender(B, concast_mplex::Selection::Acks).unwrap().counters.clone();
+    let s = snd
+        .sender(B, concast_mplex::Selection::Acks)
+        .unwrap()
+        .counters
+        .clone();
     let r = rcv.receiver(1).unwrap().clone();
-    eprintln!("A sent {acks_sent} segments\nsender {}\nreceiver {}", s.to_json(), r.to_json());
+    eprintln!(
+        "A sent {acks_sent} segments\nsender {}\nreceiver {}",
+        s.to_json(),
+        r.to_json()
+    );
     // How many ACKs a 2 MB download takes depends on GRO and delayed ACKs (170-400 seen).
     assert!(
         s.sent > 20 && s.captured + 5 >= acks_sent,

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use concast_mplex::{Mplex, Options};
+use concast_mplex::{Mplex, Options, SenderConfig};
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -86,10 +86,23 @@ pub fn enter(name: &str) {
     );
 }
 
+/// A's multiplex service capturing its pure ACKs toward B, group 1, MaxLocalDelay 1 ms and
+/// MaxTotalDelay 5 ms (call it inside A's namespace, after `enter`).
+pub fn ack_sender() -> Mplex {
+    let mut m = Mplex::new(Options::default());
+    m.add_sender(SenderConfig::new(B, A, 1, 1.0, 5.0, None).unwrap())
+        .unwrap();
+    m.start_capture(B).unwrap();
+    m
+}
+
 /// R's multiplex service for group 1, unbundling into the TUN device `mplextun` (call it
 /// inside B's namespace, after `enter`).
 pub fn receiver() -> Mplex {
-    let mut m = Mplex::new(Options { tun_name: "mplextun".into(), ..Options::default() });
+    let mut m = Mplex::new(Options {
+        tun_name: "mplextun".into(),
+        ..Options::default()
+    });
     m.add_receiver(1).unwrap();
     m
 }

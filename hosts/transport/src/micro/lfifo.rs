@@ -1,9 +1,7 @@
 //! Lossy FIFO: delivers data segments in sequence order at once, dropping any that arrive
 //! after a later one was delivered.
-use crate::attr::SEQ;
 use crate::composite::MicroId;
 use crate::event::{Arg, Event};
-use crate::segment::Kind;
 use crate::session::{Cx, Micro};
 
 #[derive(Default)]
@@ -21,12 +19,8 @@ impl Micro for LossyFifo {
     }
 
     fn handle(&mut self, _ev: Event, arg: &Arg, cx: &mut Cx) {
-        let Some(id) = arg.seg else { return };
-        let Some(seg) = cx.seg(id).filter(|s| s.kind == Kind::Data) else { return };
-        let seq = seg.attrs.get(SEQ).map(|q| q as u32);
-        cx.consume(id);
-        let Some(q) = seq else {
-            return cx.stats.malformed += 1;
+        let Some((id, q)) = super::take_data(arg, cx) else {
+            return;
         };
         if q < self.next {
             cx.stats.late += 1;

@@ -12,8 +12,25 @@
 //! | SEGMENT LOST | windowed-congestion 10, retransmit 20 |
 //! | SEGMENT TIMEOUT | rtt-estimation 10, windowed-congestion 20, duplicate-ack 30, retransmit 90 |
 //! | SEGMENT DONE | windowed-congestion 10, transport-driver 90 |
+use crate::attr::SEQ;
 use crate::composite::MicroId;
-use crate::session::{Config, Micro};
+use crate::event::{Arg, SegId};
+use crate::segment::Kind;
+use crate::session::{Config, Cx, Micro};
+
+/// The FIFOs' first step on a segment from the net: a data segment is taken off the event
+/// (consumed) and returned with its sequence number; one without a number is counted as
+/// malformed. `None` for anything else.
+pub(crate) fn take_data(arg: &Arg, cx: &mut Cx) -> Option<(SegId, u32)> {
+    let id = arg.seg?;
+    let seg = cx.seg(id).filter(|s| s.kind == Kind::Data)?;
+    let seq = seg.attrs.get(SEQ).map(|q| q as u32);
+    cx.consume(id);
+    if seq.is_none() {
+        cx.stats.malformed += 1;
+    }
+    Some((id, seq?))
+}
 
 pub mod ccwin;
 pub mod driver;

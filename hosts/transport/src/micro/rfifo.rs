@@ -2,10 +2,8 @@
 //! in a buffer (holding their deallocate barrier) until the gap before them is filled.
 use std::collections::BTreeMap;
 
-use crate::attr::SEQ;
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, SegId};
-use crate::segment::Kind;
 use crate::session::{Cx, Micro};
 
 #[derive(Default)]
@@ -24,12 +22,8 @@ impl Micro for ReliableFifo {
     }
 
     fn handle(&mut self, _ev: Event, arg: &Arg, cx: &mut Cx) {
-        let Some(id) = arg.seg else { return };
-        let Some(seg) = cx.seg(id).filter(|s| s.kind == Kind::Data) else { return };
-        let seq = seg.attrs.get(SEQ).map(|q| q as u32);
-        cx.consume(id);
-        let Some(q) = seq else {
-            return cx.stats.malformed += 1;
+        let Some((id, q)) = super::take_data(arg, cx) else {
+            return;
         };
         if q < self.expected || self.buffer.contains_key(&q) {
             cx.stats.duplicates += 1;
