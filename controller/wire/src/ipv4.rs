@@ -348,6 +348,39 @@ pub fn checksum(data: &[u8]) -> u16 {
     !crate::fold(crate::ones_sum(data))
 }
 
+/// The one's-complement sum of the IPv4 pseudo-header (RFC 793, RFC 768): addresses,
+/// protocol and the transport segment's length; folded, not inverted.
+pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: usize) -> u16 {
+    let sum = crate::ones_sum(&src.octets())
+        + crate::ones_sum(&dst.octets())
+        + u32::from(protocol)
+        + crate::ones_sum(&(len as u16).to_be_bytes());
+    crate::fold(sum)
+}
+
+/// The checksum a TCP or UDP `segment` (header and data) should carry between `src` and
+/// `dst`, computed as if its 16-bit checksum field at `field` were zero, so the segment may
+/// hold any value there (a stale or an offload-partial one). UDP sends a computed 0 as 0xFFFF
+/// (0 means "no checksum"); for TCP the two are the same number and 0 is kept.
+pub fn transport_checksum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8], field: usize) -> u16 {
+    let stored = segment.get(field..field + 2).map_or(0, |f| u16::from_be_bytes([f[0], f[1]]));
+    // Subtracting in one's complement is adding the complement.
+    let sum = u32::from(pseudo_header_sum(src, dst, protocol, segment.len()))
+        + crate::ones_sum(segment)
+        + u32::from(!stored);
+    match !crate::fold(sum) {
+        0 if protocol == protocol::UDP => 0xFFFF,
+        c => c,
+    }
+}
+
+/// Whether a TCP or UDP `segment` carries a checksum that verifies between `src` and `dst`
+/// (what the receiving kernel checks).
+pub fn transport_checksum_ok(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8]) -> bool {
+    let sum = u32::from(pseudo_header_sum(src, dst, protocol, segment.len())) + crate::ones_sum(segment);
+    crate::fold(sum) == 0xFFFF
+}
+
 /// The IPv4 header fields other than lengths and options, for the builders.
 ///
 /// Lengths, IHL and the checksum are always computed by the builder, never taken from here,

@@ -413,6 +413,33 @@ fn record() -> impl Strategy<Value = (Ipv4Addr, u8, u8, Vec<u8>)> {
 proptest! {
     #![proptest_config(config())]
 
+    /// The pseudo-header checksum ignores what the field holds, a segment carrying it
+    /// verifies, and it agrees with RFC 1071 over the pseudo-header written out in full.
+    #[test]
+    fn transport_checksums_fill_and_verify(
+        src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(), udp in any::<bool>(),
+        stale in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 8..200),
+    ) {
+        let (src, dst) = (Ipv4Addr::from(src), Ipv4Addr::from(dst));
+        let (proto, at) = if udp { (ipv4::protocol::UDP, 6) } else { (ipv4::protocol::TCP, 16) };
+        let mut seg = body;
+        if seg.len() < at + 2 { seg.resize(at + 2, 0); }
+        seg[at..at + 2].copy_from_slice(&stale.to_be_bytes());
+        let c = ipv4::transport_checksum(src, dst, proto, &seg, at);
+        seg[at..at + 2].fill(0);
+        prop_assert_eq!(c, ipv4::transport_checksum(src, dst, proto, &seg, at));
+        let mut pseudo = [&src.octets()[..], &dst.octets(), &[0, proto], &(seg.len() as u16).to_be_bytes()].concat();
+        pseudo.extend_from_slice(&seg);
+        let plain = ipv4::checksum(&pseudo);
+        prop_assert_eq!(c, if udp && plain == 0 { 0xFFFF } else { plain });
+        seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        prop_assert!(ipv4::transport_checksum_ok(src, dst, proto, &seg));
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
     #[test]
     fn arbitrary_bytes_never_panic(buf in prop::collection::vec(any::<u8>(), 0..160)) {
         exercise(&buf)?;

@@ -52,18 +52,9 @@ impl<'a> View<'a> {
     }
 }
 
-/// The UDP checksum over the IPv4 pseudo-header and `udp` (header with checksum 0, payload).
+/// The UDP checksum over the IPv4 pseudo-header and `udp` (header and payload).
 fn checksum(src: Ipv4Addr, dst: Ipv4Addr, udp: &[u8]) -> u16 {
-    let mut buf = Vec::with_capacity(12 + udp.len());
-    buf.extend_from_slice(&src.octets());
-    buf.extend_from_slice(&dst.octets());
-    buf.extend_from_slice(&[0, protocol::UDP]);
-    buf.extend_from_slice(&(udp.len() as u16).to_be_bytes());
-    buf.extend_from_slice(udp);
-    match ipv4::checksum(&buf) {
-        0 => 0xFFFF, // 0 means "no checksum" in UDP over IPv4
-        c => c,
-    }
+    ipv4::transport_checksum(src, dst, protocol::UDP, udp, field::CHECKSUM.start)
 }
 
 /// Writes a UDP header and `payload` into `buf` (exactly `HEADER_LEN + payload.len()` bytes).

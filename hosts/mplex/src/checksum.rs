@@ -20,26 +20,6 @@ fn checksum_offset(protocol: u8) -> Option<usize> {
     }
 }
 
-/// One's-complement sum of big-endian 16-bit words (odd tail padded with zero), not folded.
-fn sum_words(data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(2);
-    let mut sum: u64 = words
-        .by_ref()
-        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    if let [last] = words.remainder() {
-        sum += u64::from(*last) << 8;
-    }
-    sum
-}
-
-fn fold(mut sum: u64) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// The checksum a TCP or UDP `segment` (header and data, its checksum field as it is) should
 /// carry between `src` and `dst`, computed with the field taken as zero.
 pub fn transport_checksum(
@@ -49,18 +29,8 @@ pub fn transport_checksum(
     segment: &[u8],
 ) -> Option<u16> {
     let at = checksum_offset(protocol)?;
-    let field = segment.get(at..at + 2)?;
-    let mut sum = sum_words(&src.octets()) + sum_words(&dst.octets());
-    sum += u64::from(protocol) + segment.len() as u64;
-    sum += sum_words(segment);
-    sum -= u64::from(u16::from_be_bytes([field[0], field[1]])); // as if the field were zero
-    let c = !fold(sum);
-    // UDP sends a computed 0 as 0xFFFF (0 means "no checksum"); TCP's 0 and 0xFFFF are equal.
-    Some(if protocol == ipv4::protocol::UDP && c == 0 {
-        0xffff
-    } else {
-        c
-    })
+    segment.get(at..at + 2)?;
+    Some(ipv4::transport_checksum(src, dst, protocol, segment, at))
 }
 
 /// Rewrites the transport checksum of a whole IPv4 datagram (TCP, or UDP that has one).
@@ -94,9 +64,7 @@ pub fn transport_checksum_ok(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment
     let Some(at) = checksum_offset(protocol) else {
         return false;
     };
-    let mut sum = sum_words(&src.octets()) + sum_words(&dst.octets());
-    sum += u64::from(protocol) + segment.len() as u64 + sum_words(segment);
-    segment.len() >= at + 2 && fold(sum) == 0xffff
+    segment.len() >= at + 2 && ipv4::transport_checksum_ok(src, dst, protocol, segment)
 }
 
 #[cfg(test)]
@@ -111,8 +79,7 @@ mod tests {
         let (src, dst, range) = (ip.src_addr(), ip.dst_addr(), ip.payload_range());
         assert!(transport_checksum_ok(src, dst, 6, &d[range.clone()]));
         // What offload leaves: the folded pseudo-header sum, not inverted.
-        let pseudo =
-            fold(sum_words(&src.octets()) + sum_words(&dst.octets()) + 6 + (range.len() as u64));
+        let pseudo = ipv4::pseudo_header_sum(src, dst, 6, range.len());
         d[range.start + 16..range.start + 18].copy_from_slice(&pseudo.to_be_bytes());
         assert!(!transport_checksum_ok(src, dst, 6, &d[range.clone()]));
         assert!(fix_transport_checksum(&mut d));
@@ -148,7 +115,7 @@ mod tests {
         // Independent check: RFC 1071 over pseudo-header and segment, by hand.
         let mut pseudo = vec![10, 1, 1, 2, 10, 2, 1, 2, 0, 6, 0, 20];
         pseudo.extend_from_slice(&seg);
-        assert_eq!(c, !fold(sum_words(&pseudo)));
+        assert_eq!(c, ipv4::checksum(&pseudo));
     }
 
     #[test]
