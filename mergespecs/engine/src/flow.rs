@@ -246,6 +246,8 @@ impl Flow {
             StateCall::Timeout => "concast_timeout",
             StateCall::Free => "concast_state_free",
         };
+        // One question to the gate per `done`/`timeout`: the spec reads the answer through
+        // `egress_free_at`, and `finish` decides a hold with the same one.
         let egress_free_at = match (call, env.gate.as_deref_mut()) {
             (StateCall::Done | StateCall::Timeout, Some(gate)) => {
                 gate.busy_until(self.key, env.now).unwrap_or(0)
@@ -386,20 +388,22 @@ impl Flow {
     /// arriving meanwhile still merge into it — and its timer is re-armed to when the link
     /// will have sent what it holds (bounded by the limit). A held state is built when that
     /// timer fires, with no second question to the gate.
+    ///
+    /// Always called right after the `done` or `timeout` call that said build, so the gate's
+    /// answer asked for that call (`egress_free_at`, see `state_call`) is the one used here.
     fn finish(&mut self, slot: u32, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        let free_at = self.cx().egress_free_at; // 0: no gate, or the link is idle
         let s = self.states.slot(slot);
         if s.gated.is_some() {
             return Ok(()); // already held: its timer decides
         }
-        if let (Some(limit), Some(gate)) = (s.hold_limit, env.gate.as_deref_mut()) {
-            if let Some(free_at) = gate.busy_until(self.key, env.now) {
-                let at = free_at.min(limit);
-                if at > env.now + env.lead_us {
-                    self.arm_timer(slot, at, env);
-                    self.states.slot_mut(slot).gated = Some(env.now);
-                    self.counters.gate_held += 1;
-                    return Ok(());
-                }
+        if let Some(limit) = s.hold_limit.filter(|_| free_at > env.now) {
+            let at = free_at.min(limit);
+            if at > env.now + env.lead_us {
+                self.arm_timer(slot, at, env);
+                self.states.slot_mut(slot).gated = Some(env.now);
+                self.counters.gate_held += 1;
+                return Ok(());
             }
         }
         self.build(slot, env)

@@ -1,7 +1,9 @@
 //! The egress gate: how an embedder lets finished merge states wait for a busy output link
-//! (the paper's "queue access", docs/multiplex.md). The engine asks once per finished state
-//! whose spec gave a hold limit; the embedder answers from whatever knows the link's
-//! transmitter (routerd: the link emulator's shared state file).
+//! (the paper's "queue access", docs/multiplex.md). The engine asks once before each `done`
+//! or `timeout` call of a flow; the spec sees the answer (`egress_free_at`) and, if the call
+//! says build and the spec gave a hold limit, the engine holds the state by the same answer.
+//! The embedder answers from whatever knows the link's transmitter (routerd: the link
+//! emulator's shared state file).
 
 use crate::ipv4::FlowKey;
 
