@@ -4,15 +4,15 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
+use std::net::TcpStream;
 use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{ack_sender, enter, receiver, run_loop, Pair, Sniffer, A, B};
+use common::{ack_sender, enter, receiver, run_loop, serve_once, wait_ready, Pair, Sniffer, A, B};
 
 /// DSCP EF (46 << 2). TCP sockets keep the ECN bits to themselves, so a TCP test can only
 /// choose the DSCP part; the ECN bits are checked with UDP (tests of per-flow capture).
@@ -59,14 +59,7 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
         r.send(()).unwrap();
         (run_loop(m, s), sniffer.drain())
     });
-    let (b2, ready_srv) = (pair.b.clone(), ready_tx.clone());
-    let server = thread::spawn(move || {
-        enter(&b2);
-        let l = TcpListener::bind((B, 8001)).unwrap();
-        ready_srv.send(()).unwrap();
-        let (mut c, _) = l.accept().unwrap();
-        c.write_all(&vec![7u8; 300_000]).unwrap();
-    });
+    let server = serve_once(pair.b.clone(), 8001, vec![7u8; 300_000], ready_tx.clone());
     let (a, s) = (pair.a.clone(), stop.clone());
     let sender = thread::spawn(move || {
         enter(&a);
@@ -74,11 +67,7 @@ fn acks_reach_the_receiver_with_their_tos_byte() {
         ready_tx.send(()).unwrap();
         run_loop(m, s)
     });
-    for _ in 0..3 {
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a thread did not start");
-    }
+    wait_ready(&ready_rx, 3);
 
     enter(&pair.a);
     let mut c = connect_with_tos(std::net::SocketAddrV4::new(B, 8001), EF);

@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{enter, receiver, run_loop, Pair, Sniffer, A, B};
+use common::{enter, receiver, run_loop, wait_ready, Pair, Sniffer, A, B};
 use concast_mplex::{FlowProto, Mplex, Options, Selection, SenderConfig};
 use concast_wire::{classify, Datagram};
 use sha2::{Digest, Sha256};
@@ -30,7 +30,13 @@ const TOS: [u8; 5] = [0, 0b01, 0b10, 0b11, 0xB8 | 0b10];
 fn set_tos(s: &UdpSocket, tos: u8) {
     let v = i32::from(tos);
     let r = unsafe {
-        libc::setsockopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, (&v as *const i32).cast(), 4)
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_TOS,
+            (&v as *const i32).cast(),
+            4,
+        )
     };
     assert_eq!(r, 0, "IP_TOS");
 }
@@ -40,10 +46,17 @@ fn tos_socket(port: u16) -> UdpSocket {
     let s = UdpSocket::bind((B, port)).unwrap();
     let on: i32 = 1;
     let r = unsafe {
-        libc::setsockopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_RECVTOS, (&on as *const i32).cast(), 4)
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_RECVTOS,
+            (&on as *const i32).cast(),
+            4,
+        )
     };
     assert_eq!(r, 0, "IP_RECVTOS");
-    s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     s
 }
 
@@ -53,7 +66,10 @@ fn receive_all(s: &UdpSocket) -> Vec<(Vec<u8>, u8)> {
     loop {
         let mut buf = vec![0u8; 2048];
         let mut cbuf = [0u8; 64];
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
@@ -81,7 +97,9 @@ fn receive_all(s: &UdpSocket) -> Vec<(Vec<u8>, u8)> {
 fn payload(flow: u16, i: usize) -> Vec<u8> {
     // 1..=150 bytes: every datagram is within flow 1's threshold of 200 (28 + 150 = 178).
     let len = 1 + (i * 37) % 150;
-    (0..len).map(|j| (j * 13 + i * 7 + usize::from(flow)) as u8).collect()
+    (0..len)
+        .map(|j| (j * 13 + i * 7 + usize::from(flow)) as u8)
+        .collect()
 }
 
 fn digest(items: &[Vec<u8>]) -> Vec<u8> {
@@ -120,18 +138,16 @@ fn udp_flows_turned_on_by_port_are_multiplexed_with_their_own_delays() {
         let base = SenderConfig::new(B, A, 1, 2.0, 10.0, None).unwrap();
         let f1 = Selection::flow(FlowProto::Udp, Some(F1.0), None).unwrap();
         let f2 = Selection::flow(FlowProto::Udp, Some(F2.0), Some(F2.1)).unwrap();
-        m.add_sender(base.for_selection(f1, Some(200)).unwrap()).unwrap();
+        m.add_sender(base.for_selection(f1, Some(200)).unwrap())
+            .unwrap();
         let slow = SenderConfig::new(B, A, 1, 7.0, 20.0, None).unwrap();
-        m.add_sender(slow.for_selection(f2, Some(200)).unwrap()).unwrap();
+        m.add_sender(slow.for_selection(f2, Some(200)).unwrap())
+            .unwrap();
         m.start_capture(B).unwrap();
         ready_tx.send(()).unwrap();
         run_loop(m, s)
     });
-    for _ in 0..2 {
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a thread did not start");
-    }
+    wait_ready(&ready_rx, 2);
 
     enter(&pair.a);
     let socks: Vec<UdpSocket> = [F1, F2, F3]
@@ -149,15 +165,31 @@ fn udp_flows_turned_on_by_port_are_multiplexed_with_their_own_delays() {
         thread::sleep(Duration::from_micros(300));
     }
     // Too large for flow 1's threshold: goes out as it is.
-    socks[0].send_to(&[9u8; 400], SocketAddrV4::new(B, F1.1)).unwrap();
+    socks[0]
+        .send_to(&[9u8; 400], SocketAddrV4::new(B, F1.1))
+        .unwrap();
     thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let snd = sender.join().unwrap();
     let (rcv, wire, got) = receiver.join().unwrap();
 
-    let c1 = snd.sender(B, Selection::flow(FlowProto::Udp, Some(F1.0), None).unwrap()).unwrap();
-    let c2 = snd.sender(B, Selection::flow(FlowProto::Udp, Some(F2.0), Some(F2.1)).unwrap()).unwrap();
-    eprintln!("flow 1 {}\nflow 2 {}", c1.counters.to_json(), c2.counters.to_json());
+    let c1 = snd
+        .sender(
+            B,
+            Selection::flow(FlowProto::Udp, Some(F1.0), None).unwrap(),
+        )
+        .unwrap();
+    let c2 = snd
+        .sender(
+            B,
+            Selection::flow(FlowProto::Udp, Some(F2.0), Some(F2.1)).unwrap(),
+        )
+        .unwrap();
+    eprintln!(
+        "flow 1 {}\nflow 2 {}",
+        c1.counters.to_json(),
+        c2.counters.to_json()
+    );
     eprintln!("receiver {}", rcv.receiver(1).unwrap().to_json());
     assert_eq!((c1.counters.sent, c2.counters.sent), (N as u64, N as u64));
     assert_eq!(
@@ -169,10 +201,18 @@ fn udp_flows_turned_on_by_port_are_multiplexed_with_their_own_delays() {
     // Byte for byte, TOS for TOS, in order, at R's own sockets.
     let mut want1 = sent[&F1.0].clone();
     want1.push((vec![9u8; 400], TOS[(N - 1) % TOS.len()]));
-    for (got, want, name) in [(&got[0], &want1, "flow 1"), (&got[1], &sent[&F2.0], "flow 2"), (&got[2], &sent[&F3.0], "flow 3")] {
+    for (got, want, name) in [
+        (&got[0], &want1, "flow 1"),
+        (&got[1], &sent[&F2.0], "flow 2"),
+        (&got[2], &sent[&F3.0], "flow 3"),
+    ] {
         let gp: Vec<_> = got.iter().map(|g| g.0.clone()).collect();
         let wp: Vec<_> = want.iter().map(|w| w.0.clone()).collect();
-        assert_eq!(digest(&gp), digest(&wp), "{name}: the payloads arrived whole and in order");
+        assert_eq!(
+            digest(&gp),
+            digest(&wp),
+            "{name}: the payloads arrived whole and in order"
+        );
         assert_eq!(
             got.iter().map(|g| g.1).collect::<Vec<_>>(),
             want.iter().map(|w| w.1).collect::<Vec<_>>(),
@@ -202,8 +242,16 @@ fn udp_flows_turned_on_by_port_are_multiplexed_with_their_own_delays() {
             _ => {}
         }
     }
-    assert_eq!(delays[&F1.0], BTreeMap::from([((2000, 10_000), N)]), "flow 1's records");
-    assert_eq!(delays[&F2.0], BTreeMap::from([((7000, 20_000), N)]), "flow 2's records");
+    assert_eq!(
+        delays[&F1.0],
+        BTreeMap::from([((2000, 10_000), N)]),
+        "flow 1's records"
+    );
+    assert_eq!(
+        delays[&F2.0],
+        BTreeMap::from([((7000, 20_000), N)]),
+        "flow 2's records"
+    );
     assert!(!delays.contains_key(&F3.0), "flow 3 was not turned on");
     assert_eq!(plain, BTreeMap::from([(F1.0, 1), (F3.0, N)]));
 }

@@ -5,15 +5,15 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
+use std::net::TcpStream;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{ack_sender, enter, receiver, run_loop, Pair, B};
+use common::{ack_sender, enter, receiver, run_loop, serve_once, wait_ready, Pair, B};
 
 /// TCP segments sent so far by this thread's network namespace (`Tcp: OutSegs`).
 fn tcp_out_segs() -> u64 {
@@ -48,14 +48,7 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
         r.send(()).unwrap();
         run_loop(m, s)
     });
-    let (b2, ready_srv) = (pair.b.clone(), ready_tx.clone());
-    let server = thread::spawn(move || {
-        enter(&b2);
-        let l = TcpListener::bind((B, 8000)).unwrap();
-        ready_srv.send(()).unwrap();
-        let (mut c, _) = l.accept().unwrap();
-        c.write_all(&data(2_000_000)).unwrap();
-    });
+    let server = serve_once(pair.b.clone(), 8000, data(2_000_000), ready_tx.clone());
     // Sender A: captures its ACKs toward B.
     let (a, s) = (pair.a.clone(), stop.clone());
     let sender = thread::spawn(move || {
@@ -64,11 +57,7 @@ fn acks_cross_as_mplex_packets_and_reach_tcp() {
         ready_tx.send(()).unwrap();
         run_loop(m, s)
     });
-    for _ in 0..3 {
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a thread did not start");
-    }
+    wait_ready(&ready_rx, 3);
 
     enter(&pair.a);
     let segs_before = tcp_out_segs();

@@ -3,11 +3,15 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+use std::io::Write;
 use std::net::Ipv4Addr;
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
 
 use concast_mplex::{Mplex, Options, SenderConfig};
 
@@ -84,6 +88,32 @@ pub fn enter(name: &str) {
         0,
         "setns {name}"
     );
+}
+
+/// A thread in namespace `ns` that accepts one TCP connection on B:`port`, writes `data` to
+/// it and closes; it says `ready` once listening.
+pub fn serve_once(
+    ns: String,
+    port: u16,
+    data: Vec<u8>,
+    ready: mpsc::Sender<()>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        enter(&ns);
+        let l = TcpListener::bind((B, port)).unwrap();
+        ready.send(()).unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        c.write_all(&data).unwrap();
+    })
+}
+
+/// Waits until `n` threads said they are ready (10 s each at most).
+pub fn wait_ready(ready: &mpsc::Receiver<()>, n: usize) {
+    for _ in 0..n {
+        ready
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a thread did not start");
+    }
 }
 
 /// A's multiplex service capturing its pure ACKs toward B, group 1, MaxLocalDelay 1 ms and
