@@ -54,6 +54,16 @@ class Target:
         for p in self.ports.values():
             p.log = log
 
+    def for_test(self, node) -> "Target":
+        """Ready for the pytest item `node`: a fresh frame log (saved as a pcap if it fails)
+        and both ends drained of earlier traffic."""
+        log = Log()
+        node.conform_log = log
+        self.use_log(log)
+        for p in (self.s1, self.rx):
+            p.drain()
+        return self
+
     # --- CSP as the child s1 and as the receiver rx ---------------------------------------
     def join_msg(self, group: int, proto: int = 254, dport: int = 0, seq: int | None = None,
                  body=None, **ip):

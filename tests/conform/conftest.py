@@ -85,10 +85,4 @@ def target(request, tmp_path_factory):
 @pytest.fixture
 def wire(target, request):
     """The target with this test's frame log; both ends drained of earlier traffic."""
-    from conform_wire import Log
-    log = Log()
-    request.node.conform_log = log
-    target.use_log(log)
-    for p in (target.s1, target.rx):
-        p.drain()
-    return target
+    return target.for_test(request.node)

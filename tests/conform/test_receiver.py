@@ -48,13 +48,7 @@ def r_net(request, tmp_path_factory):
 
 @pytest.fixture
 def r(r_net, request):
-    from conform_wire import Log
-    log = Log()
-    request.node.conform_log = log
-    r_net.use_log(log)
-    for p in (r_net.s1, r_net.rx):
-        p.drain()
-    return r_net
+    return r_net.for_test(request.node)
 
 
 class Listener:
