@@ -12,6 +12,7 @@ pub mod composite;
 pub mod event;
 pub mod micro;
 pub mod segment;
+mod segtable;
 pub mod session;
 pub mod sim;
 pub mod udp;

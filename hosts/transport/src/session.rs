@@ -2,6 +2,8 @@
 //! segment table with per-segment barriers, and the session-wide shared state.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use crate::segtable::SegTable;
+
 use crate::attr;
 use crate::composite::{Composite, MicroId, Preset, Refusal};
 use crate::event::{Arg, Barrier, Delayed, Event, SegId, TimerId};
@@ -163,8 +165,7 @@ pub struct Cx {
     pub composite: Composite,
     pub shared: Shared,
     pub stats: Stats,
-    segs: HashMap<SegId, Entry>,
-    next_seg: u64,
+    segs: SegTable<Entry>,
     data_live: usize,
     user_msgs: HashMap<u64, Vec<u8>>,
     next_msg: u64,
@@ -217,36 +218,36 @@ impl Cx {
     }
 
     pub fn seg(&self, id: SegId) -> Option<&Segment> {
-        self.segs.get(&id).map(|e| &e.seg)
+        self.segs.get(id).map(|e| &e.seg)
     }
 
     pub fn seg_mut(&mut self, id: SegId) -> Option<&mut Segment> {
-        self.segs.get_mut(&id).map(|e| &mut e.seg)
+        self.segs.get_mut(id).map(|e| &mut e.seg)
     }
 
     /// The datagram a received segment was decoded from.
     pub fn raw(&self, id: SegId) -> Option<&[u8]> {
-        self.segs.get(&id).and_then(|e| e.raw.as_deref())
+        self.segs.get(id).and_then(|e| e.raw.as_deref())
     }
 
     pub fn is_data(&self, id: SegId) -> bool {
-        self.segs.get(&id).is_some_and(|e| e.data)
+        self.segs.get(id).is_some_and(|e| e.data)
     }
 
     /// True while handling the first SEGMENT SENT of a segment.
     pub fn first_send(&self, id: SegId) -> bool {
-        self.segs.get(&id).is_some_and(|e| !e.sent)
+        self.segs.get(id).is_some_and(|e| !e.sent)
     }
 
     /// Mark a received segment as taken care of (ordered, buffered, or control).
     pub fn consume(&mut self, id: SegId) {
-        if let Some(e) = self.segs.get_mut(&id) {
+        if let Some(e) = self.segs.get_mut(id) {
             e.consumed = true;
         }
     }
 
     pub fn consumed(&self, id: SegId) -> bool {
-        self.segs.get(&id).is_some_and(|e| e.consumed)
+        self.segs.get(id).is_some_and(|e| e.consumed)
     }
 
     pub fn data_segments(&self) -> usize {
@@ -266,11 +267,7 @@ impl Cx {
     }
 
     fn insert(&mut self, seg: Segment, data: bool, raw: Option<Vec<u8>>) -> SegId {
-        self.next_seg += 1;
-        let id = SegId(self.next_seg);
-        self.segs.insert(
-            id,
-            Entry {
+        self.segs.insert(Entry {
                 seg,
                 data,
                 holds: [0; 3],
@@ -280,9 +277,7 @@ impl Cx {
                 finished: false,
                 consumed: false,
                 raw,
-            },
-        );
-        id
+        })
     }
 
     /// Take a user message handed in by `Session::send` (for MSG FROM USER handlers).
@@ -329,14 +324,14 @@ impl Cx {
     }
 
     pub fn hold(&mut self, id: SegId, b: Barrier) {
-        if let Some(e) = self.segs.get_mut(&id) {
+        if let Some(e) = self.segs.get_mut(id) {
             e.holds[b as usize] += 1;
         }
     }
 
     /// Release a barrier; when its last holder lets go the framework carries on.
     pub fn release(&mut self, id: SegId, b: Barrier) {
-        let Some(e) = self.segs.get_mut(&id) else { return };
+        let Some(e) = self.segs.get_mut(id) else { return };
         let h = &mut e.holds[b as usize];
         if *h == 0 {
             return;
@@ -354,15 +349,40 @@ impl Cx {
     }
 
     fn free(&mut self, id: SegId) {
-        self.segs.remove(&id);
+        self.segs.remove(id);
     }
 }
 
 /// One end of one connection.
 pub struct Session {
     micros: Vec<Box<dyn Micro>>,
-    bindings: HashMap<Event, Vec<usize>>,
+    /// Handlers of each event (by `event_slot`) in priority order: an array, not a map, as
+    /// dispatch looks it up once per handler call.
+    bindings: [Vec<usize>; EVENT_SLOTS],
     cx: Cx,
+}
+
+const EVENT_SLOTS: usize = 13;
+
+/// The bindings slot of every event but `Timer` (which goes to its one microprotocol).
+fn event_slot(ev: Event) -> Option<usize> {
+    use Event::*;
+    Some(match ev {
+        MsgFromUser => 0,
+        SegmentFromUser => 1,
+        SegmentToNet => 2,
+        SendSegment => 3,
+        SegmentSent => 4,
+        SegmentFromNet => 5,
+        MsgFromNet => 6,
+        SegmentReceived => 7,
+        SegmentTimeout => 8,
+        SegmentLost => 9,
+        SegmentDone => 10,
+        OpenSession => 11,
+        CloseSession => 12,
+        Timer(_) => return None,
+    })
 }
 
 impl Session {
@@ -375,13 +395,13 @@ impl Session {
                 bound.entry(*ev).or_default().push((*prio, i));
             }
         }
-        let bindings = bound
-            .into_iter()
-            .map(|(ev, mut v)| {
-                v.sort();
-                (ev, v.into_iter().map(|(_, i)| i).collect())
-            })
-            .collect();
+        let mut bindings: [Vec<usize>; EVENT_SLOTS] = Default::default();
+        for (ev, mut v) in bound {
+            v.sort();
+            if let Some(slot) = event_slot(ev) {
+                bindings[slot] = v.into_iter().map(|(_, i)| i).collect();
+            }
+        }
         let shared = Shared {
             client,
             rto_us: cfg.init_rto_us,
@@ -401,8 +421,7 @@ impl Session {
             composite,
             shared,
             stats: Stats::default(),
-            segs: HashMap::new(),
-            next_seg: 0,
+            segs: SegTable::default(),
             data_live: 0,
             user_msgs: HashMap::new(),
             next_msg: 0,
@@ -466,7 +485,7 @@ impl Session {
         }
         if ev == Event::SegmentDone {
             // done segments no longer count against the send buffer (or hold a close back)
-            if let Some(e) = arg.seg.and_then(|id| self.cx.segs.get_mut(&id)) {
+            if let Some(e) = arg.seg.and_then(|id| self.cx.segs.get_mut(id)) {
                 if e.done {
                     return;
                 }
@@ -476,9 +495,9 @@ impl Session {
                 }
             }
         }
-        let n = self.bindings.get(&ev).map_or(0, Vec::len);
-        for k in 0..n {
-            let i = self.bindings[&ev][k];
+        let slot = event_slot(ev).expect("timers are dispatched above");
+        for k in 0..self.bindings[slot].len() {
+            let i = self.bindings[slot][k];
             self.micros[i].handle(ev, &arg, &mut self.cx);
             let stop = std::mem::take(&mut self.cx.stopped);
             self.drain();
@@ -508,7 +527,7 @@ impl Session {
     /// when no barrier holds it.
     fn after(&mut self, ev: Event, arg: Arg) {
         let Some(id) = arg.seg else { return };
-        let Some(e) = self.cx.segs.get_mut(&id) else { return };
+        let Some(e) = self.cx.segs.get_mut(id) else { return };
         match ev {
             Event::SegmentFromUser => self.dispatch(Event::SegmentToNet, arg),
             Event::SegmentToNet => {

@@ -83,7 +83,13 @@ impl Micro for FixedSize {
                 }
                 if p.got == count as usize {
                     let p = self.partial.remove(&msg).unwrap();
-                    cx.deliver_msg(p.frags.into_iter().flatten().flatten().collect());
+                    // one copy per fragment (a byte-wise flatten cost 40% of a receiver's CPU)
+                    let len = p.frags.iter().flatten().map(Vec::len).sum();
+                    let mut whole = Vec::with_capacity(len);
+                    for f in p.frags.iter().flatten() {
+                        whole.extend_from_slice(f);
+                    }
+                    cx.deliver_msg(whole);
                 } else if self.partial.len() > MAX_PARTIAL {
                     self.partial.pop_first();
                     cx.stats.msgs_incomplete += 1;
