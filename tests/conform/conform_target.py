@@ -33,19 +33,17 @@ def decode(ip: bytes):
 
 
 class Target:
-    def __init__(self, net, kind: str) -> None:
-        self.net, self.kind = net, kind
-        plan = net.plan
-        self.r1 = plan.routers["r1"]
-        self.router_addresses = {str(a) for a in self.r1.own_addresses()}
-        self.router_id = str(self.r1.router_id)
-        self.ports: dict[str, Port] = {}
-        log = Log()
-        for h in ("s1", "rx"):
-            hp = plan.hosts[h]
-            self.ports[h] = Port(h, net.netns(h), net.iface(h), hp.mac, hp.gateway_mac, log)
-        self.s1, self.rx = self.ports["s1"], self.ports["rx"]
-        self.S1, self.RX = str(plan.hosts["s1"].ip), str(plan.hosts["rx"].ip)
+    """The two ends the suite plays (`s1`: a child, `rx`: R) and what it knows of the router
+    under test: its own addresses (replies and its JOINs come from one of them) and the one
+    unicast CSP is sent to (`router_id`)."""
+
+    def __init__(self, ports: dict[str, Port], addrs: dict[str, str],
+                 router_addresses: list[str], kind: str, net=None) -> None:
+        self.net, self.kind, self.ports = net, kind, ports
+        self.router_addresses = set(router_addresses)
+        self.router_id = router_addresses[0]
+        self.s1, self.rx = ports["s1"], ports["rx"]
+        self.S1, self.RX = addrs["s1"], addrs["rx"]
         self.seq = itertools.count(1)
         self.spec = MPLEX_SPEC.read_bytes()
         self.spec_hash = hashlib.sha256(self.spec).digest()
@@ -140,9 +138,62 @@ class Target:
             src=self.RX, dst=req.src, ttl=64, flags="DF"))
 
 
+def on_net(net, kind: str) -> Target:
+    """A Target on a network the suite started: s1 and rx are its hosts, r1 the router."""
+    plan, log = net.plan, Log()
+    r1 = plan.routers["r1"]
+    ports = {h: Port(h, net.netns(h), net.iface(h), plan.hosts[h].mac,
+                     plan.hosts[h].gateway_mac, log) for h in ("s1", "rx")}
+    addrs = {h: str(plan.hosts[h].ip) for h in ("s1", "rx")}
+    return Target(ports, addrs, [str(r1.router_id)] + [str(a) for a in r1.own_addresses()],
+                  kind, net)
+
+
+def on_ports(dut, kind: str = "device") -> Target:
+    """A Target on an external device under test (`concast conform --ports`): the suite's two
+    ends are interfaces of this namespace, facing the device (a DeviceUnderTest)."""
+    log, ports = Log(), {}
+    try:
+        for role in ("s1", "rx"):
+            iface = dut.ifaces[role]
+            sysfs = Path("/sys/class/net") / iface
+            if not (int((sysfs / "flags").read_text(), 16) & 1):
+                raise RuntimeError(f"{iface} is down: `ip link set {iface} up` first")
+            mac = (sysfs / "address").read_text().strip()
+            ports[role] = Port(role, None, iface, mac, dut.dut_macs.get(role, ""), log,
+                               ip=dut.addrs[role])
+            if not ports[role].gateway_mac:
+                found = ports[role].resolve(dut.dut_addrs)
+                if found is None:
+                    raise RuntimeError(
+                        f"no answer to ARP for {', '.join(dut.dut_addrs)} on {iface}: give the "
+                        "device's MAC with --dut-mac, or check the cabling")
+                ports[role].gateway_mac = found
+    except BaseException:
+        for port in ports.values():
+            port.close()
+        raise
+    return Target(ports, dict(dut.addrs), list(dut.dut_addrs), kind)
+
+
 def is_csp(ip: bytes, group: int, ctype: int) -> bool:
     c = classify(ip)
     return (c.kind == "csp" and c.group == group and ip[(ip[0] & 0xF) * 4 + 1] == ctype)
+
+
+def build_on_ports(dut):
+    """The body of the session fixture for --ports (`yield from`)."""
+    if not MPLEX_SPEC.exists():
+        pytest.skip(f"{MPLEX_SPEC.relative_to(ROOT)} is not built (make specs)")
+    try:
+        t = on_ports(dut)
+    except (RuntimeError, OSError) as e:
+        pytest.fail(f"the device under test cannot be reached: {e}", pytrace=False)
+    try:
+        yield t
+    finally:
+        for p in t.ports.values():
+            p.close()
 
 
 def build(dataplane: str, kind: str, run_dir: Path):
@@ -162,7 +213,7 @@ def build(dataplane: str, kind: str, run_dir: Path):
     try:
         if kind == "ours":
             start_routerd(net)
-        t = Target(net, kind)
+        t = on_net(net, kind)
         yield t
     finally:
         if t is not None:

@@ -37,9 +37,10 @@ def socket_in(netns: str, family: int, kind: int, proto: int = 0) -> socket.sock
         os.close(there)
 
 
-def packet_socket_in(netns: str, iface: str) -> socket.socket:
-    """An AF_PACKET socket bound to `iface` of the named namespace."""
-    s = socket_in(netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+def packet_socket_in(netns: str | None, iface: str) -> socket.socket:
+    """An AF_PACKET socket bound to `iface` of the named namespace (None: this one)."""
+    args = (socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s = socket_in(netns, *args) if netns else socket.socket(*args)
     s.bind((iface, 0))
     s.setblocking(False)
     return s
@@ -66,12 +67,28 @@ class Log:
         return path
 
 
-class Port:
-    """A host's end of the wire: send IPv4 datagrams to its router, read what arrives."""
+def _mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))
 
-    def __init__(self, name: str, netns: str, iface: str, mac: str, gateway_mac: str,
-                 log: Log) -> None:
+
+def arp_frame(op: int, src_mac: str, src_ip: str, dst_mac: str, dst_ip: str) -> bytes:
+    """An Ethernet ARP frame (op 1 request, 2 reply); a request is broadcast."""
+    eth_dst = b"\xff" * 6 if op == 1 else _mac_bytes(dst_mac)
+    return (eth_dst + _mac_bytes(src_mac) + b"\x08\x06" + b"\x00\x01\x08\x00\x06\x04"
+            + op.to_bytes(2, "big") + _mac_bytes(src_mac) + socket.inet_aton(src_ip)
+            + _mac_bytes(dst_mac) + socket.inet_aton(dst_ip))
+
+
+class Port:
+    """A host's end of the wire: send IPv4 datagrams to its router, read what arrives.
+
+    With `ip` set, the port answers ARP requests for that address while it reads, as a
+    host would: a device under test that resolves its neighbours (--ports) can reach it."""
+
+    def __init__(self, name: str, netns: str | None, iface: str, mac: str, gateway_mac: str,
+                 log: Log, ip: str | None = None) -> None:
         self.name, self.mac, self.gateway_mac, self.log = name, mac, gateway_mac, log
+        self.iface, self.ip = iface, ip
         self.sock = packet_socket_in(netns, iface)
 
     def send(self, datagram) -> None:
@@ -85,9 +102,11 @@ class Port:
         """Forget what arrived so far (earlier tests' leftovers, refreshes)."""
         while True:
             try:
-                self.sock.recv(65535)
+                frame = self.sock.recv(65535)
             except BlockingIOError:
                 return
+            if frame[12:14] == b"\x08\x06":
+                self._answer_arp(frame)
 
     def datagrams(self, timeout: float, until=None) -> list[bytes]:
         """IPv4 datagrams (Ethernet padding cut) arriving within `timeout` seconds; returns
@@ -98,7 +117,12 @@ class Port:
             if not select.select([self.sock], [], [], left)[0]:
                 break
             frame, addr = self.sock.recvfrom(65535)
-            if addr[2] == PACKET_OUTGOING or frame[12:14] != b"\x08\x00":
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            if frame[12:14] == b"\x08\x06":
+                self._answer_arp(frame)
+                continue
+            if frame[12:14] != b"\x08\x00":
                 continue
             self.log.add(frame)
             ip = frame[14:]
@@ -107,6 +131,32 @@ class Port:
             if until is not None and until(out):
                 break
         return out
+
+    def _answer_arp(self, frame: bytes) -> None:
+        arp = frame[14:42]
+        if self.ip and len(arp) == 28 and arp[6:8] == b"\x00\x01" \
+                and arp[24:28] == socket.inet_aton(self.ip):
+            asker_mac, asker_ip = arp[8:14].hex(":"), socket.inet_ntoa(arp[14:18])
+            self.sock.send(arp_frame(2, self.mac, self.ip, asker_mac, asker_ip))
+
+    def resolve(self, addresses: list[str], timeout: float = 3.0) -> str | None:
+        """The MAC that answers ARP for the first of `addresses` to answer, or None."""
+        wanted = {socket.inet_aton(a) for a in addresses}
+        src_ip = self.ip or "0.0.0.0"
+        for a in addresses:
+            self.sock.send(arp_frame(1, self.mac, src_ip, "00:00:00:00:00:00", a))
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([self.sock], [], [], left)[0]:
+                break
+            frame, addr = self.sock.recvfrom(65535)
+            if addr[2] == PACKET_OUTGOING or frame[12:14] != b"\x08\x06":
+                continue
+            arp = frame[14:42]
+            if arp[6:8] == b"\x00\x02" and arp[14:18] in wanted:
+                return arp[8:14].hex(":")
+            self._answer_arp(frame)
+        return None
 
     def first(self, match, timeout: float = 5.0) -> bytes | None:
         """The first arriving datagram for which match(bytes) is true, or None."""

@@ -9,6 +9,7 @@ concast-oblivious router (no routerd): a target that must fail the router's test
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -37,6 +38,11 @@ def pytest_addoption(parser):
     g.addoption("--conform-target", choices=["ours", "plain"], default="ours",
                 help="ours: routerd on r1; plain: r1 is an oblivious router (must fail)")
     g.addoption("--conform-pcaps", default=None, help="folder for failed tests' pcaps")
+    g.addoption("--conform-ports", default=None,
+                help="s1=IFACE,rx=IFACE: run against an external device on these interfaces")
+    g.addoption("--conform-addr", default=None, help="s1=IP,rx=IP: the suite's addresses")
+    g.addoption("--conform-dut-addr", default=None, help="IP[,IP...]: the device's addresses")
+    g.addoption("--conform-dut-mac", default=None, help="the device's MAC (default: ARP)")
 
 
 def pytest_configure(config):
@@ -49,7 +55,10 @@ def pytest_collection_modifyitems(config, items):
     if not mine:
         return
     reason = None
-    if config.getoption("--conform-dataplane") is None:
+    if config.getoption("--conform-ports"):
+        if os.geteuid() != 0:
+            reason = "--ports needs root (raw sockets on the interfaces)"
+    elif config.getoption("--conform-dataplane") is None:
         reason = "the conformance suite runs under `concast conform --dataplane ...`"
     else:
         reason = _system_conftest().why_not_mininet()
@@ -74,9 +83,22 @@ def pytest_runtest_makereport(item, call):
         report.user_properties.append(("pcap", str(path)))
 
 
+def device_under_test(config):
+    """The --conform-ports description, checked (concast.conform.ports), or None."""
+    from concast.conform.ports import parse
+    if not config.getoption("--conform-ports"):
+        return None
+    return parse(config.getoption("--conform-ports"), config.getoption("--conform-addr"),
+                 config.getoption("--conform-dut-addr"), config.getoption("--conform-dut-mac"))
+
+
 @pytest.fixture(scope="session")
 def target(request, tmp_path_factory):
-    from conform_target import build
+    from conform_target import build, build_on_ports
+    dut = device_under_test(request.config)
+    if dut is not None:
+        yield from build_on_ports(dut)
+        return
     yield from build(request.config.getoption("--conform-dataplane"),
                      request.config.getoption("--conform-target"),
                      tmp_path_factory.mktemp("conform"))

@@ -10,7 +10,7 @@ import pytest
 from scapy.layers.inet import UDP
 
 from concast.scapy import CSP_Error, EncapsulatedPkt, mplex_datagram
-from conform_target import MPLEX_SPEC, Target, decode, fresh_group
+from conform_target import MPLEX_SPEC, decode, fresh_group, on_net
 from conform_wire import socket_in
 
 pytestmark = pytest.mark.mininet
@@ -25,6 +25,8 @@ def r_net(request, tmp_path_factory):
     from concast.hosts import Client
     from concast.hosts.client import wait_ready
     from concast.topologies import line
+    if request.config.getoption("--conform-ports"):
+        pytest.skip("checks our hostd as R on a network of its own; --ports tests a router")
     why = missing_builds()
     if why:
         pytest.skip(why)
@@ -37,7 +39,7 @@ def r_net(request, tmp_path_factory):
         wait_ready(net.hostd_socket("rx"))
         with Client(net.hostd_socket("rx")) as c:
             c.request("mplex", action="on", role="receiver", group=1, spec_path=str(MPLEX_SPEC))
-        t = Target(net, "receiver")
+        t = on_net(net, "receiver")
         yield t
     finally:
         if t is not None:

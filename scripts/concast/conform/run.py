@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from concast import ROOT
-from concast.conform import specids
+from concast.conform import ports, specids
 
 SUITE = ROOT / "tests" / "conform"
 
@@ -121,7 +121,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--dataplane", choices=["linux", "ovs", "bmv2"], default="ovs",
                    help="the project's own test network, s1 - r1 - rx, on this data plane "
                         "(bmv2: where p4c-bm2-ss and simple_switch_grpc are installed)")
-    p.add_argument("--target", choices=["ours", "plain"], default="ours",
+    p.add_argument("--target", choices=["ours", "plain"], default=None,
                    help="ours: routerd on r1; plain: r1 is a router without concast (a "
                         "known-broken target, to see the suite fail)")
     p.add_argument("--section", help="only the tests of this protocol.md section (2, 2.8, ...)")
@@ -129,26 +129,51 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--pcaps", type=Path, help="folder for the pcaps of failed tests")
     p.add_argument("--p4", metavar="FILE.p4", help="(not done yet) a user's P4 program on BMv2")
-    p.add_argument("--ports", metavar="IFACE,...", help="(not done yet) an external device")
+    dev = p.add_argument_group("an external device under test (--ports; see docs/conformance.md)")
+    dev.add_argument("--ports", metavar="s1=IFACE,rx=IFACE",
+                     help="run the router tests against a device attached to these interfaces "
+                          "of this namespace: s1 faces the children, rx faces R")
+    dev.add_argument("--addr", metavar="s1=IP,rx=IP",
+                     help="the addresses the suite takes: the child's (s1) and R's (rx)")
+    dev.add_argument("--dut-addr", metavar="IP[,IP...]",
+                     help="the device's own addresses; the first receives unicast CSP")
+    dev.add_argument("--dut-mac", metavar="MAC|s1=MAC,rx=MAC",
+                     help="the device's MAC on the ports (default: asked by ARP)")
     p.add_argument("-v", "--verbose", action="store_true", help="pytest's own output too")
     return p
 
 
 def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) -> int:
     a = ns or build_parser().parse_args(argv)
-    if a.p4 or a.ports:
-        which = "--p4" if a.p4 else "--ports"
-        print(f"concast conform: {which} is not done yet; run --dataplane linux|ovs|bmv2",
+    if a.p4:
+        print("concast conform: --p4 is not done yet; run --dataplane linux|ovs|bmv2",
               file=sys.stderr)
         return 2
+    dut = None
+    if a.ports:
+        if a.target is not None:
+            print("concast conform: --target picks our own router; with --ports the device "
+                  "is the target", file=sys.stderr)
+            return 2
+        try:
+            dut = ports.parse(a.ports, a.addr, a.dut_addr, a.dut_mac)
+        except ports.PortsError as e:
+            print(f"concast conform: {e}", file=sys.stderr)
+            return 2
+    elif a.addr or a.dut_addr or a.dut_mac:
+        print("concast conform: --addr, --dut-addr and --dut-mac describe a device: "
+              "they go with --ports", file=sys.stderr)
+        return 2
+    a.target = a.target or "ours"
     if a.section is not None and not all(x.isdigit() for x in a.section.split(".")):
         print(f"concast conform: --section wants a section number such as 2 or 2.8, "
               f"not {a.section!r}", file=sys.stderr)
         return 2
     import pytest
     sentences = specids.spec_ids()
-    args = [str(SUITE), "--conform-dataplane", a.dataplane, "--conform-target", a.target,
-            "-p", "no:cacheprovider", "--import-mode=importlib",
+    where = dut.argv() if dut else ["--conform-dataplane", a.dataplane,
+                                    "--conform-target", a.target]
+    args = [str(SUITE), *where, "-p", "no:cacheprovider", "--import-mode=importlib",
             "-q" if a.verbose else "-qq", "--no-header", "-rN"]
     if not a.verbose:
         args.append("--tb=no")
@@ -162,8 +187,9 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
     code = pytest.main(args, plugins=[collector])
     results = list(collector.results.values())
     unknown = sorted({r.spec for r in results} - set(sentences))
-    print(f"\nconcast conform: dataplane {a.dataplane}, target {a.target}"
-          + (f", section {a.section}" if a.section else ""))
+    what = (f"device on s1={dut.ifaces['s1']}, rx={dut.ifaces['rx']}" if dut
+            else f"dataplane {a.dataplane}, target {a.target}")
+    print(f"\nconcast conform: {what}" + (f", section {a.section}" if a.section else ""))
     print(table(results, sentences))
     if unknown:
         print(f"\ntests name ids protocol.md does not have: {', '.join(unknown)}")
