@@ -132,6 +132,9 @@ pub struct Shared {
     pub ack_delay_us: u64,
     pub last_send_us: u64,
     pub last_recv_us: u64,
+    /// Between `Session::begin_batch` and `end_batch`: datagrams arrive in a run (one GRO
+    /// buffer, one wake-up), so acknowledgements of in-order data wait for its end.
+    pub batching: bool,
 }
 
 impl Shared {
@@ -575,6 +578,21 @@ impl Session {
                 self.dispatch(Event::SegmentFromNet, Arg::seg(id));
             }
             Err(_) => self.cx.stats.malformed += 1,
+        }
+    }
+
+    /// Several datagrams follow in one run (a GRO buffer, one wake-up's reads): Positive ACK
+    /// acknowledges in-order data once at `end_batch`, not every `ack_interval` segments.
+    pub fn begin_batch(&mut self) {
+        self.cx.shared.batching = true;
+    }
+
+    /// The run is over: what it left unacknowledged is acknowledged now.
+    pub fn end_batch(&mut self, now: u64) {
+        self.cx.now = now;
+        self.cx.shared.batching = false;
+        if !self.cx.shared.closed && self.cx.composite.has(MicroId::PositiveAck) {
+            self.dispatch(Event::Timer(MicroId::PositiveAck), Arg::tag(micro::posack::FLUSH));
         }
     }
 

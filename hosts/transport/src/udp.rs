@@ -1,6 +1,10 @@
 //! The UDP driver: runs sessions over a real socket (std `UdpSocket`, `poll(2)` for waiting),
 //! with the monotonic clock as the sessions' time. One `Conn` is a client's session; a
 //! `Server` demultiplexes sessions by peer address.
+//!
+//! I/O is batched (`batch`): a session's datagrams go out with UDP GSO (sendmmsg where the
+//! kernel refuses it), and come in with UDP GRO, each receive handed to the session as one
+//! batch (`Session::begin_batch`), so in-order data is acknowledged once per receive.
 use std::collections::HashMap;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -10,10 +14,60 @@ use std::time::{Duration, Instant};
 use crate::composite::Composite;
 use crate::session::{Config, Output, Session};
 
+pub mod batch;
+
+pub use batch::IoStats;
+use batch::{wait, Rx, Tx};
+
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
-const MAX_DATAGRAM: usize = 65_536;
-/// Datagrams read per pump, so a busy socket cannot keep outputs from the caller.
+/// Receives per pump, so a busy socket cannot keep outputs from the caller.
 const BATCH: usize = 256;
+
+/// Which batching the driver may use. `CONCAST_UDP_OFFLOAD=off` (or `gso`, `gro`: only that
+/// one) in the environment selects the plain path for measuring and testing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offload {
+    pub gso: bool,
+    pub gro: bool,
+}
+
+impl Offload {
+    pub const ON: Offload = Offload { gso: true, gro: true };
+    pub const OFF: Offload = Offload { gso: false, gro: false };
+
+    pub fn from_env() -> Offload {
+        match std::env::var("CONCAST_UDP_OFFLOAD").as_deref() {
+            Ok("off") => Offload::OFF,
+            Ok("gso") => Offload { gso: true, gro: false },
+            Ok("gro") => Offload { gso: false, gro: true },
+            _ => Offload::ON,
+        }
+    }
+}
+
+/// A socket with its batching state.
+struct Io {
+    sock: UdpSocket,
+    tx: Tx,
+    rx: Rx,
+}
+
+impl Io {
+    fn new(sock: UdpSocket, off: Offload) -> Io {
+        let mut tx = Tx::new(off.gso);
+        if off.gro {
+            match batch::enable_gro(sock.as_raw_fd()) {
+                Ok(()) => tx.stats.gro = true,
+                Err(e) => tx.stats.fallback = Some(format!("UDP_GRO refused: {e}")),
+            }
+        }
+        Io { sock, tx, rx: Rx::new() }
+    }
+
+    fn stats(&self) -> IoStats {
+        self.tx.stats.clone()
+    }
+}
 
 /// Microseconds since the driver started.
 fn micros(t0: Instant) -> u64 {
@@ -52,52 +106,16 @@ fn socket(bind: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s)
 }
 
-/// Wait until the socket is readable (or writable with `out`) or `timeout` passes.
-fn wait(s: &UdpSocket, timeout: Duration, out: bool) -> io::Result<()> {
-    let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: if out { libc::POLLOUT } else { libc::POLLIN },
-        revents: 0,
-    };
-    // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-fn send_to(s: &UdpSocket, d: &[u8], to: Option<SocketAddr>) -> io::Result<()> {
-    loop {
-        let r = match to {
-            Some(a) => s.send_to(d, a),
-            None => s.send(d),
-        };
-        match r {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait(s, Duration::from_millis(10), true)?,
-            // the peer's port is closed (ICMP): the session's timers deal with silence
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Sends the session's datagrams; returns its other outputs.
-fn flush(s: &mut Session, sock: &UdpSocket, to: Option<SocketAddr>, out: &mut Vec<Output>) -> io::Result<()> {
+/// Queues the session's datagrams into `io`'s batch and sends it; returns its other outputs.
+fn flush(s: &mut Session, io: &mut Io, to: Option<SocketAddr>, out: &mut Vec<Output>) -> io::Result<()> {
+    let fd = io.sock.as_raw_fd();
     while let Some(o) = s.poll() {
         match o {
-            Output::Transmit(d) => send_to(sock, &d, to)?,
+            Output::Transmit(d) => io.tx.push(fd, &d, to)?,
             other => out.push(other),
         }
     }
-    Ok(())
+    io.tx.flush(fd)
 }
 
 /// A client's session on its own connected socket.
@@ -105,24 +123,33 @@ pub struct Conn {
     pub session: Session,
     /// Why the session ended ("refused: ..." or the close reason), once it has.
     pub ended: Option<String>,
-    sock: UdpSocket,
+    io: Io,
     t0: Instant,
-    buf: Vec<u8>,
 }
 
 impl Conn {
-    pub fn connect(to: impl ToSocketAddrs, mut cfg: Config) -> io::Result<Conn> {
+    pub fn connect(to: impl ToSocketAddrs, cfg: Config) -> io::Result<Conn> {
+        Conn::connect_with(to, cfg, Offload::from_env())
+    }
+
+    /// `connect` with the batching chosen by the caller.
+    pub fn connect_with(to: impl ToSocketAddrs, mut cfg: Config, off: Offload) -> io::Result<Conn> {
         let to = to.to_socket_addrs()?.next().ok_or(ErrorKind::InvalidInput)?;
         let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().unwrap();
         let sock = socket(bind)?;
         sock.connect(to)?;
         cfg.seed = seed();
         let t0 = Instant::now();
-        Ok(Conn { session: Session::connect(cfg, 0), ended: None, sock, t0, buf: vec![0; MAX_DATAGRAM] })
+        Ok(Conn { session: Session::connect(cfg, 0), ended: None, io: Io::new(sock, off), t0 })
     }
 
     pub fn now(&self) -> u64 {
         micros(self.t0)
+    }
+
+    /// System calls and datagrams so far, and whether GSO/GRO are in use.
+    pub fn io_stats(&self) -> IoStats {
+        self.io.stats()
     }
 
     /// Hand a message to the session; false when its send buffer is full (pump, then retry).
@@ -142,30 +169,31 @@ impl Conn {
     /// handle them, and return the outputs that are not datagrams.
     pub fn pump(&mut self, max_wait: Duration) -> io::Result<Vec<Output>> {
         let mut out = Vec::new();
-        flush(&mut self.session, &self.sock, None, &mut out)?;
+        flush(&mut self.session, &mut self.io, None, &mut out)?;
         let now = self.now();
         let wait_us = match self.session.next_timer() {
             Some(t) => t.saturating_sub(now).min(max_wait.as_micros() as u64),
             None => max_wait.as_micros() as u64,
         };
+        let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(&self.sock, Duration::from_micros(wait_us), false)?;
+            wait(fd, Duration::from_micros(wait_us), false)?;
         }
         for _ in 0..BATCH {
-            match self.sock.recv(&mut self.buf) {
-                Ok(n) => {
-                    let now = self.now();
-                    self.session.on_datagram(&self.buf[..n], now);
-                    flush(&mut self.session, &self.sock, None, &mut out)?;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
-                Err(e) => return Err(e),
+            if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
+                break;
             }
+            let now = self.now();
+            self.session.begin_batch();
+            for d in self.io.rx.datagrams() {
+                self.session.on_datagram(d, now);
+            }
+            self.session.end_batch(now);
+            flush(&mut self.session, &mut self.io, None, &mut out)?;
         }
         let now = self.now();
         self.session.on_timer(now);
-        flush(&mut self.session, &self.sock, None, &mut out)?;
+        flush(&mut self.session, &mut self.io, None, &mut out)?;
         for o in &out {
             match o {
                 Output::Refused(why) => self.ended = Some(format!("refused: {why}")),
@@ -179,36 +207,49 @@ impl Conn {
 
 /// Sessions accepted on one socket, by peer address.
 pub struct Server {
-    sock: UdpSocket,
+    io: Io,
     template: Config,
     serve: Option<Composite>,
     pub sessions: HashMap<SocketAddr, Session>,
     /// Datagrams no session could be opened from, with the reason.
     pub refused: Vec<(SocketAddr, String)>,
     t0: Instant,
-    buf: Vec<u8>,
 }
 
 impl Server {
     pub fn bind(addr: impl ToSocketAddrs, template: Config, serve: Option<Composite>) -> io::Result<Server> {
+        Server::bind_with(addr, template, serve, Offload::from_env())
+    }
+
+    /// `bind` with the batching chosen by the caller.
+    pub fn bind_with(
+        addr: impl ToSocketAddrs,
+        template: Config,
+        serve: Option<Composite>,
+        off: Offload,
+    ) -> io::Result<Server> {
         let a = addr.to_socket_addrs()?.next().ok_or(ErrorKind::InvalidInput)?;
         Ok(Server {
-            sock: socket(a)?,
+            io: Io::new(socket(a)?, off),
             template,
             serve,
             sessions: HashMap::new(),
             refused: Vec::new(),
             t0: Instant::now(),
-            buf: vec![0; MAX_DATAGRAM],
         })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.local_addr()
+        self.io.sock.local_addr()
     }
 
     pub fn now(&self) -> u64 {
         micros(self.t0)
+    }
+
+    /// System calls and datagrams so far (all sessions), and whether GSO/GRO are in use.
+    pub fn io_stats(&self) -> IoStats {
+        self.io.stats()
     }
 
     /// Send a message on one session; false when its send buffer is full.
@@ -221,7 +262,7 @@ impl Server {
         let mut out = Vec::new();
         let mut tmp = Vec::new();
         for (a, s) in self.sessions.iter_mut() {
-            flush(s, &self.sock, Some(*a), &mut tmp)?;
+            flush(s, &mut self.io, Some(*a), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (*a, o)));
         }
         let now = self.now();
@@ -229,45 +270,48 @@ impl Server {
         let wait_us = next.map_or(max_wait.as_micros() as u64, |t| {
             t.saturating_sub(now).min(max_wait.as_micros() as u64)
         });
+        let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(&self.sock, Duration::from_micros(wait_us), false)?;
+            wait(fd, Duration::from_micros(wait_us), false)?;
         }
         for _ in 0..BATCH {
-            let (n, from) = match self.sock.recv_from(&mut self.buf) {
-                Ok(r) => r,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(e),
-            };
+            if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
+                break;
+            }
+            let Some(from) = self.io.rx.from else { continue };
             let now = micros(self.t0);
-            let d = &self.buf[..n];
-            match self.sessions.get_mut(&from) {
-                Some(s) => s.on_datagram(d, now),
-                None => {
-                    let mut cfg = self.template.clone();
-                    cfg.seed = seed();
-                    match Session::accept(&cfg, self.serve, d, now) {
-                        Ok(s) => {
-                            self.sessions.insert(from, s);
+            let mut grams = self.io.rx.datagrams();
+            if !self.sessions.contains_key(&from) {
+                let Some(first) = grams.next() else { continue };
+                let mut cfg = self.template.clone();
+                cfg.seed = seed();
+                match Session::accept(&cfg, self.serve, first, now) {
+                    Ok(s) => {
+                        self.sessions.insert(from, s);
+                    }
+                    Err((why, reply)) => {
+                        if !reply.is_empty() {
+                            self.io.tx.push(fd, &reply, Some(from))?;
+                            self.io.tx.flush(fd)?;
                         }
-                        Err((why, reply)) => {
-                            if !reply.is_empty() {
-                                send_to(&self.sock, &reply, Some(from))?;
-                            }
-                            self.refused.push((from, why));
-                            continue;
-                        }
+                        self.refused.push((from, why));
+                        continue;
                     }
                 }
             }
-            let s = self.sessions.get_mut(&from).unwrap();
-            flush(s, &self.sock, Some(from), &mut tmp)?;
+            let s = self.sessions.get_mut(&from).expect("found or accepted above");
+            s.begin_batch();
+            for d in grams {
+                s.on_datagram(d, now);
+            }
+            s.end_batch(now);
+            flush(s, &mut self.io, Some(from), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (from, o)));
         }
         let now = self.now();
         for (a, s) in self.sessions.iter_mut() {
             s.on_timer(now);
-            flush(s, &self.sock, Some(*a), &mut tmp)?;
+            flush(s, &mut self.io, Some(*a), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (*a, o)));
         }
         Ok(out)

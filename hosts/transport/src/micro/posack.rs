@@ -1,7 +1,9 @@
 //! Positive ACK. Receiver: tracks what arrived and acknowledges it (ACK: cumulative next
 //! expected, and a bitmap of the 32 segments after it), at once when something is out of
-//! order, else every `ack_interval` segments or after `ack_delay_us`. Sender: a data segment
-//! is done (its done barrier released) when it is acknowledged either way.
+//! order, else every `ack_interval` segments or after `ack_delay_us`; in a batch of
+//! datagrams (`Session::begin_batch`), in-order data is acknowledged once at its end (or every
+//! `BATCH_ACK_SEGS`). Sender: a data segment is done (its done barrier released) when it is
+//! acknowledged either way.
 use std::collections::BTreeSet;
 
 use crate::attr::{ACK, SEQ};
@@ -9,6 +11,11 @@ use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, TimerId};
 use crate::segment::{Kind, Segment};
 use crate::session::{Cx, Micro};
+
+/// Timer tag of the end-of-batch flush (`Session::end_batch`), beside the delayed-ACK timer's 0.
+pub const FLUSH: u64 = u64::MAX;
+/// In a batch, in-order data is still acknowledged at least every this many segments.
+pub const BATCH_ACK_SEGS: u32 = 64;
 
 #[derive(Default)]
 pub struct PositiveAck {
@@ -47,7 +54,8 @@ impl PositiveAck {
             self.ooo.insert(seq);
         }
         self.pending += 1;
-        if !in_order || !self.ooo.is_empty() || self.pending >= cx.shared.ack_interval {
+        let due = if cx.shared.batching { BATCH_ACK_SEGS } else { cx.shared.ack_interval };
+        if !in_order || !self.ooo.is_empty() || self.pending >= due {
             self.send_ack(cx);
         } else if self.timer.is_none() {
             let d = cx.shared.ack_delay_us;
@@ -101,7 +109,9 @@ impl Micro for PositiveAck {
 
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         if let Event::Timer(_) = ev {
-            self.timer = None;
+            if arg.tag != FLUSH {
+                self.timer = None;
+            }
             if self.pending > 0 {
                 self.send_ack(cx);
             }

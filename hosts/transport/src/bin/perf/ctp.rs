@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use concast_transport::session::Stats;
-use concast_transport::udp::{Conn, Server};
+use concast_transport::udp::{Conn, IoStats, Server};
 use concast_transport::{cc, Composite, Config, Output};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -29,6 +29,19 @@ pub fn stats_json(s: &Stats) -> Value {
     })
 }
 
+/// Which I/O path ran (GSO/GRO or the plain fallback, and why) and its system calls: the
+/// socket is shared by all of a server's flows, so a server's figures are for all of them.
+pub fn io_json(s: &IoStats) -> Value {
+    let mb = |b: u64| (b as f64 / 1e6).max(1e-9);
+    json!({
+        "gso": s.gso, "gro": s.gro, "fallback": s.fallback,
+        "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
+        "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
+        "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
+        "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),
+    })
+}
+
 fn labels(c: &Common, comp: Composite) -> Value {
     json!({"proto": "ctp", "composite": comp.to_string(), "cc": c.cc, "mode": format!("{:?}", c.mode).to_lowercase()})
 }
@@ -45,7 +58,8 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> 
         let tally = t.remove(&a).unwrap_or_default();
         let stats = srv.sessions.remove(&a).map(|s| stats_json(&s.stats()));
         let mut extra = labels(c, comp);
-        report::merge(&mut extra, json!({"peer": a.to_string(), "end": why, "stats": stats}));
+        let io = io_json(&srv.io_stats());
+        report::merge(&mut extra, json!({"peer": a.to_string(), "end": why, "stats": stats, "io": io}));
         report::print(&tally.json(extra));
     };
     while done < flows {
@@ -205,7 +219,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
     }
-    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats())}));
+    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats())}));
     report::print(&out);
     Ok(())
 }

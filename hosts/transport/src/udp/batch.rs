@@ -1,0 +1,343 @@
+//! Batched datagram I/O for the UDP driver.
+//!
+//! Send: consecutive datagrams to one peer that have the same length (the last may be
+//! shorter) go out as one `sendmsg` with UDP_SEGMENT (generic segmentation offload: the
+//! kernel, or nobody at all on a veth or loopback path, cuts the buffer into datagrams). If
+//! the kernel refuses GSO (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP), the batch and every later
+//! one go out with one `sendmmsg` instead.
+//!
+//! Receive: with UDP_GRO the kernel hands a run of same-size datagrams of one flow over as
+//! one buffer plus the segment size in a control message; without it (the option refused)
+//! each `recvmsg` returns one datagram.
+//!
+//! `IoStats` counts system calls and datagrams both ways and says which path ran.
+use std::io::{self, ErrorKind};
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+// linux/udp.h; not exported by the libc crate for glibc targets
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+/// Most segments one GSO send may carry (UDP_MAX_SEGMENTS is 64 on older kernels).
+pub const MAX_SEGS: usize = 64;
+/// Most bytes one batch may carry: an IPv4 datagram's 65535 less the IP and UDP headers,
+/// with room for IP options.
+pub const MAX_BATCH_BYTES: usize = 65_000;
+/// A GRO buffer holds at most one 64 KB super-datagram.
+pub const RECV_BUF: usize = 65_536;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// GSO in use for sending; false after the kernel refused it (or it was switched off).
+    pub gso: bool,
+    /// UDP_GRO enabled on the socket.
+    pub gro: bool,
+    /// Why GSO or GRO is off, when the kernel said so.
+    pub fallback: Option<String>,
+    pub send_calls: u64,
+    pub datagrams_sent: u64,
+    pub bytes_sent: u64,
+    pub recv_calls: u64,
+    pub datagrams_received: u64,
+    pub bytes_received: u64,
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    let r = unsafe {
+        libc::setsockopt(fd, level, opt, &v as *const _ as *const libc::c_void, size_of::<libc::c_int>() as _)
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Turns UDP_GRO on; the error says why the kernel would not.
+pub fn enable_gro(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_UDP, UDP_GRO, 1)
+}
+
+fn to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = match a {
+        SocketAddr::V4(v) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as _,
+                sin_port: v.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as _,
+                sin6_port: v.port().to_be(),
+                sin6_flowinfo: v.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: v.ip().octets() },
+                sin6_scope_id: v.scope_id(),
+            };
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+        }
+        _ => None,
+    }
+}
+
+/// Wait until the socket is readable (or writable with `out`) or `timeout` passes.
+pub fn wait(fd: RawFd, timeout: Duration, out: bool) -> io::Result<()> {
+    let mut p = libc::pollfd { fd, events: if out { libc::POLLOUT } else { libc::POLLIN }, revents: 0 };
+    // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// True for the errors with which a kernel or device refuses UDP GSO.
+fn gso_refused(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP))
+}
+
+/// Datagrams queued for one peer, sent as one batch.
+pub struct Tx {
+    buf: Vec<u8>,
+    seg: usize,
+    count: usize,
+    /// The last datagram was shorter than `seg`: nothing may follow it in this batch.
+    closed: bool,
+    to: Option<SocketAddr>,
+    pub stats: IoStats,
+}
+
+impl Tx {
+    pub fn new(gso: bool) -> Tx {
+        Tx {
+            buf: Vec::with_capacity(MAX_BATCH_BYTES),
+            seg: 0,
+            count: 0,
+            closed: false,
+            to: None,
+            stats: IoStats { gso, ..IoStats::default() },
+        }
+    }
+
+    /// Queue a datagram (`to`: None on a connected socket); sends the batch first when the
+    /// datagram cannot join it.
+    pub fn push(&mut self, fd: RawFd, d: &[u8], to: Option<SocketAddr>) -> io::Result<()> {
+        if self.count > 0
+            && (to != self.to
+                || self.closed
+                || d.len() > self.seg
+                || self.count == MAX_SEGS
+                || self.buf.len() + d.len() > MAX_BATCH_BYTES)
+        {
+            self.flush(fd)?;
+        }
+        if self.count == 0 {
+            self.seg = d.len();
+            self.to = to;
+        }
+        self.closed = d.len() < self.seg;
+        self.buf.extend_from_slice(d);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Send what is queued.
+    pub fn flush(&mut self, fd: RawFd) -> io::Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let r = if self.count > 1 && self.stats.gso {
+            match self.send_gso(fd) {
+                Err(e) if gso_refused(&e) => {
+                    self.stats.gso = false;
+                    self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
+                    self.send_each(fd)
+                }
+                r => r,
+            }
+        } else {
+            self.send_each(fd)
+        };
+        self.buf.clear();
+        self.count = 0;
+        self.closed = false;
+        r
+    }
+
+    /// Retry on a full socket buffer; a closed port (ICMP) is left to the session's timers.
+    fn retrying(fd: RawFd, mut call: impl FnMut() -> isize) -> io::Result<usize> {
+        loop {
+            let r = call();
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                ErrorKind::WouldBlock => wait(fd, Duration::from_millis(10), true)?,
+                ErrorKind::Interrupted => {}
+                ErrorKind::ConnectionRefused => return Ok(0),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    fn send_gso(&mut self, fd: RawFd) -> io::Result<()> {
+        let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
+        let mut iov = libc::iovec { iov_base: self.buf.as_mut_ptr() as *mut _, iov_len: self.buf.len() };
+        // room for one cmsg carrying a u16, 8-byte aligned
+        let mut ctrl = [0u64; 4];
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
+        m.msg_namelen = name_len;
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = ctrl.as_mut_ptr() as *mut _;
+        m.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&m);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, self.seg as u16);
+        }
+        Tx::retrying(fd, || unsafe { libc::sendmsg(fd, &m, 0) })?;
+        self.stats.send_calls += 1;
+        self.stats.datagrams_sent += self.count as u64;
+        self.stats.bytes_sent += self.buf.len() as u64;
+        Ok(())
+    }
+
+    /// One datagram: a plain send; several: sendmmsg, repeated until all are taken.
+    fn send_each(&mut self, fd: RawFd) -> io::Result<()> {
+        let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
+        let mut iovs: Vec<libc::iovec> = Vec::with_capacity(self.count);
+        let mut at = 0;
+        while at < self.buf.len() {
+            let n = self.seg.min(self.buf.len() - at);
+            iovs.push(libc::iovec { iov_base: unsafe { self.buf.as_mut_ptr().add(at) } as *mut _, iov_len: n });
+            at += n;
+        }
+        let mut msgs: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .map(|iov| {
+                let mut h: libc::mmsghdr = unsafe { zeroed() };
+                h.msg_hdr.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
+                h.msg_hdr.msg_namelen = name_len;
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        let mut done = 0;
+        while done < msgs.len() {
+            let rest = &mut msgs[done..];
+            let n = Tx::retrying(fd, || unsafe {
+                libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize
+            })?;
+            self.stats.send_calls += 1;
+            if n == 0 {
+                break; // port closed: the rest would be refused as well
+            }
+            done += n;
+        }
+        self.stats.datagrams_sent += done as u64;
+        self.stats.bytes_sent += iovs[..done].iter().map(|v| v.iov_len as u64).sum::<u64>();
+        Ok(())
+    }
+}
+
+/// One receive: a GRO buffer of `seg`-byte datagrams (the last may be shorter), or one
+/// datagram when `seg` is its whole length.
+pub struct Rx {
+    pub buf: Vec<u8>,
+    pub len: usize,
+    pub seg: usize,
+    pub from: Option<SocketAddr>,
+}
+
+impl Rx {
+    pub fn new() -> Rx {
+        Rx { buf: vec![0; RECV_BUF], len: 0, seg: 0, from: None }
+    }
+
+    /// The datagrams of the last receive.
+    pub fn datagrams(&self) -> impl Iterator<Item = &[u8]> {
+        self.buf[..self.len].chunks(self.seg.max(1))
+    }
+
+    /// Read one buffer; Ok(false) when nothing is waiting. A refused port (ICMP) is skipped.
+    pub fn recv(&mut self, fd: RawFd, stats: &mut IoStats) -> io::Result<bool> {
+        loop {
+            let mut name: libc::sockaddr_storage = unsafe { zeroed() };
+            let mut iov = libc::iovec { iov_base: self.buf.as_mut_ptr() as *mut _, iov_len: self.buf.len() };
+            let mut ctrl = [0u64; 8];
+            let mut m: libc::msghdr = unsafe { zeroed() };
+            m.msg_name = &mut name as *mut _ as *mut _;
+            m.msg_namelen = size_of::<libc::sockaddr_storage>() as _;
+            m.msg_iov = &mut iov;
+            m.msg_iovlen = 1;
+            m.msg_control = ctrl.as_mut_ptr() as *mut _;
+            m.msg_controllen = size_of::<[u64; 8]>() as _;
+            let r = unsafe { libc::recvmsg(fd, &mut m, 0) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    ErrorKind::WouldBlock => return Ok(false),
+                    ErrorKind::Interrupted | ErrorKind::ConnectionRefused => continue,
+                    _ => return Err(e),
+                }
+            }
+            self.len = r as usize;
+            self.seg = self.len;
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&m);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                        let g = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int);
+                        if g > 0 {
+                            self.seg = g as usize;
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(&m, c);
+                }
+            }
+            self.from = from_sockaddr(&name);
+            stats.recv_calls += 1;
+            stats.datagrams_received += self.len.div_ceil(self.seg.max(1)).max(1) as u64;
+            stats.bytes_received += self.len as u64;
+            return Ok(true);
+        }
+    }
+}
+
+impl Default for Rx {
+    fn default() -> Self {
+        Rx::new()
+    }
+}
