@@ -36,6 +36,9 @@ pub struct Config {
     pub min_rto_us: u64,
     pub keepalive_us: u64,
     pub dead_after_us: u64,
+    /// Playout delay of the jitter controls: how long after its send time (Timestamp) or
+    /// after the first arrival (Fixed-Rate) a message is handed to the user.
+    pub playout_us: u64,
     /// Seeds random ISNs and connection ids; the UDP driver draws it from the OS.
     pub seed: u64,
 }
@@ -55,6 +58,7 @@ impl Config {
             min_rto_us: 20_000,
             keepalive_us: 1_000_000,
             dead_after_us: 10_000_000,
+            playout_us: 100_000,
             seed: 1,
         }
     }
@@ -599,6 +603,12 @@ impl Session {
     /// Hand a message to the transport. Full when the send buffer is; the message is then not
     /// taken and the caller retries after the next `on_datagram`/`on_timer`.
     pub fn send(&mut self, msg: &[u8], now: u64) -> Result<(), SendError> {
+        self.send_tagged(msg, 0, now)
+    }
+
+    /// `send` with `tag` on the MSG FROM USER event: flags for microprotocols (Out of Band
+    /// reads `micro::oob::URGENT`).
+    pub fn send_tagged(&mut self, msg: &[u8], tag: u64, now: u64) -> Result<(), SendError> {
         self.cx.now = now;
         if self.cx.shared.closed || self.cx.shared.closing {
             return Err(SendError::Closed);
@@ -613,8 +623,14 @@ impl Session {
         self.cx.next_msg += 1;
         let key = self.cx.next_msg;
         self.cx.user_msgs.insert(key, msg.to_vec());
-        self.dispatch(Event::MsgFromUser, Arg { msg: key, ..Arg::default() });
+        self.dispatch(Event::MsgFromUser, Arg { msg: key, tag, ..Arg::default() });
         Ok(())
+    }
+
+    /// The application's count of delivered messages it has not read yet (receiver-driven
+    /// flow control stops the peer when it grows).
+    pub fn set_backlog(&mut self, msgs: usize) {
+        self.cx.shared.app_backlog = msgs;
     }
 
     pub fn can_send(&self, len: usize) -> bool {
