@@ -15,7 +15,7 @@ import pytest
 from concast import ROOT
 from concast.scapy import (CHUNK_SIZE, CSP, CSP_Join, CSP_JoinAck, CSP_SpecChunk, classify,
                            csp_datagram)
-from conform_wire import Log, Port
+from conform_wire import Log, Port, Wire
 
 MPLEX_SPEC = ROOT / "build" / "mergespecs" / "multiplex.wasm"
 HOLD_S = 300                  # what our child asks for: no expiry during a run
@@ -37,7 +37,7 @@ class Target:
     under test: its own addresses (replies and its JOINs come from one of them) and the one
     unicast CSP is sent to (`router_id`)."""
 
-    def __init__(self, ports: dict[str, Port], addrs: dict[str, str],
+    def __init__(self, ports: dict[str, Wire], addrs: dict[str, str],
                  router_addresses: list[str], kind: str, net=None) -> None:
         self.net, self.kind, self.ports = net, kind, ports
         self.router_addresses = set(router_addresses)
@@ -149,26 +149,27 @@ def on_net(net, kind: str) -> Target:
                   kind, net)
 
 
-def on_ports(dut, kind: str = "device") -> Target:
+def _linux_port(role: str, iface: str, log: Log, ip: str) -> Port:
+    sysfs = Path("/sys/class/net") / iface
+    if not (int((sysfs / "flags").read_text(), 16) & 1):
+        raise RuntimeError(f"{iface} is down: `ip link set {iface} up` first")
+    mac = (sysfs / "address").read_text().strip()
+    return Port(role, None, iface, mac, "", log, ip=ip)
+
+
+def on_ports(dut, kind: str = "device", make_port=_linux_port) -> Target:
     """A Target on an external device under test (`concast conform --ports`): the suite's two
-    ends are interfaces of this namespace, facing the device (a DeviceUnderTest)."""
+    ends are interfaces facing the device (a DeviceUnderTest). `make_port(role, iface, log,
+    ip)` opens one end (default: an AF_PACKET socket in this namespace; PTF: its dataplane)."""
     log, ports = Log(), {}
     try:
         for role in ("s1", "rx"):
-            iface = dut.ifaces[role]
-            sysfs = Path("/sys/class/net") / iface
-            if not (int((sysfs / "flags").read_text(), 16) & 1):
-                raise RuntimeError(f"{iface} is down: `ip link set {iface} up` first")
-            mac = (sysfs / "address").read_text().strip()
-            ports[role] = Port(role, None, iface, mac, dut.dut_macs.get(role, ""), log,
-                               ip=dut.addrs[role])
-            if not ports[role].gateway_mac:
-                found = ports[role].resolve(dut.dut_addrs)
-                if found is None:
-                    raise RuntimeError(
-                        f"no answer to ARP for {', '.join(dut.dut_addrs)} on {iface}: give the "
-                        "device's MAC with --dut-mac, or check the cabling")
-                ports[role].gateway_mac = found
+            ports[role] = port = make_port(role, dut.ifaces[role], log, dut.addrs[role])
+            port.gateway_mac = dut.dut_macs.get(role) or port.resolve(dut.dut_addrs)
+            if not port.gateway_mac:
+                raise RuntimeError(
+                    f"no answer to ARP for {', '.join(dut.dut_addrs)} on {dut.ifaces[role]}: "
+                    "give the device's MAC with --dut-mac, or check the cabling")
     except BaseException:
         for port in ports.values():
             port.close()

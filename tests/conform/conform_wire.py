@@ -79,32 +79,36 @@ def arp_frame(op: int, src_mac: str, src_ip: str, dst_mac: str, dst_ip: str) -> 
             + _mac_bytes(dst_mac) + socket.inet_aton(dst_ip))
 
 
-class Port:
+class Wire:
     """A host's end of the wire: send IPv4 datagrams to its router, read what arrives.
 
     With `ip` set, the port answers ARP requests for that address while it reads, as a
-    host would: a device under test that resolves its neighbours (--ports) can reach it."""
+    host would: a device under test that resolves its neighbours (--ports) can reach it.
+    Subclasses move the frames: `_send` one frame, `_recv(timeout)` the next arriving one
+    (not one this port sent) or None."""
 
-    def __init__(self, name: str, netns: str | None, iface: str, mac: str, gateway_mac: str,
-                 log: Log, ip: str | None = None) -> None:
-        self.name, self.mac, self.gateway_mac, self.log = name, mac, gateway_mac, log
-        self.iface, self.ip = iface, ip
-        self.sock = packet_socket_in(netns, iface)
+    def __init__(self, name: str, mac: str, gateway_mac: str, log: Log,
+                 ip: str | None = None) -> None:
+        self.name, self.mac, self.gateway_mac, self.log, self.ip = name, mac, gateway_mac, log, ip
+
+    def _send(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def _recv(self, timeout: float) -> bytes | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
 
     def send(self, datagram) -> None:
         """`datagram`: a Scapy IP packet or raw IPv4 bytes, sent to the router."""
-        frame = (bytes.fromhex(self.gateway_mac.replace(":", ""))
-                 + bytes.fromhex(self.mac.replace(":", "")) + b"\x08\x00" + bytes(datagram))
+        frame = _mac_bytes(self.gateway_mac) + _mac_bytes(self.mac) + b"\x08\x00" + bytes(datagram)
         self.log.add(frame)
-        self.sock.send(frame)
+        self._send(frame)
 
     def drain(self) -> None:
         """Forget what arrived so far (earlier tests' leftovers, refreshes)."""
-        while True:
-            try:
-                frame = self.sock.recv(65535)
-            except BlockingIOError:
-                return
+        while (frame := self._recv(0)) is not None:
             if frame[12:14] == b"\x08\x06":
                 self._answer_arp(frame)
 
@@ -114,11 +118,9 @@ class Port:
         out: list[bytes] = []
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            if not select.select([self.sock], [], [], left)[0]:
+            frame = self._recv(left)
+            if frame is None:
                 break
-            frame, addr = self.sock.recvfrom(65535)
-            if addr[2] == PACKET_OUTGOING:
-                continue
             if frame[12:14] == b"\x08\x06":
                 self._answer_arp(frame)
                 continue
@@ -137,20 +139,20 @@ class Port:
         if self.ip and len(arp) == 28 and arp[6:8] == b"\x00\x01" \
                 and arp[24:28] == socket.inet_aton(self.ip):
             asker_mac, asker_ip = arp[8:14].hex(":"), socket.inet_ntoa(arp[14:18])
-            self.sock.send(arp_frame(2, self.mac, self.ip, asker_mac, asker_ip))
+            self._send(arp_frame(2, self.mac, self.ip, asker_mac, asker_ip))
 
     def resolve(self, addresses: list[str], timeout: float = 3.0) -> str | None:
         """The MAC that answers ARP for the first of `addresses` to answer, or None."""
         wanted = {socket.inet_aton(a) for a in addresses}
         src_ip = self.ip or "0.0.0.0"
         for a in addresses:
-            self.sock.send(arp_frame(1, self.mac, src_ip, "00:00:00:00:00:00", a))
+            self._send(arp_frame(1, self.mac, src_ip, "00:00:00:00:00:00", a))
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            if not select.select([self.sock], [], [], left)[0]:
+            frame = self._recv(left)
+            if frame is None:
                 break
-            frame, addr = self.sock.recvfrom(65535)
-            if addr[2] == PACKET_OUTGOING or frame[12:14] != b"\x08\x06":
+            if frame[12:14] != b"\x08\x06":
                 continue
             arp = frame[14:42]
             if arp[6:8] == b"\x00\x02" and arp[14:18] in wanted:
@@ -162,6 +164,29 @@ class Port:
         """The first arriving datagram for which match(bytes) is true, or None."""
         got = self.datagrams(timeout, until=lambda ds: match(ds[-1]))
         return got[-1] if got and match(got[-1]) else None
+
+
+class Port(Wire):
+    """A Wire on an AF_PACKET socket bound to `iface` of namespace `netns` (None: this one)."""
+
+    def __init__(self, name: str, netns: str | None, iface: str, mac: str, gateway_mac: str,
+                 log: Log, ip: str | None = None) -> None:
+        super().__init__(name, mac, gateway_mac, log, ip)
+        self.iface = iface
+        self.sock = packet_socket_in(netns, iface)
+
+    def _send(self, frame: bytes) -> None:
+        self.sock.send(frame)
+
+    def _recv(self, timeout: float) -> bytes | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            if not select.select([self.sock], [], [], left)[0]:
+                return None
+            frame, addr = self.sock.recvfrom(65535)
+            if addr[2] != PACKET_OUTGOING:
+                return frame
 
     def close(self) -> None:
         self.sock.close()

@@ -9,7 +9,9 @@ for the two hosts are deleted, so it must resolve them by ARP, which the suite a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -100,3 +102,37 @@ def test_bad_port_descriptions_are_refused_before_anything_runs(tmp_path):
                         "--addr", "s1=10.1.1.2,rx=10.2.1.2", "--dut-addr", "10.0.0.1"],
                        capture_output=True, text=True, cwd=str(ROOT), timeout=60)
     assert r.returncode == 2 and "no interface 'nosuch0' (s1)" in r.stderr, r.stderr
+
+
+PTF_TESTS = ["test_a_plain_datagram_is_forwarded_with_ttl_lowered_once",
+             "test_a_join_for_an_unknown_flow_makes_the_router_join_r_itself",
+             "test_records_are_aged_by_the_hops_their_mplexpkt_travelled_and_initial_ttl_is_the_max",
+             "test_an_mplexpkt_with_a_malformed_options_area_is_dropped__option_overflow"]
+
+
+def test_the_same_tests_run_under_ptfs_runner(device, tmp_path):
+    """PTF's model: ports given as --interface N@IFACE, the rest as --test-params."""
+    ptf = Path(PYTHON).parent / "ptf"
+    if not ptf.exists():
+        pytest.skip("PyPI ptf is not installed in .venv")
+    kind, tester, flags = device
+    f = dict(zip(flags[::2], flags[1::2]))
+    ifaces = dict(x.split("=") for x in f["--ports"].split(","))
+    params = f"addr='{f['--addr']}';dut_addr='{f['--dut-addr']}';pcaps='{tmp_path}'"
+    r = subprocess.run(["ip", "netns", "exec", tester, str(ptf), "--test-dir",
+                        str(ROOT / "tests" / "conform" / "ptf"), "--interface",
+                        f"0@{ifaces['s1']}", "--interface", f"1@{ifaces['rx']}",
+                        "--test-params", params, "--log-dir", str(tmp_path),
+                        *[f"conform_ptf.{t}" for t in PTF_TESTS]],
+                       capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    out = r.stdout + r.stderr
+    ran = re.findall(r"^(conform_ptf\.\w+) \.\.\. (ok|FAIL|ERROR)$", r.stderr, re.M)
+    assert len(ran) == len(PTF_TESTS), out
+    if kind == "ours":
+        assert r.returncode == 0 and all(o == "ok" for _, o in ran), out
+    else:
+        assert r.returncode == 1, out
+        verdict = {name.split(".")[1]: o for name, o in ran}
+        assert verdict[PTF_TESTS[0]] == "ok", out          # a forwarder forwards
+        assert verdict[PTF_TESTS[1]] == "FAIL" and "[2.8-1]" in out, out
+        assert verdict[PTF_TESTS[2]] == "FAIL" and list(tmp_path.glob("*.pcap")), out

@@ -43,7 +43,6 @@ class Collector:
         keep, drop = [], []
         for item in items:
             m = item.get_closest_marker("spec")
-            spec = m.args[0] if m else "?"
             item.user_properties.append(("spec", " ".join(m.args) if m else "?"))
             ids = m.args if m else ("?",)
             (keep if any(in_section(i, self.section) for i in ids) else drop).append(item)
