@@ -82,6 +82,10 @@ struct Args {
     /// paper 4.2.2): beyond it the flow holding most sends its oldest bundles early.
     #[arg(long, default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1500..=1 << 34))]
     node_buffer_bytes: u64,
+    /// CPU time (ms) one flow's merging may use per second; a flow over it is quarantined
+    /// (fail-open), so one expensive spec cannot starve the others. 0 = no budget.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    flow_cpu_ms: u64,
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
@@ -133,6 +137,7 @@ struct Settings {
     egress: Option<(egress::Table, Vec<String>)>,
     timer_lead_us: u64,
     node_buffer_bytes: usize,
+    flow_cpu_ms: u64,
     /// Queue access: the link emulator's state file and the routes' link slots.
     link_state: Option<(PathBuf, Vec<LinkRoute>)>,
 }
@@ -183,7 +188,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
         _ => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, node_buffer_bytes: a.node_buffer_bytes as usize, link_state })
+    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, node_buffer_bytes: a.node_buffer_bytes as usize, flow_cpu_ms: a.flow_cpu_ms, link_state })
 }
 
 /// How CSP finds the MTU of this router's link toward an address (docs/protocol.md 2.3): by
@@ -240,7 +245,9 @@ impl PortSink<'_> {
 fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
     let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = batch;
-    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
+    let mut limits = concast_engine::Limits::default();
+    limits.cpu_per_second = Some(std::time::Duration::from_millis(s.flow_cpu_ms)).filter(|d| !d.is_zero());
+    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, limits, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
         (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
         (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),

@@ -415,7 +415,7 @@ fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
         "built_from": c.built_from, "builds": c.builds, "states_created": c.states_created,
         "timer_fires": c.timer_fires, "traps": c.traps,
         "gate_held": c.gate_held, "gate_hold_us": c.gate_hold_us,
-        "budget_builds": c.budget_builds,
+        "budget_builds": c.budget_builds, "cpu_us": c.cpu_us,
     })
 }
 

@@ -50,6 +50,10 @@ pub struct Limits {
     pub params_bytes: usize,
     /// Flows in one engine.
     pub flows: usize,
+    /// CPU time one flow's merging may use per second of the engine clock (`budget.rs`);
+    /// beyond it the flow is quarantined (`cpu_budget`). None: not measured. Off by default,
+    /// because offline runs and benchmarks use virtual seconds; the daemons turn it on.
+    pub cpu_per_second: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -67,6 +71,7 @@ impl Default for Limits {
             emits_per_build: 256,
             params_bytes: 4096,
             flows: 100_000,
+            cpu_per_second: None,
         }
     }
 }

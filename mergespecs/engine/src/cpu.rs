@@ -17,7 +17,7 @@ use crate::fault::Fault;
 use crate::host::FlowCtx;
 
 /// CPU time this thread has used.
-fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

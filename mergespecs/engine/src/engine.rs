@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 
 use wasmtime::{InstanceAllocationStrategy, Linker, OptLevel, PoolingAllocationConfig};
 
+use crate::budget::Stopwatch;
 use crate::config::{Allocator, CpuLimit, EngineConfig};
 use crate::epoch::EpochTicker;
 use crate::fault::Fault;
@@ -336,7 +337,12 @@ impl Engine {
             _ => return Err(FlowError::UnknownFlow),
         };
         let before = flow.held_bytes();
-        let r = f(flow, &mut env(timers, out, now, config, gate, *lead_us));
+        let watch = Stopwatch::start(config.limits.cpu_per_second);
+        let mut e = env(timers, out, now, config, gate, *lead_us);
+        let r = f(flow, &mut e);
+        if let Some(used) = watch.elapsed() {
+            flow.charge_cpu(used, &mut e);
+        }
         *held_total = *held_total + flow.held_bytes() - before;
         Ok(r)
     }
@@ -430,7 +436,12 @@ impl Engine {
             } = self;
             if let Some(Some(flow)) = flows.get_mut(key.flow as usize) {
                 let before = flow.held_bytes();
-                flow.fire_timer(key.slot, &mut env(timers, out, now, config, gate, *lead_us));
+                let watch = Stopwatch::start(config.limits.cpu_per_second);
+                let mut e = env(timers, out, now, config, gate, *lead_us);
+                flow.fire_timer(key.slot, &mut e);
+                if let Some(used) = watch.elapsed() {
+                    flow.charge_cpu(used, &mut e);
+                }
                 *held_total = *held_total + flow.held_bytes() - before;
             }
         }

@@ -9,6 +9,9 @@ pub enum Fault {
     Trap(String),
     /// The per-call CPU budget (epoch deadline or fuel) ran out: an endless loop, say.
     CpuLimit(String),
+    /// The flow used more than its CPU budget per second (many calls, each within the
+    /// per-call limit: a timer flood, an expensive spec under heavy traffic).
+    CpuBudget { used_us: u64, budget_us: u64 },
     /// `memory.grow` past the flow's linear-memory limit.
     MemoryLimit { limit: usize, requested: usize },
     /// `emit` of a payload larger than the output limit.
@@ -33,6 +36,10 @@ impl fmt::Display for Fault {
         match self {
             Fault::Trap(trap) => write!(f, "trapped: {trap}"),
             Fault::CpuLimit(limit) => write!(f, "ran out of CPU time ({limit})"),
+            Fault::CpuBudget { used_us, budget_us } => write!(
+                f,
+                "CPU budget: used {used_us} µs of CPU time within one second, the budget is {budget_us} µs"
+            ),
             Fault::MemoryLimit { limit, requested } => {
                 write!(f, "memory limit: asked for {requested} bytes of linear memory, the limit is {limit}")
             }
@@ -67,6 +74,7 @@ impl Fault {
         match self {
             Fault::Trap(_) => "trap",
             Fault::CpuLimit(_) => "cpu_limit",
+            Fault::CpuBudget { .. } => "cpu_budget",
             Fault::MemoryLimit { .. } => "memory_limit",
             Fault::OutputTooLarge { .. } | Fault::TooManyEmits { .. } => "output_limit",
             Fault::TooManyStates { .. } => "state_limit",

@@ -53,6 +53,9 @@ pub struct FlowCounters {
     pub budget_builds: u64,
     /// Faults (0 or 1: a fault quarantines the flow).
     pub traps: u64,
+    /// CPU time (µs) the engine spent on this flow, when a CPU budget is set
+    /// (`Limits::cpu_per_second`; 0 otherwise).
+    pub cpu_us: u64,
 }
 
 /// A snapshot of one flow.
@@ -97,6 +100,8 @@ pub(crate) struct Flow {
     last_logs: Vec<crate::host::LogLine>,
     /// The spec asked for its states to leave in creation order.
     ordered: bool,
+    /// CPU time charged against `Limits::cpu_per_second`.
+    cpu: crate::budget::CpuAccount,
 }
 
 impl Flow {
@@ -114,6 +119,7 @@ impl Flow {
             current_loose: false,
             ident: 0,
             last_logs: Vec::new(),
+            cpu: Default::default(),
         }
     }
 
@@ -518,6 +524,20 @@ impl Flow {
         };
         if let Err((call, fault)) = r {
             self.quarantine(call, fault, env);
+        }
+    }
+
+    /// Charges CPU time the engine just spent on this flow; past its budget per second the
+    /// flow is quarantined. A quarantined flow costs only forwarding and is not charged.
+    pub fn charge_cpu(&mut self, used: std::time::Duration, env: &mut Env) {
+        let Some(budget) = env.limits.cpu_per_second else { return };
+        if self.sandbox.is_none() {
+            return;
+        }
+        let r = self.cpu.charge(used, env.now, budget);
+        self.counters.cpu_us = self.cpu.total.as_micros() as u64;
+        if let Err(fault) = r {
+            self.quarantine("engine", fault, env);
         }
     }
 

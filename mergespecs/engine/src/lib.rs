@@ -30,6 +30,7 @@
 //! for o in out.iter() { /* send o.datagram */ }
 //! ```
 
+mod budget;
 mod config;
 mod cpu;
 mod engine;
