@@ -251,7 +251,12 @@ impl Router {
         self.counters.quarantined_flows += 1;
         let reason = q.to_string();
         emit(Level::Warn, "flow_quarantined", &[("flow", &flow), ("reason", &reason)]);
-        let actions = self.node.quarantine(flow, &reason);
+        let mut actions = self.node.quarantine(flow, &reason);
+        // The receiver uploaded the spec: it hears that the spec failed here, not only the
+        // children the CSP node tells (it is not a router's child, and no ERROR on the way
+        // up is intercepted, so this reaches R's hostd unchanged).
+        let err = concast_csp::Msg::error(flow, 0, concast_csp::ErrorCode::FlowQuarantined, 0, &reason);
+        actions.push(Action::Send { to: flow.receiver, msg: err });
         self.apply(now, actions, sink);
     }
 

@@ -47,6 +47,8 @@ pub struct Counters {
     pub csp_out: u64,
     pub fallbacks: u64,
     pub quarantined_flows: u64,
+    /// ERROR FLOW_QUARANTINED from routers about groups this host serves (as R).
+    pub upstream_quarantines: u64,
 
     // --- API clients
     pub api_requests: u64,
@@ -84,6 +86,7 @@ impl Counters {
             "csp_out": self.csp_out,
             "fallbacks": self.fallbacks,
             "quarantined_flows": self.quarantined_flows,
+            "upstream_quarantines": self.upstream_quarantines,
             "api_requests": self.api_requests,
             "api_errors": self.api_errors,
             "events_dropped": self.events_dropped,

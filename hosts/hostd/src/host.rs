@@ -150,6 +150,15 @@ impl Host {
                     let line = sender::flow_event("upstream_quarantined", &msg.flow, json!({"by": src.to_string(), "reason": reason}));
                     let watchers: Vec<ClientId> = f.watchers.iter().copied().collect();
                     self.tell(watchers, &line);
+                } else if msg.flow.receiver == self.addr && self.receiver.served.contains_key(&msg.flow.group) {
+                    // A router stopped merging a group served here: the receiver that
+                    // uploaded the spec learns it, once per router report.
+                    self.counters.upstream_quarantines += 1;
+                    let group = msg.flow.group;
+                    emit(Level::Warn, "router_quarantined", &[("group", &group), ("by", &src), ("reason", reason)]);
+                    let line = receiver::group_event("upstream_quarantined", group, json!({"by": src.to_string(), "reason": reason}));
+                    let subs = self.receiver.subscribers(group);
+                    self.tell(subs, &line);
                 }
             }
             _ => {}
