@@ -181,7 +181,13 @@ pub struct Cx {
     out: VecDeque<Output>,
     rng: u64,
     stopped: bool,
+    /// Sent datagrams' buffers handed back by the driver (`Session::recycle`), reused for
+    /// encoding so a steady flow allocates none.
+    pool: Vec<Vec<u8>>,
 }
+
+/// Buffers kept for reuse: a few GSO batches' worth.
+const POOL_MAX: usize = 512;
 
 impl Cx {
     /// Raise synchronously: the event's handlers all run before the next handler of the
@@ -292,6 +298,12 @@ impl Cx {
         self.user_msgs.remove(&key)
     }
 
+    /// A user message handed in by `Session::send`, without taking it (Coalesce looks at its
+    /// size before deciding whether to take it).
+    pub fn user_msg(&self, key: u64) -> Option<&[u8]> {
+        self.user_msgs.get(&key).map(Vec::as_slice)
+    }
+
     /// Raise MSG FROM NET for a reassembled message.
     pub fn deliver_msg(&mut self, msg: Vec<u8>) {
         self.next_msg += 1;
@@ -318,6 +330,11 @@ impl Cx {
             let cum = ((a >> 32) as u32).wrapping_sub(self.shared.isn_local) as u64;
             seg.attrs.set(attr::ACK, cum << 32 | (a & 0xffff_ffff));
         }
+    }
+
+    /// An empty buffer to encode a datagram into (reused when the driver recycles them).
+    pub fn wire_buf(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
     }
 
     /// Encode for the wire: ISN offsets go on.
@@ -436,6 +453,7 @@ impl Session {
             delayed: Delayed::default(),
             out: VecDeque::new(),
             stopped: false,
+            pool: Vec::new(),
         };
         Session { micros, bindings, cx }
     }
@@ -672,6 +690,15 @@ impl Session {
 
     pub fn poll(&mut self) -> Option<Output> {
         self.cx.out.pop_front()
+    }
+
+    /// Give a sent `Output::Transmit` buffer back for reuse (optional: saves an allocation
+    /// per datagram).
+    pub fn recycle(&mut self, mut b: Vec<u8>) {
+        if self.cx.pool.len() < POOL_MAX {
+            b.clear();
+            self.cx.pool.push(b);
+        }
     }
 
     pub fn stats(&self) -> Stats {
