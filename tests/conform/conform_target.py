@@ -197,7 +197,16 @@ def build_on_ports(dut):
             p.close()
 
 
-def build(dataplane: str, kind: str, run_dir: Path):
+def use_p4_program(compiled: str) -> None:
+    """Make the BMv2 data plane load a user's compiled program ("JSON,P4INFO", from
+    `concast conform --p4`) instead of p4src/concast.p4: the controller reads these paths
+    when it programs each switch and when it gives routerd its --dataplane-cmd."""
+    from concast.controller.p4 import pipeline
+    json, p4info = compiled.split(",")
+    pipeline.JSON_PATH, pipeline.P4INFO_PATH = Path(json), Path(p4info)
+
+
+def build(dataplane: str, kind: str, run_dir: Path, p4_program: str | None = None):
     """The body of the session fixture (`yield from`)."""
     from hostdtools import missing_builds, start_routerd
     from concast.topologies import line
@@ -206,7 +215,12 @@ def build(dataplane: str, kind: str, run_dir: Path):
         pytest.skip(why)
     if not MPLEX_SPEC.exists():
         pytest.skip(f"{MPLEX_SPEC.relative_to(ROOT)} is not built (make specs)")
-    if dataplane == "bmv2":
+    if p4_program:
+        from concast.controller.p4.switch import tools_missing
+        if tools_missing():
+            pytest.skip(tools_missing())
+        use_p4_program(p4_program)
+    elif dataplane == "bmv2":
         from bmv2tools import ensure_p4_build
         ensure_p4_build()               # skips, saying why, without p4c and BMv2
     net = line(1, senders=1, capable=(kind == "ours"), dataplane=dataplane).start(run_dir=run_dir)

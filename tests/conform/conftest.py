@@ -38,6 +38,8 @@ def pytest_addoption(parser):
     g.addoption("--conform-target", choices=["ours", "plain"], default="ours",
                 help="ours: routerd on r1; plain: r1 is an oblivious router (must fail)")
     g.addoption("--conform-pcaps", default=None, help="folder for failed tests' pcaps")
+    g.addoption("--conform-p4", default=None,
+                help="JSON,P4INFO: a compiled user program in place of p4src/concast.p4 (bmv2)")
     g.addoption("--conform-ports", default=None,
                 help="s1=IFACE,rx=IFACE: run against an external device on these interfaces")
     g.addoption("--conform-addr", default=None, help="s1=IP,rx=IP: the suite's addresses")
@@ -101,7 +103,8 @@ def target(request, tmp_path_factory):
         return
     yield from build(request.config.getoption("--conform-dataplane"),
                      request.config.getoption("--conform-target"),
-                     tmp_path_factory.mktemp("conform"))
+                     tmp_path_factory.mktemp("conform"),
+                     request.config.getoption("--conform-p4"))
 
 
 @pytest.fixture

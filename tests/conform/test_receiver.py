@@ -27,6 +27,8 @@ def r_net(request, tmp_path_factory):
     from concast.topologies import line
     if request.config.getoption("--conform-ports"):
         pytest.skip("checks our hostd as R on a network of its own; --ports tests a router")
+    if request.config.getoption("--conform-p4"):
+        pytest.skip("checks our hostd as R; --p4 tests a router's P4 program")
     why = missing_builds()
     if why:
         pytest.skip(why)

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from concast import ROOT
-from concast.conform import ports, specids
+from concast.conform import p4, ports, specids
 
 SUITE = ROOT / "tests" / "conform"
+CANNOT_TEST = 3         # exit status: the target could not be put under test here
 
 
 @dataclass
@@ -127,7 +128,10 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--pcaps", type=Path, help="folder for the pcaps of failed tests")
-    p.add_argument("--p4", metavar="FILE.p4", help="(not done yet) a user's P4 program on BMv2")
+    p.add_argument("--p4", metavar="FILE.p4",
+                   help="compile this v1model program (p4c-bm2-ss) and run the router tests on "
+                        "BMv2 with it in place of p4src/concast.p4 (exit 3 where p4c or BMv2 "
+                        "is missing)")
     dev = p.add_argument_group("an external device under test (--ports; see docs/conformance.md)")
     dev.add_argument("--ports", metavar="s1=IFACE,rx=IFACE",
                      help="run the router tests against a device attached to these interfaces "
@@ -144,11 +148,21 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
 
 def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) -> int:
     a = ns or build_parser().parse_args(argv)
+    dut, program = None, None
     if a.p4:
-        print("concast conform: --p4 is not done yet; run --dataplane linux|ovs|bmv2",
-              file=sys.stderr)
-        return 2
-    dut = None
+        if a.ports or a.target is not None:
+            print("concast conform: --p4 runs our network on BMv2 with your program; it goes "
+                  "with neither --ports nor --target", file=sys.stderr)
+            return 2
+        try:
+            program = p4.compile_program(Path(a.p4))
+        except FileNotFoundError as e:
+            print(f"concast conform: {e}", file=sys.stderr)
+            return 2
+        except p4.CannotTest as e:
+            print(f"concast conform: cannot test {a.p4} here: {e}", file=sys.stderr)
+            return CANNOT_TEST
+        a.dataplane = "bmv2"
     if a.ports:
         if a.target is not None:
             print("concast conform: --target picks our own router; with --ports the device "
@@ -172,6 +186,8 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
     sentences = specids.spec_ids()
     where = dut.argv() if dut else ["--conform-dataplane", a.dataplane,
                                     "--conform-target", a.target]
+    if program:
+        where += ["--conform-p4", ",".join(str(x) for x in program)]
     args = [str(SUITE), *where, "-p", "no:cacheprovider", "--import-mode=importlib",
             "-q" if a.verbose else "-qq", "--no-header", "-rN"]
     if not a.verbose:
@@ -187,6 +203,7 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
     results = list(collector.results.values())
     unknown = sorted({r.spec for r in results} - set(sentences))
     what = (f"device on s1={dut.ifaces['s1']}, rx={dut.ifaces['rx']}" if dut
+            else f"P4 program {a.p4} on BMv2" if program
             else f"dataplane {a.dataplane}, target {a.target}")
     print(f"\nconcast conform: {what}" + (f", section {a.section}" if a.section else ""))
     print(table(results, sentences))
