@@ -139,6 +139,9 @@ pub struct Shared {
     /// Between `Session::begin_batch` and `end_batch`: datagrams arrive in a run (one GRO
     /// buffer, one wake-up), so acknowledgements of in-order data wait for its end.
     pub batching: bool,
+    /// Delivered messages the application has not read yet (`Session::set_backlog`), for
+    /// receiver-driven flow control.
+    pub app_backlog: usize,
 }
 
 impl Shared {

@@ -111,11 +111,15 @@ fn flush(s: &mut Session, io: &mut Io, to: Option<SocketAddr>, out: &mut Vec<Out
     let fd = io.sock.as_raw_fd();
     while let Some(o) = s.poll() {
         match o {
-            Output::Transmit(d) => io.tx.push(fd, &d, to)?,
+            Output::Transmit(d) => io.tx.push(fd, d, to)?,
             other => out.push(other),
         }
     }
-    io.tx.flush(fd)
+    io.tx.flush(fd)?;
+    for b in io.tx.spent.drain(..) {
+        s.recycle(b);
+    }
+    Ok(())
 }
 
 /// A client's session on its own connected socket.
@@ -291,8 +295,9 @@ impl Server {
                     }
                     Err((why, reply)) => {
                         if !reply.is_empty() {
-                            self.io.tx.push(fd, &reply, Some(from))?;
+                            self.io.tx.push(fd, reply, Some(from))?;
                             self.io.tx.flush(fd)?;
+                            self.io.tx.spent.clear();
                         }
                         self.refused.push((from, why));
                         continue;

@@ -72,8 +72,8 @@ impl Micro for TransportDriver {
                 if let Some(bits) = announce {
                     seg.attrs.set(attr::COMPOSITE, bits);
                 }
+                let mut wire = cx.wire_buf();
                 let seg = cx.seg(id).expect("just looked up");
-                let mut wire = Vec::with_capacity(seg.encoded_len());
                 cx.encode(seg, &mut wire);
                 cx.stats.segs_sent += 1;
                 cx.stats.bytes_sent += wire.len() as u64;

@@ -122,57 +122,61 @@ fn gso_refused(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP))
 }
 
-/// Datagrams queued for one peer, sent as one batch.
+/// Datagrams queued for one peer, sent as one batch. They are sent from where they lie (one
+/// iovec each, no copy) and handed back in `spent` for the session to reuse.
 pub struct Tx {
-    buf: Vec<u8>,
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
     seg: usize,
-    count: usize,
     /// The last datagram was shorter than `seg`: nothing may follow it in this batch.
     closed: bool,
     to: Option<SocketAddr>,
+    /// Buffers already sent, for `Session::recycle`.
+    pub spent: Vec<Vec<u8>>,
     pub stats: IoStats,
 }
 
 impl Tx {
     pub fn new(gso: bool) -> Tx {
         Tx {
-            buf: Vec::with_capacity(MAX_BATCH_BYTES),
+            bufs: Vec::with_capacity(MAX_SEGS),
+            bytes: 0,
             seg: 0,
-            count: 0,
             closed: false,
             to: None,
+            spent: Vec::new(),
             stats: IoStats { gso, ..IoStats::default() },
         }
     }
 
     /// Queue a datagram (`to`: None on a connected socket); sends the batch first when the
     /// datagram cannot join it.
-    pub fn push(&mut self, fd: RawFd, d: &[u8], to: Option<SocketAddr>) -> io::Result<()> {
-        if self.count > 0
+    pub fn push(&mut self, fd: RawFd, d: Vec<u8>, to: Option<SocketAddr>) -> io::Result<()> {
+        if !self.bufs.is_empty()
             && (to != self.to
                 || self.closed
                 || d.len() > self.seg
-                || self.count == MAX_SEGS
-                || self.buf.len() + d.len() > MAX_BATCH_BYTES)
+                || self.bufs.len() == MAX_SEGS
+                || self.bytes + d.len() > MAX_BATCH_BYTES)
         {
             self.flush(fd)?;
         }
-        if self.count == 0 {
+        if self.bufs.is_empty() {
             self.seg = d.len();
             self.to = to;
         }
         self.closed = d.len() < self.seg;
-        self.buf.extend_from_slice(d);
-        self.count += 1;
+        self.bytes += d.len();
+        self.bufs.push(d);
         Ok(())
     }
 
     /// Send what is queued.
     pub fn flush(&mut self, fd: RawFd) -> io::Result<()> {
-        if self.count == 0 {
+        if self.bufs.is_empty() {
             return Ok(());
         }
-        let r = if self.count > 1 && self.stats.gso {
+        let r = if self.bufs.len() > 1 && self.stats.gso {
             match self.send_gso(fd) {
                 Err(e) if gso_refused(&e) => {
                     self.stats.gso = false;
@@ -184,8 +188,8 @@ impl Tx {
         } else {
             self.send_each(fd)
         };
-        self.buf.clear();
-        self.count = 0;
+        self.spent.append(&mut self.bufs);
+        self.bytes = 0;
         self.closed = false;
         r
     }
@@ -207,16 +211,20 @@ impl Tx {
         }
     }
 
+    fn iovecs(&mut self) -> Vec<libc::iovec> {
+        self.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut _, iov_len: b.len() }).collect()
+    }
+
     fn send_gso(&mut self, fd: RawFd) -> io::Result<()> {
         let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
-        let mut iov = libc::iovec { iov_base: self.buf.as_mut_ptr() as *mut _, iov_len: self.buf.len() };
+        let mut iov = self.iovecs();
         // room for one cmsg carrying a u16, 8-byte aligned
         let mut ctrl = [0u64; 4];
         let mut m: libc::msghdr = unsafe { zeroed() };
         m.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
         m.msg_namelen = name_len;
-        m.msg_iov = &mut iov;
-        m.msg_iovlen = 1;
+        m.msg_iov = iov.as_mut_ptr();
+        m.msg_iovlen = iov.len() as _;
         m.msg_control = ctrl.as_mut_ptr() as *mut _;
         m.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
         unsafe {
@@ -228,21 +236,15 @@ impl Tx {
         }
         Tx::retrying(fd, || unsafe { libc::sendmsg(fd, &m, 0) })?;
         self.stats.send_calls += 1;
-        self.stats.datagrams_sent += self.count as u64;
-        self.stats.bytes_sent += self.buf.len() as u64;
+        self.stats.datagrams_sent += self.bufs.len() as u64;
+        self.stats.bytes_sent += self.bytes as u64;
         Ok(())
     }
 
-    /// One datagram: a plain send; several: sendmmsg, repeated until all are taken.
+    /// One sendmmsg for the batch (repeated until the kernel has taken every datagram).
     fn send_each(&mut self, fd: RawFd) -> io::Result<()> {
         let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
-        let mut iovs: Vec<libc::iovec> = Vec::with_capacity(self.count);
-        let mut at = 0;
-        while at < self.buf.len() {
-            let n = self.seg.min(self.buf.len() - at);
-            iovs.push(libc::iovec { iov_base: unsafe { self.buf.as_mut_ptr().add(at) } as *mut _, iov_len: n });
-            at += n;
-        }
+        let mut iovs = self.iovecs();
         let mut msgs: Vec<libc::mmsghdr> = iovs
             .iter_mut()
             .map(|iov| {
@@ -257,9 +259,7 @@ impl Tx {
         let mut done = 0;
         while done < msgs.len() {
             let rest = &mut msgs[done..];
-            let n = Tx::retrying(fd, || unsafe {
-                libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize
-            })?;
+            let n = Tx::retrying(fd, || unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize })?;
             self.stats.send_calls += 1;
             if n == 0 {
                 break; // port closed: the rest would be refused as well
