@@ -219,6 +219,14 @@ impl FlowCtx {
         ) {
             return Err(Fault::Abi("emit called outside concast_build".into()));
         }
+        // Values the engine would otherwise truncate to a byte, and CSP: a merged datagram
+        // with protocol 253 would reach R's signalling socket as if a router had sent it.
+        if !(0..=255).contains(&protocol) || !(0..=255).contains(&ttl) {
+            return Err(Fault::Abi(format!("emit with protocol {protocol} and TTL {ttl}: both must be 0..=255")));
+        }
+        if protocol == i32::from(concast_sdk::wire::ipv4::protocol::CSP) {
+            return Err(Fault::Abi("emit of a protocol-253 (CSP) datagram: specs may not speak signalling".into()));
+        }
         if payload.len() > self.output_limit {
             return Err(Fault::OutputTooLarge {
                 len: payload.len(),

@@ -627,3 +627,30 @@ fn identical_modules_compile_once() {
     assert!(!a.same(&engine.load_spec(&spec_bytes("min")).unwrap()));
     assert_eq!(a.info().sha256, concast_engine::sha256(&spec_bytes("sum")));
 }
+
+#[test]
+fn emitting_a_csp_datagram_is_an_abi_violation() {
+    let spec = TestSpec {
+        done: "(i32.ge_u (global.get $n) (i32.const 3))",
+        build: "(call $emit (i32.const 0) (i32.const 16) (i32.const 253) (i32.const 64) (i32.const 0)) (i32.const 0)",
+        ..TestSpec::new()
+    };
+    quarantines_only_its_flow(
+        &spec.wasm(),
+        |f| matches!(f, Fault::Abi(w) if w.contains("protocol-253")),
+    );
+}
+
+#[test]
+fn an_out_of_range_protocol_is_an_abi_violation_not_truncated() {
+    // 0x1FD would become 253 as a byte.
+    let spec = TestSpec {
+        done: "(i32.ge_u (global.get $n) (i32.const 3))",
+        build: "(call $emit (i32.const 0) (i32.const 16) (i32.const 509) (i32.const 64) (i32.const 0)) (i32.const 0)",
+        ..TestSpec::new()
+    };
+    quarantines_only_its_flow(
+        &spec.wasm(),
+        |f| matches!(f, Fault::Abi(w) if w.contains("protocol 509")),
+    );
+}
