@@ -201,13 +201,19 @@ impl Loop {
     }
 }
 
+/// The merge engine's limits here: the defaults, plus a CPU budget per flow (a spec that
+/// re-arms its timer for ever, say, would otherwise keep this host's core busy).
+fn host_limits() -> concast_engine::Limits {
+    concast_engine::Limits { cpu_per_second: Some(std::time::Duration::from_millis(500)), ..Default::default() }
+}
+
 pub fn run(s: Settings) -> Result<(), String> {
     let open = |p: u8, what: &str| RawReceiver::open(p).map_err(|e| format!("cannot open the raw socket for {what}: {e} (hostd needs CAP_NET_RAW)"));
     let csp_rx = open(protocol::CSP, "CSP (protocol 253)")?;
     let capture = open(protocol::UDP, "UDP capture")?;
     let tx = RawSender::open().map_err(|e| format!("cannot open the sending raw socket: {e}"))?;
     let server = Server::bind(&s.socket).map_err(|e| format!("cannot bind the API socket {}: {e}", s.socket.display()))?;
-    let host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, ..EngineConfig::default() });
+    let host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, limits: host_limits(), ..EngineConfig::default() });
     let mut lp = Loop {
         host,
         mplex: MplexGlue::new(concast_mplex::Options::default()),
