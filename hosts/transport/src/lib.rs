@@ -11,6 +11,7 @@ pub mod cc;
 pub mod composite;
 pub mod event;
 pub mod micro;
+pub mod mtp;
 pub mod segment;
 mod segtable;
 pub mod session;

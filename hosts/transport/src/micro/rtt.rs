@@ -10,18 +10,22 @@ const MAX_RTO_US: u64 = 60_000_000;
 
 pub struct RttEstimation;
 
+/// RFC 6298 smoothing of one sample into (srtt, rttvar, min); srtt 0 means no sample yet.
+/// Shared with MTP's flowtimeout (`mtp::window`).
+pub fn smooth(srtt: &mut f64, rttvar: &mut f64, min: &mut f64, rtt_us: f64) {
+    if *srtt == 0.0 {
+        (*srtt, *rttvar, *min) = (rtt_us, rtt_us / 2.0, rtt_us);
+    } else {
+        *rttvar = 0.75 * *rttvar + 0.25 * (*srtt - rtt_us).abs();
+        *srtt = 0.875 * *srtt + 0.125 * rtt_us;
+        *min = min.min(rtt_us);
+    }
+}
+
 /// Folds one sample into the shared estimate.
 pub fn sample(cx: &mut Cx, rtt_us: f64) {
     let s = &mut cx.shared;
-    if s.srtt_us == 0.0 {
-        s.srtt_us = rtt_us;
-        s.rttvar_us = rtt_us / 2.0;
-        s.min_rtt_us = rtt_us;
-    } else {
-        s.rttvar_us = 0.75 * s.rttvar_us + 0.25 * (s.srtt_us - rtt_us).abs();
-        s.srtt_us = 0.875 * s.srtt_us + 0.125 * rtt_us;
-        s.min_rtt_us = s.min_rtt_us.min(rtt_us);
-    }
+    smooth(&mut s.srtt_us, &mut s.rttvar_us, &mut s.min_rtt_us, rtt_us);
     s.rto_us = ((s.srtt_us + 4.0 * s.rttvar_us) as u64).clamp(cx.cfg.min_rto_us, MAX_RTO_US);
 }
 

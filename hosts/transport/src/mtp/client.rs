@@ -1,0 +1,640 @@
+//! The MTP client, sans-IO like `Session`: the caller passes the time (µs) and datagrams in and
+//! takes `Output`s out; `next_timer` says when to call `on_timer`. It pulls every object from
+//! the stateless server one reply datagram per request, through one window shared by all its
+//! transactions (the path's), repeating what a flowtimeout or three later answers say is lost.
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+
+use super::ranges::Ranges;
+use super::size::SizeAdapt;
+use super::window::{Flowtimeout, MtpWindow};
+use super::wire::{self, Header, Kind, WireError, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
+use crate::cc::{self, Ccc, CcCtl};
+
+/// A later request answered this many sends after an unanswered one declares it lost (ours).
+pub const FAST_REPEAT: u64 = 3;
+/// Ended transactions remembered, so their late replies count as stale, not forged.
+const REMEMBER_ENDED: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Largest reply payload asked for: 1400 keeps header, UDP and IPv4 in a 1500-byte MTU.
+    pub max_size: usize,
+    /// Floor of size adaptation.
+    pub min_size: usize,
+    /// Default expire timer of a transaction.
+    pub expire_us: u64,
+    /// Window algorithm: "mtp" (MTP's own) or any of `cc::NAMES`.
+    pub cc: String,
+    /// Refuse objects larger than this (bytes).
+    pub max_object: u32,
+    pub seed: u64,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            max_size: 1400,
+            min_size: 256,
+            expire_us: 30_000_000,
+            cc: "mtp".into(),
+            max_object: 1 << 30,
+            seed: 1,
+        }
+    }
+}
+
+/// Per-transaction options of `request`.
+#[derive(Clone, Debug, Default)]
+pub struct RequestOpts {
+    pub channel: u8,
+    /// Expire timer; the client's default when None.
+    pub expire_us: Option<u64>,
+    /// Deliver the object's bytes in order as they arrive (`Output::Data`), for streamed
+    /// objects; otherwise the whole object comes in `Output::Done`.
+    pub in_order: bool,
+    /// Ask for the object's size only (payload suppressed).
+    pub size_only: bool,
+}
+
+/// abort()'s four modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// Ask for nothing more; end once the requests in flight are answered or lost, with the
+    /// contiguous prefix received (`Output::Finished`).
+    Finish,
+    /// End now with the contiguous prefix received (`Output::Stopped`).
+    Stop,
+    /// End now as the expire timer would (`Output::Expired`).
+    Expire,
+    /// End now, silently.
+    Destroy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Transmit(Vec<u8>),
+    /// In-order bytes of an `in_order` transaction.
+    Data { tx: u32, offset: u32, bytes: Vec<u8> },
+    /// Complete. `object` is empty for `in_order`, size-only and suppressed transactions;
+    /// `suppressed` says the payload was suppressed (size-only, or its channel).
+    Done { tx: u32, total: u32, object: Vec<u8>, suppressed: bool },
+    Finished { tx: u32, prefix: Vec<u8>, complete: bool },
+    Stopped { tx: u32, prefix: Vec<u8> },
+    Expired { tx: u32 },
+    Failed { tx: u32, reason: String },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    pub requests: u64,
+    /// Requests for bytes asked for before (after a loss).
+    pub repeats: u64,
+    pub replies: u64,
+    /// Losses declared by three later answers (the rest by the flowtimeout).
+    pub fast_repeats: u64,
+    pub timeouts: u64,
+    /// Flowtimeouts with nothing answered at all (window to minimum, flowtimeout doubled).
+    pub silent: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    /// Replies for transactions that ended.
+    pub stale: u64,
+    /// Replies answering no request we sent (unknown transaction, offset or stamp; wrong size).
+    pub forged: u64,
+    pub truncated: u64,
+    pub malformed: u64,
+    pub size_cuts: u64,
+    pub size_grows: u64,
+}
+
+/// One request (a transaction's offset), possibly sent several times.
+struct Pending {
+    len: u32,
+    /// Every send still answerable: stamp, time, length asked, send number.
+    sends: Vec<(u32, u64, u32, u64)>,
+    in_flight: bool,
+    sendno: u64,
+}
+
+struct Tx {
+    name: Vec<u8>,
+    opts: RequestOpts,
+    expire_at: u64,
+    total: Option<u32>,
+    buf: Vec<u8>,
+    got: Ranges,
+    todo: Ranges,
+    pending: BTreeMap<u32, Pending>,
+    in_flight: u32,
+    delivered: u32,
+    hold_until: u64,
+    finishing: bool,
+    suppressed: bool,
+    high: u32,
+}
+
+pub struct Client {
+    cfg: ClientConfig,
+    txs: BTreeMap<u32, Tx>,
+    rr: u32,
+    cc: Box<dyn Ccc>,
+    ctl: CcCtl,
+    ft: Flowtimeout,
+    size: SizeAdapt,
+    in_flight: u32,
+    sendno: u64,
+    stamp_base: u32,
+    by_send: BTreeMap<u64, (u32, u32)>,
+    deadlines: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
+    last_reply_at: u64,
+    last_silent_at: Option<u64>,
+    suppressed: HashSet<u8>,
+    ended: VecDeque<u32>,
+    ended_set: HashMap<u32, ()>,
+    out: VecDeque<Output>,
+    rng: u64,
+    stats: ClientStats,
+}
+
+impl Client {
+    /// init: a client with its window algorithm.
+    pub fn new(cfg: ClientConfig) -> Result<Client, String> {
+        if cfg.min_size == 0 || cfg.max_size > MAX_PAYLOAD || cfg.min_size > cfg.max_size {
+            return Err(format!("sizes must satisfy 0 < min_size <= max_size <= {MAX_PAYLOAD}"));
+        }
+        let mut cc: Box<dyn Ccc> =
+            if cfg.cc == "mtp" { Box::new(MtpWindow::default()) } else { cc::by_name(&cfg.cc, 1e7)? };
+        let mut ctl = CcCtl::new(cfg.max_size);
+        cc.init(&mut ctl);
+        let mut rng = cfg.seed | 1;
+        let stamp_base = xorshift(&mut rng) as u32;
+        Ok(Client {
+            size: SizeAdapt::new(cfg.min_size, cfg.max_size),
+            cfg,
+            txs: BTreeMap::new(),
+            rr: 0,
+            cc,
+            ctl,
+            ft: Flowtimeout::default(),
+            in_flight: 0,
+            sendno: 0,
+            stamp_base,
+            by_send: BTreeMap::new(),
+            deadlines: BinaryHeap::new(),
+            last_reply_at: 0,
+            last_silent_at: None,
+            suppressed: HashSet::new(),
+            ended: VecDeque::new(),
+            ended_set: HashMap::new(),
+            out: VecDeque::new(),
+            rng,
+            stats: ClientStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        ClientStats { size_cuts: self.size.cuts, size_grows: self.size.grows, ..self.stats.clone() }
+    }
+    /// Transactions alive.
+    pub fn active(&self) -> usize {
+        self.txs.len()
+    }
+    /// Requests remembered (in flight or lost and answerable), over all transactions.
+    pub fn pending(&self) -> usize {
+        self.txs.values().map(|t| t.pending.len()).sum()
+    }
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+    pub fn window(&self) -> f64 {
+        self.ctl.cwnd
+    }
+    pub fn flowtimeout_us(&self) -> u64 {
+        self.ft.get_us()
+    }
+    pub fn datagram_size(&self) -> usize {
+        self.size.size
+    }
+    pub fn poll(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// request: opens a transaction for the object `name`; returns its 32-bit id (random, so
+    /// that an off-path sender cannot guess it).
+    pub fn request(&mut self, now: u64, name: &[u8], opts: RequestOpts) -> Result<u32, String> {
+        if name.len() > wire::MAX_NAME {
+            return Err(format!("name of {} bytes; at most {}", name.len(), wire::MAX_NAME));
+        }
+        let id = loop {
+            let id = xorshift(&mut self.rng) as u32;
+            if id != 0 && !self.txs.contains_key(&id) && !self.ended_set.contains_key(&id) {
+                break id;
+            }
+        };
+        let mut todo = Ranges::new();
+        todo.insert(0, u32::MAX);
+        let expire_at = now + opts.expire_us.unwrap_or(self.cfg.expire_us);
+        let tx = Tx {
+            name: name.to_vec(),
+            opts,
+            expire_at,
+            total: None,
+            buf: Vec::new(),
+            got: Ranges::new(),
+            todo,
+            pending: BTreeMap::new(),
+            in_flight: 0,
+            delivered: 0,
+            hold_until: 0,
+            finishing: false,
+            suppressed: false,
+            high: 0,
+        };
+        self.txs.insert(id, tx);
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Payload suppression by channel: while on, requests of that channel ask for the header
+    /// only, and its transactions end as soon as their size is known.
+    pub fn suppress(&mut self, channel: u8, on: bool) {
+        if on {
+            self.suppressed.insert(channel);
+        } else {
+            self.suppressed.remove(&channel);
+        }
+    }
+
+    /// abort, in one of its four modes. Unknown ids are an error.
+    pub fn abort(&mut self, now: u64, id: u32, mode: Abort) -> Result<(), String> {
+        let Some(tx) = self.txs.get_mut(&id) else { return Err(format!("no transaction {id:#010x}")) };
+        match mode {
+            Abort::Finish => {
+                tx.finishing = true;
+                tx.todo = Ranges::new();
+                self.settle(now, id);
+            }
+            Abort::Stop => {
+                let prefix = self.end(id).map(|t| prefix_of(&t)).unwrap_or_default();
+                self.out.push_back(Output::Stopped { tx: id, prefix });
+            }
+            Abort::Expire => {
+                self.end(id);
+                self.out.push_back(Output::Expired { tx: id });
+            }
+            Abort::Destroy => {
+                self.end(id);
+            }
+        }
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Frees every piece of a transaction's state; remembers its id for stale replies.
+    fn end(&mut self, id: u32) -> Option<Tx> {
+        let tx = self.txs.remove(&id)?;
+        self.in_flight -= tx.in_flight;
+        for p in tx.pending.values().filter(|p| p.in_flight) {
+            self.by_send.remove(&p.sendno);
+        }
+        self.ended.push_back(id);
+        self.ended_set.insert(id, ());
+        if self.ended.len() > REMEMBER_ENDED {
+            if let Some(old) = self.ended.pop_front() {
+                self.ended_set.remove(&old);
+            }
+        }
+        Some(tx)
+    }
+
+    pub fn next_timer(&self) -> Option<u64> {
+        let rep = self.deadlines.peek().map(|Reverse(d)| d.0);
+        let exp = self.txs.values().map(|t| t.expire_at).min();
+        let hold = self.txs.values().filter(|t| t.hold_until > 0).map(|t| t.hold_until).min();
+        [rep, exp, hold].into_iter().flatten().min()
+    }
+
+    pub fn on_timer(&mut self, now: u64) {
+        let expired: Vec<u32> = self.txs.iter().filter(|(_, t)| t.expire_at <= now).map(|(&k, _)| k).collect();
+        for id in expired {
+            self.end(id);
+            self.out.push_back(Output::Expired { tx: id });
+        }
+        while let Some(&Reverse((at, sendno, id, off))) = self.deadlines.peek() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop();
+            if self.is_current(sendno, id, off) {
+                self.stats.timeouts += 1;
+                let sent_at = self.txs[&id].pending[&off].sends.last().map_or(0, |s| s.1);
+                let silent = self.last_reply_at < sent_at;
+                self.lost(now, id, off, silent);
+            }
+        }
+        for t in self.txs.values_mut() {
+            if t.hold_until <= now {
+                t.hold_until = 0;
+            }
+        }
+        self.pump(now);
+    }
+
+    fn is_current(&self, sendno: u64, id: u32, off: u32) -> bool {
+        self.txs
+            .get(&id)
+            .and_then(|t| t.pending.get(&off))
+            .is_some_and(|p| p.in_flight && p.sendno == sendno)
+    }
+
+    /// A request declared lost: out of flight, its bytes back on the to-do list, the window
+    /// and size told. `silent`: nothing at all was answered since it was sent.
+    fn lost(&mut self, now: u64, id: u32, off: u32, silent: bool) {
+        let Some(t) = self.txs.get_mut(&id) else { return };
+        let Some(p) = t.pending.get_mut(&off) else { return };
+        p.in_flight = false;
+        let (len, sendno) = (p.len, p.sendno);
+        t.in_flight -= 1;
+        self.in_flight -= 1;
+        self.by_send.remove(&sendno);
+        if !t.finishing {
+            let end = off.saturating_add(len).min(t.total.unwrap_or(u32::MAX));
+            t.todo.insert(off, end);
+            t.todo.remove_covered(&t.got);
+        }
+        self.size.lost(len as usize);
+        self.observe(now);
+        let ft = self.ft.get_us();
+        if silent {
+            if self.last_silent_at.is_none_or(|s| now >= s + ft) {
+                self.last_silent_at = Some(now);
+                self.stats.silent += 1;
+                self.ft.back_off();
+                self.cc.on_timeout(&mut self.ctl);
+            }
+        } else {
+            self.cc.on_loss(&mut self.ctl, &[(sendno as u32, sendno as u32)]);
+        }
+        self.settle(now, id);
+    }
+
+    fn observe(&mut self, now: u64) {
+        let c = &mut self.ctl;
+        c.now_us = now;
+        c.rtt_us = self.ft.srtt_us;
+        c.min_rtt_us = self.ft.min_rtt_us;
+        c.inflight = self.in_flight;
+        c.acked = 1;
+    }
+
+    /// event loop input: one datagram from the server.
+    pub fn on_datagram(&mut self, now: u64, d: &[u8]) {
+        let (h, body) = match wire::decode(d) {
+            Ok(x) => x,
+            Err(WireError::Short(_) | WireError::Length { .. }) => {
+                self.stats.truncated += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if h.kind != Kind::Reply {
+            self.stats.malformed += 1;
+            return;
+        }
+        match self.check(&h, body.len()) {
+            Verdict::Accept(sent_at, sent_no) => self.accept(now, &h, body, sent_at, sent_no),
+            Verdict::Duplicate => self.stats.duplicates += 1,
+            Verdict::Stale => self.stats.stale += 1,
+            Verdict::Forged => self.stats.forged += 1,
+        }
+        self.pump(now);
+    }
+
+    /// Whether a well-formed reply answers a request we sent, and when that send left.
+    fn check(&self, h: &Header, body_len: usize) -> Verdict {
+        let Some(t) = self.txs.get(&h.txid) else {
+            return if self.ended_set.contains_key(&h.txid) { Verdict::Stale } else { Verdict::Forged };
+        };
+        let Some(p) = t.pending.get(&h.offset) else {
+            let end = h.offset.saturating_add(h.length as u32);
+            if t.got.covers(h.offset, end.max(h.offset + 1)) {
+                return Verdict::Duplicate;
+            }
+            return if t.total.is_some_and(|n| h.offset >= n) { Verdict::Stale } else { Verdict::Forged };
+        };
+        let Some(&(_, at, asked, no)) = p.sends.iter().find(|s| s.0 == h.stamp) else { return Verdict::Forged };
+        if h.flags & F_ERROR != 0 {
+            return Verdict::Accept(at, no);
+        }
+        let n = h.length as u32;
+        let ends = h.flags & (F_END | F_STREAM) != 0;
+        if n > asked || (n < asked && !ends) || (h.flags & F_NOPAYLOAD == 0 && body_len != n as usize) {
+            return Verdict::Forged;
+        }
+        let stream = h.flags & F_STREAM != 0;
+        if !stream {
+            if t.total.is_some_and(|tot| tot != h.total) {
+                return Verdict::Forged;
+            }
+            // the end flag must agree with the total it carries
+            if (h.flags & F_END != 0) != (h.offset as u64 + n as u64 >= h.total as u64) {
+                return Verdict::Forged;
+            }
+        }
+        Verdict::Accept(at, no)
+    }
+
+    fn accept(&mut self, now: u64, h: &Header, body: &[u8], sent_at: u64, sent_no: u64) {
+        self.stats.replies += 1;
+        self.last_reply_at = now;
+        self.ft.sample(now.saturating_sub(sent_at) as f64);
+        let id = h.txid;
+        let refuse = if h.flags & F_ERROR != 0 {
+            Some(String::from_utf8_lossy(body).into_owned())
+        } else if h.flags & F_STREAM == 0 && h.total > self.cfg.max_object {
+            Some(format!("object of {} bytes is larger than max_object {}", h.total, self.cfg.max_object))
+        } else {
+            None
+        };
+        if let Some(reason) = refuse {
+            self.end(id);
+            self.out.push_back(Output::Failed { tx: id, reason });
+            return;
+        }
+        let t = self.txs.get_mut(&id).expect("checked");
+        let p = t.pending.remove(&h.offset).expect("checked");
+        if p.in_flight {
+            t.in_flight -= 1;
+            self.in_flight -= 1;
+            self.by_send.remove(&p.sendno);
+        }
+        let n = h.length as u32;
+        let end = h.offset + n;
+        if h.offset < t.high {
+            self.stats.reordered += 1;
+        }
+        t.high = t.high.max(end);
+        let stream = h.flags & F_STREAM != 0;
+        if !stream {
+            t.total = Some(h.total);
+            t.todo.truncate(h.total);
+            let beyond: Vec<u32> = t.pending.range(h.total..).map(|(&o, _)| o).collect();
+            for o in beyond {
+                let q = t.pending.remove(&o).expect("listed");
+                if q.in_flight {
+                    t.in_flight -= 1;
+                    self.in_flight -= 1;
+                    self.by_send.remove(&q.sendno);
+                }
+            }
+        }
+        if h.flags & F_NOPAYLOAD != 0 {
+            t.suppressed = true;
+        } else if n > 0 {
+            if t.buf.len() < end as usize {
+                t.buf.resize(end as usize, 0);
+            }
+            t.buf[h.offset as usize..end as usize].copy_from_slice(body);
+            t.got.insert(h.offset, end);
+        }
+        // bytes asked for and not sent: a short streamed answer ("not yet"), or a send whose
+        // length was cut back to the total
+        let asked_end = h.offset.saturating_add(p.len).min(t.total.unwrap_or(u32::MAX));
+        if end < asked_end && !t.finishing && h.flags & F_NOPAYLOAD == 0 {
+            t.todo.insert(end, asked_end);
+            if stream && n == 0 {
+                t.hold_until = now + self.ft.get_us();
+            }
+        }
+        self.size.answered(p.len as usize);
+        self.observe(now);
+        self.cc.on_ack(&mut self.ctl, p.sendno as u32);
+        // requests sent FAST_REPEAT sends before this one and still unanswered are lost
+        while let Some((&no, &(tid, off))) = self.by_send.iter().next() {
+            if no + FAST_REPEAT > sent_no {
+                break;
+            }
+            self.stats.fast_repeats += 1;
+            self.lost(now, tid, off, false);
+        }
+        self.deliver(id);
+        self.settle(now, id);
+    }
+
+    fn deliver(&mut self, id: u32) {
+        let Some(t) = self.txs.get_mut(&id) else { return };
+        if !t.opts.in_order {
+            return;
+        }
+        let p = t.got.prefix();
+        if p > t.delivered {
+            let bytes = t.buf[t.delivered as usize..p as usize].to_vec();
+            self.out.push_back(Output::Data { tx: id, offset: t.delivered, bytes });
+            t.delivered = p;
+        }
+    }
+
+    /// Ends a transaction that is complete, or finishing with nothing in flight.
+    fn settle(&mut self, _now: u64, id: u32) {
+        let Some(t) = self.txs.get(&id) else { return };
+        let complete = t.total.is_some_and(|n| t.suppressed || t.got.covers(0, n));
+        if t.finishing && t.in_flight == 0 {
+            let t = self.end(id).expect("present");
+            self.out.push_back(Output::Finished { tx: id, prefix: prefix_of(&t), complete });
+        } else if complete {
+            let t = self.end(id).expect("present");
+            let total = t.total.unwrap_or(0);
+            let mut object = if t.opts.in_order || t.suppressed { Vec::new() } else { t.buf };
+            object.truncate(total as usize);
+            self.out.push_back(Output::Done { tx: id, total, object, suppressed: t.suppressed });
+        }
+    }
+
+    /// Sends requests while the window has room, round robin over the transactions.
+    fn pump(&mut self, now: u64) {
+        loop {
+            if self.in_flight as f64 >= self.ctl.cwnd.floor().max(1.0) {
+                return;
+            }
+            let Some(id) = self.next_ready(now) else { return };
+            self.send_one(now, id);
+        }
+    }
+
+    fn next_ready(&mut self, now: u64) -> Option<u32> {
+        let ready = |t: &Tx| {
+            !t.finishing
+                && !t.todo.is_empty()
+                && t.hold_until <= now
+                // until its size is known, one request at a time for an object that is not streamed
+                && (t.total.is_some() || t.in_flight == 0 || t.opts.in_order)
+        };
+        let after = self.txs.range(self.rr.wrapping_add(1)..).find(|(_, t)| ready(t)).map(|(&k, _)| k);
+        let id = after.or_else(|| self.txs.iter().find(|(_, t)| ready(t)).map(|(&k, _)| k))?;
+        self.rr = id;
+        Some(id)
+    }
+
+    fn send_one(&mut self, now: u64, id: u32) {
+        let suppressed = self.suppressed.contains(&self.txs[&id].opts.channel);
+        let size = self.size.size as u32;
+        let ft = self.ft.get_us();
+        self.sendno += 1;
+        let (sendno, stamp) = (self.sendno, (self.sendno as u32).wrapping_add(self.stamp_base));
+        let t = self.txs.get_mut(&id).expect("ready");
+        let (s, e) = t.todo.first().expect("ready");
+        let len = size.min(e - s);
+        t.todo.remove(s, s + len);
+        let mut h = Header::request(id, t.opts.channel, s, len as u16, t.name.len() as u16);
+        h.stamp = stamp;
+        if suppressed || t.opts.size_only {
+            h.flags = F_NOPAYLOAD;
+        }
+        let p = t.pending.entry(s).or_insert(Pending { len, sends: Vec::new(), in_flight: false, sendno });
+        if !p.sends.is_empty() {
+            self.stats.repeats += 1;
+        }
+        p.len = len;
+        p.sends.push((stamp, now, len, sendno));
+        p.in_flight = true;
+        p.sendno = sendno;
+        t.in_flight += 1;
+        self.in_flight += 1;
+        self.by_send.insert(sendno, (id, s));
+        self.deadlines.push(Reverse((now + ft, sendno, id, s)));
+        self.stats.requests += 1;
+        self.out.push_back(Output::Transmit(wire::datagram(&h, &t.name)));
+        self.cc.on_pkt_sent(&mut self.ctl, sendno as u32);
+    }
+}
+
+enum Verdict {
+    Accept(u64, u64),
+    Duplicate,
+    Stale,
+    Forged,
+}
+
+fn prefix_of(t: &Tx) -> Vec<u8> {
+    t.buf[..t.got.prefix() as usize].to_vec()
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+impl Ranges {
+    /// Removes every range of `other` from self.
+    fn remove_covered(&mut self, other: &Ranges) {
+        for (s, e) in other.iter() {
+            self.remove(s, e);
+        }
+    }
+}

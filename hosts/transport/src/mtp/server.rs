@@ -1,0 +1,194 @@
+//! The stateless MTP server: every reply is computed from the request datagram alone and the
+//! application's `Responder`; nothing is kept per client between datagrams (only counters), so
+//! a restarted server answers a repeated request exactly as the old one would have.
+use std::collections::HashMap;
+
+use super::wire::{self, Header, Kind, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
+
+/// What a request asks for, as the responder sees it.
+#[derive(Debug)]
+pub struct Query<'a> {
+    pub channel: u8,
+    pub name: &'a [u8],
+    pub offset: u32,
+    pub len: usize,
+    /// False when the client suppressed the payload: only the size and end are needed.
+    pub want_payload: bool,
+}
+
+/// The responder's answer to one query.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Bytes from the query's offset (at most `len`) and the object's size when known; `None`
+    /// marks a streamed object still growing (an empty `data` then means "not yet").
+    Bytes { total: Option<u32>, data: Vec<u8> },
+    /// The object's size only (a suppressed payload needs no bytes).
+    Size(u32),
+    Refuse(String),
+}
+
+/// The application side of `respond`: maps a query to an answer. Implementations must not
+/// depend on which client asks or on earlier queries (the server is stateless).
+pub trait Responder {
+    fn respond(&mut self, q: &Query) -> Answer;
+}
+
+/// Named objects held in memory, plus generated ones: `size:N` is N deterministic
+/// pseudo-random bytes (`pattern`), computed per range so no memory is held for it.
+#[derive(Default)]
+pub struct Objects {
+    pub named: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Byte `i` of every generated object (a 64-bit mix of the index).
+pub fn pattern_byte(i: u64) -> u8 {
+    let mut x = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)) as u8
+}
+
+pub fn pattern(offset: u64, len: usize) -> Vec<u8> {
+    (offset..offset + len as u64).map(pattern_byte).collect()
+}
+
+/// Parses a generated object's name, `size:N`.
+pub fn generated_size(name: &[u8]) -> Option<u32> {
+    std::str::from_utf8(name).ok()?.strip_prefix("size:")?.parse().ok()
+}
+
+impl Responder for Objects {
+    fn respond(&mut self, q: &Query) -> Answer {
+        let (total, data) = if let Some(obj) = self.named.get(q.name) {
+            let start = (q.offset as usize).min(obj.len());
+            let end = (start + q.len).min(obj.len());
+            (obj.len() as u32, if q.want_payload { obj[start..end].to_vec() } else { Vec::new() })
+        } else if let Some(n) = generated_size(q.name) {
+            let end = (q.offset as u64 + q.len as u64).min(n as u64);
+            let len = end.saturating_sub(q.offset as u64) as usize;
+            (n, if q.want_payload { pattern(q.offset as u64, len) } else { Vec::new() })
+        } else {
+            return Answer::Refuse(format!("no object named {:?}", String::from_utf8_lossy(q.name)));
+        };
+        if q.want_payload {
+            Answer::Bytes { total: Some(total), data }
+        } else {
+            Answer::Size(total)
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    pub requests: u64,
+    pub replies: u64,
+    pub refused: u64,
+    /// Datagrams that were not well-formed requests (with the reason's count only).
+    pub malformed: u64,
+}
+
+pub struct Server<R: Responder> {
+    pub responder: R,
+    pub stats: ServerStats,
+}
+
+impl<R: Responder> Server<R> {
+    pub fn new(responder: R) -> Server<R> {
+        Server { responder, stats: ServerStats::default() }
+    }
+
+    /// One datagram in, at most one reply out.
+    pub fn handle(&mut self, d: &[u8]) -> Option<Vec<u8>> {
+        let (h, name) = match wire::decode(d) {
+            Ok((h, b)) if h.kind == Kind::Request => (h, b),
+            _ => {
+                self.stats.malformed += 1;
+                return None;
+            }
+        };
+        self.stats.requests += 1;
+        let want_payload = h.flags & F_NOPAYLOAD == 0;
+        let len = (h.length as usize).min(MAX_PAYLOAD);
+        let q = Query { channel: h.channel, name, offset: h.offset, len, want_payload };
+        let mut r = Header { kind: Kind::Reply, flags: 0, namelen: 0, total: 0, length: 0, ..h };
+        let body = match self.responder.respond(&q) {
+            Answer::Refuse(why) => {
+                self.stats.refused += 1;
+                r.flags = F_ERROR;
+                let mut b = why.into_bytes();
+                b.truncate(MAX_PAYLOAD.min(u16::MAX as usize));
+                r.length = b.len() as u16;
+                b
+            }
+            Answer::Size(total) => {
+                let n = (total as u64).saturating_sub(h.offset as u64).min(len as u64);
+                r.total = total;
+                r.length = n as u16;
+                r.flags = F_NOPAYLOAD | if h.offset as u64 + n >= total as u64 { F_END } else { 0 };
+                Vec::new()
+            }
+            Answer::Bytes { total, mut data } => {
+                data.truncate(len);
+                r.length = data.len() as u16;
+                match total {
+                    Some(t) => {
+                        r.total = t;
+                        if h.offset as u64 + data.len() as u64 >= t as u64 {
+                            r.flags |= F_END;
+                        }
+                    }
+                    None => r.flags |= F_STREAM,
+                }
+                if !want_payload {
+                    r.flags |= F_NOPAYLOAD;
+                    data.clear();
+                }
+                data
+            }
+        };
+        self.stats.replies += 1;
+        Some(wire::datagram(&r, &body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(name: &[u8], offset: u32, len: u16, flags: u8) -> Vec<u8> {
+        let mut h = Header::request(7, 1, offset, len, name.len() as u16);
+        h.flags = flags;
+        h.stamp = 99;
+        wire::datagram(&h, name)
+    }
+
+    #[test]
+    fn answers_from_the_request_alone_and_marks_the_end() {
+        let mut s = Server::new(Objects::default());
+        let (h, p) = wire::decode(&s.handle(&req(b"size:3000", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        assert_eq!((h.txid, h.stamp, h.total, h.length, h.flags, h.channel), (7, 99, 3000, 1400, 0, 1));
+        assert_eq!(p, pattern(0, 1400));
+        let last = s.handle(&req(b"size:3000", 2800, 1400, 0)).unwrap();
+        let (h, p) = wire::decode(&last).unwrap();
+        assert_eq!((h.length, h.flags, p.len()), (200, F_END, 200));
+        let past = s.handle(&req(b"size:3000", 5000, 1400, 0)).unwrap();
+        assert_eq!(wire::decode(&past).unwrap().0.flags, F_END);
+        // a second server (a restart) gives the same bytes for the same request
+        let mut s2 = Server::new(Objects::default());
+        assert_eq!(s2.handle(&req(b"size:3000", 2800, 1400, 0)).unwrap(), last);
+    }
+
+    #[test]
+    fn suppressed_payload_gets_the_header_only_and_unknown_names_are_refused() {
+        let mut s = Server::new(Objects::default());
+        let d = s.handle(&req(b"size:3000", 0, 1400, F_NOPAYLOAD)).unwrap();
+        assert_eq!(d.len(), wire::HEADER_LEN);
+        let (h, _) = wire::decode(&d).unwrap();
+        assert_eq!((h.flags, h.length, h.total), (F_NOPAYLOAD, 1400, 3000));
+        let (h, why) = wire::decode(&s.handle(&req(b"nope", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        assert_eq!(h.flags, F_ERROR);
+        assert!(String::from_utf8(why).unwrap().contains("no object named"));
+        assert!(s.handle(&[0xC9, 0x12, 0, 0]).is_none());
+        assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1 });
+    }
+}

@@ -1,0 +1,81 @@
+//! Datagram-size adaptation (rules "ours", docs/transport.md "MTP"): the client chooses how
+//! many bytes each reply may carry. Full-size replies lost several times in a row while the
+//! size is above the floor read as a path that drops big datagrams (an MTU black hole, a
+//! fragment-dropping middlebox): the size halves. A run of answered requests doubles it back
+//! toward the ceiling, so a transient run of random losses costs little.
+
+/// Consecutive full-size losses that halve the size.
+pub const CUT_AFTER: u32 = 4;
+/// Consecutive answers that double it again.
+pub const GROW_AFTER: u32 = 64;
+
+#[derive(Clone, Debug)]
+pub struct SizeAdapt {
+    pub size: usize,
+    pub min: usize,
+    pub max: usize,
+    lost_full: u32,
+    answered: u32,
+    pub cuts: u64,
+    pub grows: u64,
+}
+
+impl SizeAdapt {
+    pub fn new(min: usize, max: usize) -> SizeAdapt {
+        SizeAdapt { size: max, min: min.min(max), max, lost_full: 0, answered: 0, cuts: 0, grows: 0 }
+    }
+
+    pub fn answered(&mut self, len: usize) {
+        if len >= self.size {
+            self.lost_full = 0;
+        }
+        self.answered += 1;
+        if self.answered >= GROW_AFTER && self.size < self.max {
+            self.size = (self.size * 2).min(self.max);
+            self.answered = 0;
+            self.grows += 1;
+        }
+    }
+
+    pub fn lost(&mut self, len: usize) {
+        if len < self.size || self.size <= self.min {
+            return;
+        }
+        self.lost_full += 1;
+        self.answered = 0;
+        if self.lost_full >= CUT_AFTER {
+            self.size = (self.size / 2).max(self.min);
+            self.lost_full = 0;
+            self.cuts += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_full_losses_halve_sixty_four_answers_double_small_losses_do_nothing() {
+        let mut s = SizeAdapt::new(256, 1400);
+        for _ in 0..3 {
+            s.lost(1400);
+        }
+        s.answered(1400); // a full-size answer resets the run
+        for _ in 0..3 {
+            s.lost(1400);
+            s.lost(100); // short tail requests say nothing about size
+        }
+        assert_eq!(s.size, 1400);
+        s.lost(1400);
+        assert_eq!((s.size, s.cuts), (700, 1));
+        for _ in 0..40 {
+            s.lost(700);
+        }
+        assert_eq!(s.size, 256);
+        for _ in 0..GROW_AFTER {
+            s.answered(256);
+        }
+        assert_eq!((s.size, s.grows), (512, 1));
+    }
+}

@@ -1,0 +1,110 @@
+//! MTP over a real UDP socket: the event loop for a client (`Endpoint`) and the stateless
+//! server loop (`serve`). The clock is microseconds since the endpoint was made.
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::client::{Client, Output};
+use super::server::{Responder, Server};
+
+/// Longest wait for a datagram when no timer is due sooner.
+const IDLE_WAIT: Duration = Duration::from_millis(50);
+
+pub struct Endpoint {
+    pub client: Client,
+    pub sock: UdpSocket,
+    pub server: SocketAddr,
+    start: Instant,
+    /// Datagrams from any address but the server's (counted, dropped).
+    pub foreign: u64,
+    buf: Vec<u8>,
+}
+
+impl Endpoint {
+    pub fn new(client: Client, server: SocketAddr) -> io::Result<Endpoint> {
+        let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
+        let sock = UdpSocket::bind(bind)?;
+        Ok(Endpoint { client, sock, server, start: Instant::now(), foreign: 0, buf: vec![0; 65536] })
+    }
+
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn flush(&mut self, handle: &mut impl FnMut(&mut Client, Output) -> bool) -> io::Result<bool> {
+        let mut done = false;
+        while let Some(o) = self.client.poll() {
+            match o {
+                Output::Transmit(d) => {
+                    if let Err(e) = self.sock.send_to(&d, self.server) {
+                        // a full socket buffer is a loss like any other: the request repeats
+                        if e.kind() != io::ErrorKind::WouldBlock && e.raw_os_error() != Some(libc::ENOBUFS) {
+                            return Err(e);
+                        }
+                    }
+                }
+                o => done |= handle(&mut self.client, o),
+            }
+        }
+        Ok(done)
+    }
+
+    /// The event loop: runs until `handle` returns true for an output, or `limit` passes
+    /// (then Ok(false)). `handle` may call `request`/`abort` on the client it is given.
+    pub fn run(&mut self, limit: Duration, mut handle: impl FnMut(&mut Client, Output) -> bool) -> io::Result<bool> {
+        let end = self.now() + limit.as_micros() as u64;
+        loop {
+            if self.flush(&mut handle)? {
+                return Ok(true);
+            }
+            let now = self.now();
+            if now >= end {
+                return Ok(false);
+            }
+            let due = self.client.next_timer().unwrap_or(u64::MAX).min(end);
+            if due <= now {
+                self.client.on_timer(now);
+                continue;
+            }
+            let wait = Duration::from_micros(due - now).min(IDLE_WAIT).max(Duration::from_micros(1));
+            self.sock.set_read_timeout(Some(wait))?;
+            match self.sock.recv_from(&mut self.buf) {
+                Ok((n, from)) if from == self.server => {
+                    let now = self.now();
+                    self.client.on_datagram(now, &self.buf[..n]);
+                }
+                Ok(_) => self.foreign += 1,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                // an ICMP port unreachable from a server not (yet) running: requests repeat
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+            let now = self.now();
+            if self.client.next_timer().is_some_and(|t| t <= now) {
+                self.client.on_timer(now);
+            }
+        }
+    }
+}
+
+/// The server loop: answers every request on `sock` until `stop` is set (checked at least
+/// every 100 ms). Returns the server, with its counters.
+pub fn serve<R: Responder>(sock: &UdpSocket, responder: R, stop: &AtomicBool) -> io::Result<Server<R>> {
+    let mut server = Server::new(responder);
+    let mut buf = vec![0u8; 65536];
+    sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+    while !stop.load(Ordering::Relaxed) {
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if let Some(r) = server.handle(&buf[..n]) {
+                    let _ = sock.send_to(&r, from);
+                }
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(server)
+}

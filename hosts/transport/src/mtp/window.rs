@@ -1,0 +1,164 @@
+//! MTP's window and timers, in the framework's own terms: the window is a `cc::Ccc`
+//! algorithm hosted in a `CcCtl` exactly as Windowed Congestion hosts one for Bulk (so any of
+//! the crate's algorithms can drive MTP, and `MtpWindow` is MTP's own), and the flowtimeout is
+//! Rtt Estimation's RFC 6298 smoothing (`micro::rtt::smooth`) with MTP's bounds and backoff.
+use crate::cc::{Ccc, CcCtl};
+use crate::micro::rtt::smooth;
+
+/// Window before any reply, in datagrams (ours).
+pub const INITIAL_WINDOW: f64 = 4.0;
+/// The window never shrinks below this (ours): MTP keeps pulling through random loss.
+pub const MIN_WINDOW: f64 = 2.0;
+
+/// MTP's window rules (all "ours", docs/transport.md): one more datagram per reply in slow
+/// start, one more per window of replies after; a loss halves the window at most once per
+/// flowtimeout, so a burst of losses in one round costs one halving; a silent flowtimeout
+/// (nothing answered at all) drops to the minimum.
+pub struct MtpWindow {
+    ssthresh: f64,
+    last_cut_us: Option<u64>,
+    /// The current flowtimeout, set by the client before each callback.
+    pub flowtimeout_us: u64,
+}
+
+impl Default for MtpWindow {
+    fn default() -> Self {
+        MtpWindow { ssthresh: f64::INFINITY, last_cut_us: None, flowtimeout_us: INITIAL_FLOWTIMEOUT_US }
+    }
+}
+
+impl Ccc for MtpWindow {
+    fn name(&self) -> &'static str {
+        "mtp"
+    }
+
+    fn init(&mut self, c: &mut CcCtl) {
+        c.cwnd = INITIAL_WINDOW;
+    }
+
+    fn on_ack(&mut self, c: &mut CcCtl, _ack: u32) {
+        crate::cc::reno_increase(c, self.ssthresh, 1.0);
+    }
+
+    fn on_loss(&mut self, c: &mut CcCtl, _l: &[(u32, u32)]) {
+        let rtt = (c.rtt_us as u64).max(1);
+        // once per round trip at most (ours; the flowtimeout is the round trip's upper bound,
+        // the smoothed RTT its expectation: cutting once per RTT reacts as TCP does per window)
+        if self.last_cut_us.is_some_and(|t| c.now_us < t + rtt) {
+            return;
+        }
+        self.last_cut_us = Some(c.now_us);
+        self.ssthresh = (c.cwnd / 2.0).max(MIN_WINDOW);
+        c.cwnd = self.ssthresh;
+    }
+
+    fn on_timeout(&mut self, c: &mut CcCtl) {
+        self.ssthresh = (c.cwnd / 2.0).max(MIN_WINDOW);
+        c.cwnd = MIN_WINDOW;
+        self.last_cut_us = Some(c.now_us);
+    }
+}
+
+/// Flowtimeout before the first RTT sample (ours).
+pub const INITIAL_FLOWTIMEOUT_US: u64 = 100_000;
+/// Bounds (ours): the floor keeps scheduler noise from reading as loss; the ceiling keeps a
+/// restarted server noticed within a second.
+pub const MIN_FLOWTIMEOUT_US: u64 = 5_000;
+pub const MAX_FLOWTIMEOUT_US: u64 = 1_000_000;
+
+/// The flowtimeout: how long a request may go unanswered before it is repeated.
+#[derive(Clone, Debug)]
+pub struct Flowtimeout {
+    pub srtt_us: f64,
+    pub rttvar_us: f64,
+    pub min_rtt_us: f64,
+    /// Doublings since the last sample (silent timeouts).
+    pub backoff: u32,
+}
+
+impl Default for Flowtimeout {
+    fn default() -> Self {
+        Flowtimeout { srtt_us: 0.0, rttvar_us: 0.0, min_rtt_us: 0.0, backoff: 0 }
+    }
+}
+
+impl Flowtimeout {
+    pub fn sample(&mut self, rtt_us: f64) {
+        smooth(&mut self.srtt_us, &mut self.rttvar_us, &mut self.min_rtt_us, rtt_us.max(1.0));
+        self.backoff = 0;
+    }
+
+    /// A flowtimeout passed with nothing answered: the next one is twice as long.
+    pub fn back_off(&mut self) {
+        self.backoff = (self.backoff + 1).min(16);
+    }
+
+    pub fn get_us(&self) -> u64 {
+        let base = if self.srtt_us == 0.0 {
+            INITIAL_FLOWTIMEOUT_US
+        } else {
+            (self.srtt_us + 4.0 * self.rttvar_us) as u64
+        };
+        (base.max(MIN_FLOWTIMEOUT_US) << self.backoff).min(MAX_FLOWTIMEOUT_US)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::testkit::{ack_round, ctl, lose};
+
+    #[test]
+    fn slow_start_doubles_per_round_then_one_per_round_after_a_loss() {
+        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        w.init(&mut c);
+        assert_eq!(c.cwnd, 4.0);
+        ack_round(&mut w, &mut c);
+        assert_eq!(c.cwnd, 8.0);
+        c.now_us += 1_000_000;
+        lose(&mut w, &mut c);
+        assert_eq!(c.cwnd, 4.0);
+        ack_round(&mut w, &mut c);
+        // about one more per window: 4 + 1/4 + 1/4.25 + ...
+        assert!(c.cwnd > 4.9 && c.cwnd < 5.0, "{}", c.cwnd);
+    }
+
+    #[test]
+    fn losses_within_one_rtt_cut_once_and_never_below_two() {
+        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        c.cwnd = 32.0;
+        c.now_us = 1_000_000;
+        for _ in 0..5 {
+            lose(&mut w, &mut c);
+            c.now_us += 1_000; // RTT is 10 ms
+        }
+        assert_eq!(c.cwnd, 16.0);
+        for _ in 0..10 {
+            c.now_us += 20_000;
+            lose(&mut w, &mut c);
+        }
+        assert_eq!(c.cwnd, MIN_WINDOW);
+        w.on_timeout(&mut c);
+        assert_eq!(c.cwnd, MIN_WINDOW);
+    }
+
+    #[test]
+    fn flowtimeout_is_rto_like_bounded_and_backs_off() {
+        let mut f = Flowtimeout::default();
+        assert_eq!(f.get_us(), INITIAL_FLOWTIMEOUT_US);
+        f.sample(10_000.0);
+        assert_eq!(f.get_us(), 30_000); // srtt + 4 * srtt/2
+        f.back_off();
+        assert_eq!(f.get_us(), 60_000);
+        for _ in 0..20 {
+            f.back_off();
+        }
+        assert_eq!(f.get_us(), MAX_FLOWTIMEOUT_US);
+        f.sample(10.0);
+        assert_eq!(f.backoff, 0);
+        for _ in 0..50 {
+            f.sample(10.0);
+        }
+        assert_eq!(f.get_us(), MIN_FLOWTIMEOUT_US);
+    }
+}
