@@ -9,7 +9,8 @@ use concast_wire::ipv4::Params;
 
 use crate::msg::{Body, FlowId, JoinBody, Msg, Selector};
 
-/// The largest CSP datagram: a SPEC_CHUNK with a full 1024-byte chunk.
+/// The largest CSP datagram: a SPEC_CHUNK with a full 1024-byte chunk (a signed JOIN_ACK,
+/// 16 + 136 bytes, is smaller).
 pub const MAX_DATAGRAM: usize = build::CSP_HEADER_LEN + 16 + 40 + crate::CHUNK_SIZE;
 
 fn join(b: &wcsp::JoinBody<&[u8]>) -> JoinBody {
@@ -27,7 +28,7 @@ pub fn decode(m: &wcsp::Message<'_>) -> Msg {
         wcsp::Body::Join(b) => Body::Join(join(b)),
         wcsp::Body::Refresh(b) => Body::Refresh(join(b)),
         wcsp::Body::JoinAck(b) => {
-            Body::JoinAck { hold_s: b.hold_time(), path_mtu: b.path_mtu(), spec_size: b.spec_size(), hash: *b.spec_hash() }
+            Body::JoinAck { hold_s: b.hold_time(), path_mtu: b.path_mtu(), spec_size: b.spec_size(), hash: *b.spec_hash(), sig: b.signature() }
         }
         wcsp::Body::Leave => Body::Leave,
         wcsp::Body::SpecRequest(b) => Body::SpecRequest { hash: *b.spec_hash(), index: b.chunk_index() },
@@ -38,7 +39,7 @@ pub fn decode(m: &wcsp::Message<'_>) -> Msg {
             count: b.chunk_count(),
             data: b.data().to_vec(),
         },
-        wcsp::Body::SpecUpdate(b) => Body::SpecUpdate { size: b.spec_size(), hash: *b.spec_hash() },
+        wcsp::Body::SpecUpdate(b) => Body::SpecUpdate { size: b.spec_size(), hash: *b.spec_hash(), sig: b.signature() },
         wcsp::Body::Error(b) => Body::Error {
             code: b.code(),
             offending: b.offending_type(),
@@ -59,11 +60,12 @@ pub fn encode(src: Ipv4Addr, dst: Ipv4Addr, msg: &Msg, buf: &mut [u8]) -> Result
     let body = match &msg.body {
         Body::Join(b) => BodyRepr::Join(join_repr(b)),
         Body::Refresh(b) => BodyRepr::Refresh(join_repr(b)),
-        Body::JoinAck { hold_s, path_mtu, spec_size, hash } => BodyRepr::JoinAck(wcsp::JoinAckRepr {
+        Body::JoinAck { hold_s, path_mtu, spec_size, hash, sig } => BodyRepr::JoinAck(wcsp::JoinAckRepr {
             hold_time: *hold_s,
             path_mtu: *path_mtu,
             spec_size: *spec_size,
             spec_hash: *hash,
+            signature: *sig,
         }),
         Body::Leave => BodyRepr::Leave,
         Body::SpecRequest { hash, index } => BodyRepr::SpecRequest(wcsp::SpecRequestRepr { spec_hash: *hash, chunk_index: *index }),
@@ -74,7 +76,9 @@ pub fn encode(src: Ipv4Addr, dst: Ipv4Addr, msg: &Msg, buf: &mut [u8]) -> Result
             chunk_count: *count,
             data,
         }),
-        Body::SpecUpdate { size, hash } => BodyRepr::SpecUpdate(wcsp::SpecUpdateRepr { spec_size: *size, spec_hash: *hash }),
+        Body::SpecUpdate { size, hash, sig } => {
+            BodyRepr::SpecUpdate(wcsp::SpecUpdateRepr { spec_size: *size, spec_hash: *hash, signature: *sig })
+        }
         Body::Error { code, offending, reason } => {
             let mut end = reason.len().min(wcsp::MAX_REASON_LEN);
             while !reason.is_char_boundary(end) {
@@ -91,6 +95,7 @@ pub fn encode(src: Ipv4Addr, dst: Ipv4Addr, msg: &Msg, buf: &mut [u8]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::SpecSig;
     use concast_wire::datagram::{classify, Datagram};
 
     fn roundtrip(msg: Msg) {
@@ -109,11 +114,13 @@ mod tests {
         for body in [
             Body::Join(j.clone()),
             Body::Refresh(j),
-            Body::JoinAck { hold_s: 30, path_mtu: 1000, spec_size: 2500, hash: [4; 32] },
+            Body::JoinAck { hold_s: 30, path_mtu: 1000, spec_size: 2500, hash: [4; 32], sig: None },
+            Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 2500, hash: [4; 32], sig: Some(SpecSig { key: [1; 32], sig: [2; 64] }) },
             Body::Leave,
             Body::SpecRequest { hash: [5; 32], index: 2 },
             Body::SpecChunk { hash: [6; 32], size: 1500, index: 1, count: 2, data: vec![9; 476] },
-            Body::SpecUpdate { size: 10, hash: [7; 32] },
+            Body::SpecUpdate { size: 10, hash: [7; 32], sig: None },
+            Body::SpecUpdate { size: 10, hash: [7; 32], sig: Some(SpecSig { key: [3; 32], sig: [4; 64] }) },
             Body::Error { code: 1, offending: 1, reason: "no merge spec".into() },
         ] {
             roundtrip(Msg { flow, seq: 42, body });

@@ -20,6 +20,12 @@ pub struct Config {
     /// sent before its LEAVE can arrive after it (data planes reorder flows within a batch);
     /// meanwhile it still merges, with the fan-in that child was part of.
     pub leave_delay_us: u64,
+    /// Take a spec only with R's valid signature (section 2.3.1). Off only for tests and
+    /// receivers that predate signing: unsigned specs are then taken until a key is pinned.
+    pub verify_specs: bool,
+    /// Longest hold time granted to a child, in seconds: a JOIN asking for more gets this
+    /// (the JOIN_ACK says so), so one JOIN cannot pin state here for up to 18 hours.
+    pub max_hold_s: u16,
 }
 
 impl Default for Config {
@@ -34,6 +40,8 @@ impl Default for Config {
             max_flows: 10_000,
             max_children: 1024,
             leave_delay_us: 100_000,
+            verify_specs: true,
+            max_hold_s: 300,
         }
     }
 }
@@ -48,9 +56,10 @@ impl Config {
         self.hold_us() / 3
     }
 
-    /// The hold time granted for a join that asked for `asked` seconds (0 = default).
+    /// The hold time granted for a join that asked for `asked` seconds (0 = default),
+    /// at most `max_hold_s` (section 2.2).
     pub fn granted_hold_us(&self, asked: u16) -> u64 {
         let s = if asked == 0 { self.hold_s } else { asked };
-        u64::from(s) * 1_000_000
+        u64::from(s.min(self.max_hold_s.max(self.hold_s))) * 1_000_000
     }
 }

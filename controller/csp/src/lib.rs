@@ -12,9 +12,10 @@ pub mod codec;
 mod config;
 mod msg;
 mod node;
+pub mod sign;
 mod store;
 
 pub use config::Config;
-pub use msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, NO_HASH};
-pub use node::{Action, FlowStatus, LinkMtu, Node, Role};
+pub use msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, SpecSig, NO_HASH};
+pub use node::{Action, CspCounters, FlowStatus, LinkMtu, Node, Role};
 pub use store::{chunk_count, sha256, SpecStore, CHUNK_SIZE, MAX_SPEC_SIZE};

@@ -31,6 +31,9 @@ pub struct Selector {
 /// CSP ERROR codes: the wire crate's, so names and numbers exist once.
 pub use concast_wire::csp::ErrorCode;
 
+/// R's key and signature over a spec (section 2.3.1), carried by JOIN_ACK and SPEC_UPDATE.
+pub use concast_wire::csp::SpecSig;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinBody {
     /// Seconds; 0 = the upstream node's default.
@@ -45,12 +48,13 @@ pub enum Body {
     Join(JoinBody),
     /// `path_mtu`: the smallest MTU from the sender of the JOIN_ACK to R, its link toward
     /// the joiner included; 0 = not known (section 2.3).
-    JoinAck { hold_s: u16, path_mtu: u16, spec_size: u32, hash: SpecHash },
+    /// `sig`: R's signature over the spec, passed on unchanged by every router.
+    JoinAck { hold_s: u16, path_mtu: u16, spec_size: u32, hash: SpecHash, sig: Option<SpecSig> },
     Refresh(JoinBody),
     Leave,
     SpecRequest { hash: SpecHash, index: u16 },
     SpecChunk { hash: SpecHash, size: u32, index: u16, count: u16, data: Vec<u8> },
-    SpecUpdate { size: u32, hash: SpecHash },
+    SpecUpdate { size: u32, hash: SpecHash, sig: Option<SpecSig> },
     /// `code` stays raw: unknown codes are legal on the wire.
     Error { code: u16, offending: u8, reason: String },
 }

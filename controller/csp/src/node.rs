@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::net::Ipv4Addr;
 
 use crate::children::{Child, Children};
-use crate::msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, NO_HASH};
+use crate::msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, SpecSig, NO_HASH};
+use crate::sign;
 use crate::store::{Fetch, FetchStep, SpecStore};
 use crate::Config;
 
@@ -90,11 +91,28 @@ struct Upstream {
     fetch: Option<Fetch>,
     /// min(the upstream node's advertised path MTU, our own link toward R).
     path_mtu: Option<u16>,
+    /// R's key, pinned by the first signed JOIN_ACK for the flow's lifetime (section 2.3.1).
+    key: Option<[u8; 32]>,
+    /// R's signature over the spec in force, passed on in our JOIN_ACKs and SPEC_UPDATEs.
+    sig: Option<SpecSig>,
+    /// The last spec offered (and checked): its signature becomes `sig` when it is in force.
+    offered: Option<(SpecHash, Option<SpecSig>)>,
 }
 
 impl Upstream {
     fn new(selector: Selector) -> Upstream {
-        Upstream { addr: None, hash: NO_HASH, selector, join: None, refresh_at: None, fetch: None, path_mtu: None }
+        Upstream {
+            addr: None,
+            hash: NO_HASH,
+            selector,
+            join: None,
+            refresh_at: None,
+            fetch: None,
+            path_mtu: None,
+            key: None,
+            sig: None,
+            offered: None,
+        }
     }
 
     fn deadline(&self) -> Option<u64> {
@@ -120,8 +138,21 @@ struct SenderFlow {
 
 #[derive(Debug, Default)]
 struct ServedFlow {
-    spec: Option<(SpecHash, u32)>,
+    /// Hash, size and (if this node signs) R's signature of the spec in force.
+    spec: Option<(SpecHash, u32, Option<SpecSig>)>,
     children: Children,
+}
+
+/// What a node refused, for `concast router stats` (docs/protocol.md 2.3.1).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CspCounters {
+    /// JOIN_ACKs and SPEC_UPDATEs whose signature failed (or was missing while this node
+    /// verifies), and fetched specs whose bytes did not match their hash: ERROR SPEC_REJECTED.
+    pub specs_rejected: u64,
+    /// SPEC_CHUNKs for no transfer in progress here (ignored).
+    pub chunks_unsolicited: u64,
+    /// ERROR UNKNOWN_FLOW sent: a LEAVE from a node that is not a child of the flow here.
+    pub unknown_flow: u64,
 }
 
 /// Which map a timer wake-up belongs to.
@@ -144,6 +175,9 @@ pub struct Node {
     /// Lazy timer queue: an entry only says "look at this flow then"; stale ones are harmless.
     wakeups: BinaryHeap<Reverse<(u64, Key)>>,
     link_mtu: LinkMtu,
+    /// The receiver's spec-signing key (None: its specs go out unsigned).
+    signer: Option<sign::Key>,
+    pub counters: CspCounters,
 }
 
 type Out = Vec<Action>;
@@ -176,7 +210,30 @@ impl Node {
             served: BTreeMap::new(),
             wakeups: BinaryHeap::new(),
             link_mtu: Box::new(|_| None),
+            signer: None,
+            counters: CspCounters::default(),
         }
+    }
+
+    /// Receiver: sign the specs this node serves with `key` (section 2.3.1).
+    pub fn set_signing_key(&mut self, key: sign::Key) {
+        self.signer = Some(key);
+        let flows: Vec<(u32, SpecHash, u32)> =
+            self.served.iter().filter_map(|(g, s)| s.spec.map(|(h, n, _)| (*g, h, n))).collect();
+        for (g, h, n) in flows {
+            let sig = self.sign_spec(g, n, &h);
+            self.served.get_mut(&g).expect("listed above").spec = Some((h, n, sig));
+        }
+    }
+
+    /// This node's public key, if it signs.
+    pub fn public_key(&self) -> Option<[u8; 32]> {
+        self.signer.as_ref().map(|k| k.verifying_key().to_bytes())
+    }
+
+    fn sign_spec(&self, group: u32, size: u32, hash: &SpecHash) -> Option<SpecSig> {
+        let flow = FlowId { receiver: self.addr, group };
+        self.signer.as_ref().map(|k| sign::sign(k, flow, size, hash))
     }
 
     /// Tells the node its links' MTUs (docs/protocol.md 2.3): `f(addr)` is the MTU of the
@@ -270,15 +327,16 @@ impl Node {
         let size = spec.len() as u32;
         let hash = self.store.insert(spec);
         let flow = FlowId { receiver: self.addr, group };
+        let sig = self.sign_spec(group, size, &hash);
         let served = self.served.entry(group).or_default();
-        let changed = served.spec.map(|(h, _)| h) != Some(hash);
-        served.spec = Some((hash, size));
+        let changed = served.spec.map(|(h, _, _)| h) != Some(hash);
+        served.spec = Some((hash, size, sig));
         let children = served.children.addrs();
         let mut out = Vec::new();
         if changed {
             for c in children {
                 let seq = self.next_seq();
-                send(&mut out, c, Msg { flow, seq, body: Body::SpecUpdate { size, hash } });
+                send(&mut out, c, Msg { flow, seq, body: Body::SpecUpdate { size, hash, sig } });
             }
         }
         out
@@ -357,7 +415,7 @@ impl Node {
         match &msg.body {
             Body::Join(b) | Body::Refresh(b) => {
                 let spec = self.served.get(&group).and_then(|s| s.spec);
-                let Some((hash, size)) = spec else {
+                let Some((hash, size, sig)) = spec else {
                     let t = msg.body.type_num();
                     send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::NoSpec, t, &format!("no merge spec for group {group} at {}", self.addr)));
                     return out;
@@ -373,13 +431,16 @@ impl Node {
                 if is_join || !known || b.hash != hash {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let path_mtu = self.ack_mtu(None, src);
-                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
                 }
                 self.schedule(Key::Served(group));
             }
             Body::Leave => {
-                if let Some(s) = self.served.get_mut(&group) {
-                    s.children.leave(&src, now, self.cfg.leave_delay_us);
+                match self.served.get_mut(&group) {
+                    Some(s) if s.children.contains(&src) => {
+                        s.children.leave(&src, now, self.cfg.leave_delay_us);
+                    }
+                    _ => self.unknown_flow(src, &msg, &mut out),
                 }
                 self.schedule(Key::Served(group));
             }
@@ -424,23 +485,32 @@ impl Node {
                 if answer_now {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
-                    let hash = r.up.hash;
+                    let (hash, sig) = (r.up.hash, r.up.sig);
                     let path_mtu = min_mtu(r.up.path_mtu, (self.link_mtu)(src)).unwrap_or(0);
-                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
+                    send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
                 }
             }
-            Body::Leave => {
-                if let Some(r) = self.routed.get_mut(&flow) {
+            Body::Leave => match self.routed.get_mut(&flow) {
+                Some(r) if r.children.contains(&src) => {
                     // Pruned when its leave delay ends (routed_timers), or now without one.
                     if r.children.leave(&src, now, self.cfg.leave_delay_us) && r.children.is_empty() {
                         self.teardown(flow, &mut out, "last child left");
                     }
                 }
-            }
+                // Not consumed silently: the leaver learns its state here was already gone.
+                _ => self.unknown_flow(src, &msg, &mut out),
+            },
             _ => {}
         }
         self.schedule(Key::Routed(flow));
         out
+    }
+
+    /// ERROR UNKNOWN_FLOW for a LEAVE from a node that is not a child of the flow here.
+    fn unknown_flow(&mut self, src: Ipv4Addr, msg: &Msg, out: &mut Out) {
+        self.counters.unknown_flow += 1;
+        let why = format!("{src} is not a child of flow {} at {}", msg.flow, self.addr);
+        send(out, src, Msg::error(msg.flow, msg.seq, ErrorCode::UnknownFlow, msg.body.type_num(), &why));
     }
 
     /// Forget a routed flow: stop merging, tell upstream we left.
@@ -467,14 +537,23 @@ impl Node {
             return Vec::new(); // about a flow we do not have: stale, ignore
         };
         let mut out = Vec::new();
+        let offending = msg.body.type_num();
         match msg.body {
-            Body::JoinAck { spec_size, hash, path_mtu, .. } => {
+            Body::JoinAck { spec_size, hash, path_mtu, sig, .. } => {
+                if let Err(why) = self.check_offer(key, flow, spec_size, &hash, sig) {
+                    self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                    return out; // nothing of a refused JOIN_ACK is used, not even its path MTU
+                }
                 // Ours toward R is the advertised one (0: not known) capped by our own link.
                 let told = Some(path_mtu).filter(|&m| m != 0);
                 self.upstream_mut(key).path_mtu = min_mtu(told, (self.link_mtu)(flow.receiver));
                 self.on_join_ack(now, key, src, spec_size, hash, &mut out)
             }
-            Body::SpecUpdate { size, hash } => {
+            Body::SpecUpdate { size, hash, sig } => {
+                if let Err(why) = self.check_offer(key, flow, size, &hash, sig) {
+                    self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                    return out;
+                }
                 let up = self.upstream_mut(key);
                 if up.hash != hash && up.fetch.as_ref().map(|f| f.hash) != Some(hash) {
                     self.start_fetch(now, key, src, size, hash, &mut out);
@@ -487,9 +566,17 @@ impl Node {
                         seq = seq.wrapping_add(1);
                         seq
                     }),
-                    _ => FetchStep::Request(Vec::new()),
+                    _ => {
+                        self.counters.chunks_unsolicited += 1;
+                        FetchStep::Request(Vec::new())
+                    }
                 };
                 self.seq = seq;
+                if let FetchStep::Mismatch(why) = &step {
+                    // The bytes are not the signed hash's: refuse them to whoever served them.
+                    let why = why.clone();
+                    self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                }
                 self.fetch_step(now, key, step, &mut out);
             }
             Body::Error { code, reason, .. } => self.on_error(key, code, &reason, &mut out),
@@ -497,6 +584,36 @@ impl Node {
         }
         self.schedule(key);
         out
+    }
+
+    /// Section 2.3.1: a spec offered by JOIN_ACK or SPEC_UPDATE is taken only with a valid
+    /// signature by R's pinned key over (R, G, size, hash), or unsigned where this node is
+    /// configured to accept unsigned specs and no key is pinned yet. The first valid
+    /// signature pins its key.
+    fn check_offer(&mut self, key: Key, flow: FlowId, size: u32, hash: &SpecHash, sig: Option<SpecSig>) -> Result<(), String> {
+        let verify = self.cfg.verify_specs;
+        let up = self.upstream_mut(key);
+        match (sig, up.key) {
+            (None, Some(_)) => return Err("unsigned spec for a flow whose key is pinned".into()),
+            (None, None) if verify => return Err("unsigned spec (this node accepts signed specs only)".into()),
+            (None, None) => {}
+            (Some(s), Some(k)) if s.key != k => return Err("spec signed by another key than the flow's".into()),
+            (Some(s), _) => {
+                if !sign::verify(flow, size, hash, &s) {
+                    return Err("spec signature does not verify for this flow, size and hash".into());
+                }
+                up.key = Some(s.key);
+            }
+        }
+        up.offered = Some((*hash, sig));
+        Ok(())
+    }
+
+    /// Refuse a spec offer or spec bytes: ERROR SPEC_REJECTED to the sender, counted.
+    fn reject(&mut self, src: Ipv4Addr, flow: FlowId, seq: u32, offending: u8, why: &str, out: &mut Out) {
+        self.counters.specs_rejected += 1;
+        send(out, src, Msg::error(flow, seq, ErrorCode::SpecRejected, offending, why));
+        out.push(Action::Log { text: format!("flow {flow}: spec from {src} rejected: {why}") });
     }
 
     fn upstream_mut(&mut self, key: Key) -> &mut Upstream {
@@ -570,7 +687,7 @@ impl Node {
                 let hash = self.store.insert(bytes);
                 self.spec_ready(now, key, hash, out);
             }
-            FetchStep::Failed(why) => {
+            FetchStep::Failed(why) | FetchStep::Mismatch(why) => {
                 self.upstream_mut(key).fetch = None;
                 let reason = format!("spec transfer failed: {why}");
                 match key {
@@ -594,6 +711,18 @@ impl Node {
     /// The spec `hash` is in the store: activate the flow or switch it to the new spec.
     fn spec_ready(&mut self, now: u64, key: Key, hash: SpecHash, out: &mut Out) {
         let refresh_at = now + self.cfg.refresh_us();
+        if let Some(up) = match key {
+            Key::Routed(f) => self.routed.get_mut(&f).map(|r| &mut r.up),
+            Key::Joined(f) => self.joined.get_mut(&f).map(|s| &mut s.up),
+            Key::Served(_) => None,
+        } {
+            // The signature that came with this spec goes with it to our children.
+            if let Some((h, sig)) = up.offered {
+                if h == hash {
+                    up.sig = sig;
+                }
+            }
+        }
         match key {
             Key::Routed(f) => {
                 let r = self.routed.get_mut(&f).unwrap();
@@ -609,9 +738,10 @@ impl Node {
                     r.state = RState::Active;
                     out.push(Action::SwitchSpec { flow: f, hash });
                     let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
+                    let sig = self.routed[&f].up.sig;
                     for c in self.routed[&f].children.addrs() {
                         let seq = self.next_seq();
-                        send(out, c, Msg { flow: f, seq, body: Body::SpecUpdate { size, hash } });
+                        send(out, c, Msg { flow: f, seq, body: Body::SpecUpdate { size, hash, sig } });
                     }
                 }
             }
@@ -634,7 +764,7 @@ impl Node {
     /// JOIN_ACK every child whose JOIN is still unanswered.
     fn answer_children(&mut self, flow: FlowId, out: &mut Out) {
         let Some(r) = self.routed.get_mut(&flow) else { return };
-        let hash = r.up.hash;
+        let (hash, sig) = (r.up.hash, r.up.sig);
         let own = r.up.path_mtu;
         let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
         let waiting: Vec<(Ipv4Addr, u32)> =
@@ -642,7 +772,7 @@ impl Node {
         for (addr, seq) in waiting {
             let hold_s = self.cfg.hold_s;
             let path_mtu = self.ack_mtu(own, addr);
-            send(out, addr, Msg { flow, seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash } });
+            send(out, addr, Msg { flow, seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
         }
     }
 
@@ -832,7 +962,7 @@ impl Node {
         for (g, s) in &self.served {
             let flow = FlowId { receiver: self.addr, group: *g };
             let state = if s.spec.is_some() { "serving" } else { "no-spec" };
-            let hash = s.spec.map_or(NO_HASH, |(h, _)| h);
+            let hash = s.spec.map_or(NO_HASH, |(h, _, _)| h);
             v.push(FlowStatus { flow, role: "receiver", state, upstream: None, children: s.children.addrs(), hash, path_mtu: None });
         }
         v

@@ -74,8 +74,10 @@ pub enum FetchStep {
     Request(Vec<Msg>),
     /// All chunks arrived and the hash matched.
     Done(Vec<u8>),
-    /// The transfer is dead (a chunk ran out of tries, or the bytes did not match the hash).
+    /// The transfer is dead: a chunk ran out of tries.
     Failed(String),
+    /// The transfer is dead: the bytes did not match the hash (a forged or altered chunk).
+    Mismatch(String),
 }
 
 /// One spec transfer from one upstream node, with a window of requests in flight.
@@ -168,7 +170,7 @@ impl Fetch {
             return if sha256(&bytes) == self.hash {
                 FetchStep::Done(bytes)
             } else {
-                FetchStep::Failed("spec bytes do not match their SHA-256".into())
+                FetchStep::Mismatch("spec bytes do not match their SHA-256".into())
             };
         }
         self.pump(now, seq)

@@ -34,7 +34,9 @@ impl Net {
         let senders = [ip("10.0.1.1"), ip("10.0.1.2"), ip("10.0.2.1"), ip("10.0.2.2")];
         let mut nodes = BTreeMap::new();
         let cfg = Config::default();
-        nodes.insert(r, Node::new(r, Role::Host, cfg.clone()));
+        let mut rx = Node::new(r, Role::Host, cfg.clone());
+        rx.set_signing_key(sign::key_from_secret([9; 32])); // R signs; everyone else verifies
+        nodes.insert(r, rx);
         for x in [a, b, c] {
             nodes.insert(x, Node::new(x, Role::Router, cfg.clone()));
         }
@@ -411,7 +413,7 @@ fn spec_request_for_unknown_hash_gets_spec_not_found() {
 #[test]
 fn messages_for_others_are_forwarded_by_routers() {
     let mut net = Net::tree(true);
-    let msg = Msg { flow: Net::flow(), seq: 1, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 1, hash: [2; 32] } };
+    let msg = Msg { flow: Net::flow(), seq: 1, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 1, hash: [2; 32], sig: None } };
     let out = net.node(ip("10.0.5.3")).handle(0, Net::r(), ip("10.0.1.1"), msg);
     assert_eq!(out, vec![Action::Forward]);
 }

@@ -36,6 +36,9 @@ impl Line {
         for (i, &a) in addrs.iter().enumerate() {
             let role = if i == S || i == R { Role::Host } else { Role::Router };
             let mut n = Node::new(a, role, Config::default());
+            if i == R {
+                n.set_signing_key(concast_csp::sign::key_from_secret([9; 32]));
+            }
             if let Some(m) = mtus {
                 let line = addrs.clone();
                 // The route toward a node further up the line leaves by link i, else by i-1.

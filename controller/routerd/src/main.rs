@@ -89,6 +89,13 @@ struct Args {
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
+    /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
+    /// that is signed is still checked (docs/protocol.md 2.3.1).
+    #[arg(long)]
+    accept_unsigned_specs: bool,
+    /// Longest hold time (s) granted to a child's JOIN; longer requests get this.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u16).range(1..))]
+    max_hold: u16,
 }
 
 fn parse_batch(s: &str) -> Result<usize, String> {
@@ -363,7 +370,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let csp = concast_csp::Config { hold_s: args.hold, leave_delay_us: args.leave_delay_ms * 1000, ..Default::default() };
+    let csp = concast_csp::Config {
+        hold_s: args.hold,
+        leave_delay_us: args.leave_delay_ms * 1000,
+        verify_specs: !args.accept_unsigned_specs,
+        max_hold_s: args.max_hold,
+        ..Default::default()
+    };
     match run(s, csp, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -365,6 +365,17 @@ impl Router {
             "csp_flows": self.node.flows().len(),
             "specs_cached": self.node.store.len(),
             "counters": self.counters.to_json(),
+            "csp": self.csp_counters(),
+        })
+    }
+
+    /// Spec offers refused (docs/protocol.md 2.3.1), stray chunks, LEAVEs for unknown flows.
+    fn csp_counters(&self) -> Value {
+        let c = &self.node.counters;
+        json!({
+            "specs_rejected": c.specs_rejected,
+            "chunks_unsolicited": c.chunks_unsolicited,
+            "unknown_flow": c.unknown_flow,
         })
     }
 
@@ -403,6 +414,7 @@ impl Router {
             "stats" => json!({
                 "node": self.addr.to_string(),
                 "counters": self.counters.to_json(),
+                "csp": self.csp_counters(),
                 "buffer": { "held_bytes": self.engine.held_bytes(),
                             "budget_bytes": self.engine.config().node_buffer_bytes },
             }),

@@ -82,6 +82,7 @@ impl Lab {
         let engine = Engine::new(EngineConfig { node: ip(ROUTER), ..EngineConfig::default() }).unwrap();
         let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], csp, engine, Box::new(dataplane::Static));
         let mut receiver = Node::new(ip(RX), Role::Host, Config::default());
+        receiver.set_signing_key(concast_csp::sign::key_from_secret([9; 32]));
         receiver.install_spec(7, spec_bytes("sum"));
         Lab { router, receiver, now: 1_000 }
     }
@@ -205,7 +206,7 @@ fn malformed_frames_are_counted_and_dropped_and_good_ones_still_pass() {
 fn csp_for_other_nodes_is_forwarded_unchanged() {
     let mut lab = Lab::new();
     let flow = FlowId { receiver: ip(RX), group: 7 };
-    let msg = Msg { flow, seq: 3, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 10, hash: [1; 32] } };
+    let msg = Msg { flow, seq: 3, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 10, hash: [1; 32], sig: None } };
     let f = csp_frame(RX, C1, &msg);
     assert_eq!(lab.feed(vec![f.clone()]), vec![f]);
 }

@@ -32,6 +32,61 @@ pub const MAX_REASON_LEN: usize = 200;
 /// A SHA-256 spec hash; all zero in JOIN means "holds no spec".
 pub type SpecHash = [u8; HASH_LEN];
 
+/// Length of an Ed25519 public key.
+pub const KEY_LEN: usize = 32;
+/// Length of an Ed25519 signature.
+pub const SIG_LEN: usize = 64;
+/// The signature trailer of a signed JOIN_ACK or SPEC_UPDATE: key, then signature (2.3.1).
+pub const SIG_TRAILER_LEN: usize = KEY_LEN + SIG_LEN;
+/// First bytes of every signed message, so a spec signature is never valid as anything else.
+pub const SIG_CONTEXT: &[u8; 16] = b"concast-spec-v1\0";
+/// Length of the signed message: context, R, G, spec size, spec hash.
+pub const SIGNED_LEN: usize = 16 + 4 + 4 + 4 + HASH_LEN;
+
+/// R's signature over a spec (docs/protocol.md 2.3.1): the receiver's Ed25519 public key and
+/// its signature over [`signed_message`]. The wire crate only carries it; checking it is CSP's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpecSig {
+    pub key: [u8; KEY_LEN],
+    pub sig: [u8; SIG_LEN],
+}
+
+/// The bytes R signs for the spec `(size, hash)` of flow `(receiver, group)`. R and G are in it
+/// so a signature cannot be replayed for another flow; the size so a signed hash cannot be
+/// offered with a size that makes the fetch fail or ask for more chunks than the spec has.
+pub fn signed_message(receiver: Ipv4Addr, group: u32, spec_size: u32, spec_hash: &SpecHash) -> [u8; SIGNED_LEN] {
+    let mut m = [0u8; SIGNED_LEN];
+    m[..16].copy_from_slice(SIG_CONTEXT);
+    m[16..20].copy_from_slice(&receiver.octets());
+    m[20..24].copy_from_slice(&group.to_be_bytes());
+    m[24..28].copy_from_slice(&spec_size.to_be_bytes());
+    m[28..].copy_from_slice(spec_hash);
+    m
+}
+
+/// The trailer after a fixed body of `len` bytes, if the body has one.
+fn trailer_at(body: &[u8], len: usize) -> Option<SpecSig> {
+    let t = body.get(len..len + SIG_TRAILER_LEN)?;
+    Some(SpecSig {
+        key: t[..KEY_LEN].try_into().expect("32-byte slice"),
+        sig: t[KEY_LEN..].try_into().expect("64-byte slice"),
+    })
+}
+
+fn write_trailer(body: &mut [u8], len: usize, s: &SpecSig) {
+    body[len..len + KEY_LEN].copy_from_slice(&s.key);
+    body[len + KEY_LEN..len + SIG_TRAILER_LEN].copy_from_slice(&s.sig);
+}
+
+/// A fixed body, with or without the signature trailer.
+fn fixed_or_signed_len(body: &[u8], len: usize) -> Result<(), Error> {
+    if body.len() == len || body.len() == len + SIG_TRAILER_LEN {
+        Ok(())
+    } else {
+        Err(Error::CspBadLength)
+    }
+}
+
 /// Offsets of the common header.
 pub mod field {
     use core::ops::Range;
@@ -359,7 +414,9 @@ pub mod join_ack_field {
     pub const PATH_MTU: Range<usize> = 2..4;
     pub const SPEC_SIZE: Range<usize> = 4..8;
     pub const SPEC_HASH: Range<usize> = 8..40;
+    /// Unsigned length; a signed JOIN_ACK adds the 96-byte trailer (key, signature).
     pub const LEN: usize = 40;
+    pub const SIGNED_LEN: usize = LEN + super::SIG_TRAILER_LEN;
 }
 
 view! {
@@ -371,7 +428,11 @@ impl<T: AsRef<[u8]>> JoinAckBody<T> {
     /// The spec leaves size and hash unchecked here: the joiner learns them and the
     /// SPEC_CHUNK checks catch an impossible size when it fetches.
     pub fn check(&self) -> Result<(), Error> {
-        fixed_len(self.buffer.as_ref(), join_ack_field::LEN)
+        fixed_or_signed_len(self.buffer.as_ref(), join_ack_field::LEN)
+    }
+    /// R's signature over the named spec, if the JOIN_ACK carries one.
+    pub fn signature(&self) -> Option<SpecSig> {
+        trailer_at(self.buffer.as_ref(), join_ack_field::LEN)
     }
     pub fn hold_time(&self) -> u16 {
         read_u16(self.buffer.as_ref(), join_ack_field::HOLD_TIME.start)
@@ -401,6 +462,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> JoinAckBody<T> {
     }
     pub fn set_spec_hash(&mut self, h: &SpecHash) {
         self.buffer.as_mut()[join_ack_field::SPEC_HASH].copy_from_slice(h);
+    }
+    /// Writes the trailer; the body must be `SIGNED_LEN` long.
+    pub fn set_signature(&mut self, s: &SpecSig) {
+        write_trailer(self.buffer.as_mut(), join_ack_field::LEN, s);
     }
 }
 
@@ -533,7 +598,9 @@ pub mod spec_update_field {
     use core::ops::Range;
     pub const SPEC_SIZE: Range<usize> = 0..4;
     pub const SPEC_HASH: Range<usize> = 4..36;
+    /// Unsigned length; a signed SPEC_UPDATE adds the 96-byte trailer (key, signature).
     pub const LEN: usize = 36;
+    pub const SIGNED_LEN: usize = LEN + super::SIG_TRAILER_LEN;
 }
 
 view! {
@@ -543,9 +610,13 @@ view! {
 
 impl<T: AsRef<[u8]>> SpecUpdateBody<T> {
     pub fn check(&self) -> Result<(), Error> {
-        fixed_len(self.buffer.as_ref(), spec_update_field::LEN)?;
+        fixed_or_signed_len(self.buffer.as_ref(), spec_update_field::LEN)?;
         chunk_count(self.spec_size()).ok_or(Error::CspChunkOutOfRange)?;
         Ok(())
+    }
+    /// R's signature over the new spec, if the SPEC_UPDATE carries one.
+    pub fn signature(&self) -> Option<SpecSig> {
+        trailer_at(self.buffer.as_ref(), spec_update_field::LEN)
     }
     pub fn spec_size(&self) -> u32 {
         read_u32(self.buffer.as_ref(), spec_update_field::SPEC_SIZE.start)
@@ -561,6 +632,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SpecUpdateBody<T> {
     }
     pub fn set_spec_hash(&mut self, h: &SpecHash) {
         self.buffer.as_mut()[spec_update_field::SPEC_HASH].copy_from_slice(h);
+    }
+    /// Writes the trailer; the body must be `SIGNED_LEN` long.
+    pub fn set_signature(&mut self, s: &SpecSig) {
+        write_trailer(self.buffer.as_mut(), spec_update_field::LEN, s);
     }
 }
 
@@ -723,6 +798,8 @@ pub struct JoinAckRepr {
     pub path_mtu: u16,
     pub spec_size: u32,
     pub spec_hash: SpecHash,
+    /// R's signature trailer (None: unsigned).
+    pub signature: Option<SpecSig>,
 }
 
 /// SPEC_REQUEST fields.
@@ -762,6 +839,8 @@ impl<'a> SpecChunkRepr<'a> {
 pub struct SpecUpdateRepr {
     pub spec_size: u32,
     pub spec_hash: SpecHash,
+    /// R's signature trailer (None: unsigned).
+    pub signature: Option<SpecSig>,
 }
 
 /// ERROR fields; `reason` is borrowed.
@@ -803,11 +882,11 @@ impl BodyRepr<'_> {
     pub fn len(&self) -> usize {
         match self {
             BodyRepr::Join(_) | BodyRepr::Refresh(_) => join_field::LEN,
-            BodyRepr::JoinAck(_) => join_ack_field::LEN,
+            BodyRepr::JoinAck(a) => join_ack_field::LEN + a.signature.map_or(0, |_| SIG_TRAILER_LEN),
             BodyRepr::Leave => 0,
             BodyRepr::SpecRequest(_) => spec_request_field::LEN,
             BodyRepr::SpecChunk(c) => spec_chunk_field::MIN_LEN + c.data.len(),
-            BodyRepr::SpecUpdate(_) => spec_update_field::LEN,
+            BodyRepr::SpecUpdate(u) => spec_update_field::LEN + u.signature.map_or(0, |_| SIG_TRAILER_LEN),
             BodyRepr::Error(e) => error_field::MIN_LEN + e.reason.len(),
         }
     }
@@ -848,6 +927,7 @@ impl<'a> Repr<'a> {
                 path_mtu: b.path_mtu(),
                 spec_size: b.spec_size(),
                 spec_hash: *b.spec_hash(),
+                signature: b.signature(),
             }),
             Body::Leave => BodyRepr::Leave,
             Body::SpecRequest(b) => BodyRepr::SpecRequest(SpecRequestRepr {
@@ -864,6 +944,7 @@ impl<'a> Repr<'a> {
             Body::SpecUpdate(b) => BodyRepr::SpecUpdate(SpecUpdateRepr {
                 spec_size: b.spec_size(),
                 spec_hash: *b.spec_hash(),
+                signature: b.signature(),
             }),
             Body::Error(b) => BodyRepr::Error(ErrorRepr {
                 code: b.code(),
@@ -914,6 +995,9 @@ impl<'a> Repr<'a> {
                 b.set_path_mtu(a.path_mtu);
                 b.set_spec_size(a.spec_size);
                 b.set_spec_hash(&a.spec_hash);
+                if let Some(s) = &a.signature {
+                    b.set_signature(s);
+                }
             }
             BodyRepr::Leave => {}
             BodyRepr::SpecRequest(r) => {
@@ -933,6 +1017,9 @@ impl<'a> Repr<'a> {
                 let mut b = SpecUpdateBody::new_unchecked(body);
                 b.set_spec_size(u.spec_size);
                 b.set_spec_hash(&u.spec_hash);
+                if let Some(s) = &u.signature {
+                    b.set_signature(s);
+                }
             }
             BodyRepr::Error(e) => {
                 let mut b = ErrorBody::new_unchecked(body);
@@ -985,6 +1072,7 @@ mod tests {
             path_mtu: 9000,
             spec_size: 0x0102_0304,
             spec_hash: [0xAB; 32],
+            signature: None,
         };
         let n = emit(BodyRepr::JoinAck(ack), &mut buf).unwrap();
         assert_eq!(n, 56);
@@ -1098,6 +1186,7 @@ mod tests {
             BodyRepr::SpecUpdate(SpecUpdateRepr {
                 spec_size: s,
                 spec_hash: [0; 32],
+                signature: None,
             })
         };
         assert!(emit(upd(MAX_SPEC_SIZE), &mut buf).is_ok());
@@ -1109,5 +1198,36 @@ mod tests {
             emit(upd(MAX_SPEC_SIZE + 1), &mut buf),
             Err(BuildError::Invalid(Error::CspChunkOutOfRange))
         );
+    }
+
+    #[test]
+    fn signed_join_ack_and_spec_update_carry_key_then_signature_after_the_fixed_body() {
+        let sig = SpecSig { key: [0x11; KEY_LEN], sig: [0x22; SIG_LEN] };
+        let mut buf = [0u8; 256];
+        let ack = JoinAckRepr { hold_time: 30, path_mtu: 0, spec_size: 10, spec_hash: [0xAB; 32], signature: Some(sig) };
+        let n = emit(BodyRepr::JoinAck(ack), &mut buf).unwrap();
+        assert_eq!(n, HEADER_LEN + join_ack_field::SIGNED_LEN);
+        assert_eq!(&buf[56..88], &[0x11; 32]);
+        assert_eq!(&buf[88..152], &[0x22; 64]);
+        let m = Message::parse(&buf[..n]).unwrap();
+        assert_eq!(Repr::parse(&m).body, BodyRepr::JoinAck(ack));
+        let upd = SpecUpdateRepr { spec_size: 10, spec_hash: [0xAB; 32], signature: Some(sig) };
+        let n = emit(BodyRepr::SpecUpdate(upd), &mut buf).unwrap();
+        assert_eq!(n, HEADER_LEN + spec_update_field::SIGNED_LEN);
+        let m = Message::parse(&buf[..n]).unwrap();
+        assert_eq!(Repr::parse(&m).body, BodyRepr::SpecUpdate(upd));
+        // Any other length is neither form: a cut trailer is csp_bad_length.
+        let n = emit(BodyRepr::JoinAck(ack), &mut buf).unwrap();
+        let cut = n - 1;
+        buf[2..4].copy_from_slice(&(cut as u16).to_be_bytes());
+        assert_eq!(Message::parse(&buf[..cut]).unwrap_err(), Error::CspBadLength);
+    }
+
+    #[test]
+    fn the_signed_message_is_context_r_g_size_hash() {
+        let m = signed_message(R, 0x0102_0304, 0x0A0B_0C0D, &[0xEE; 32]);
+        assert_eq!(&m[..16], b"concast-spec-v1\0");
+        assert_eq!(&m[16..28], &[10, 0, 9, 9, 1, 2, 3, 4, 0x0A, 0x0B, 0x0C, 0x0D]);
+        assert_eq!(&m[28..], &[0xEE; 32]);
     }
 }

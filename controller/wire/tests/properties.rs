@@ -361,6 +361,11 @@ fn csp_message() -> impl Strategy<Value = (u32, Ipv4Addr, u32, u8, Vec<u8>, csp:
     )
 }
 
+/// Half the generated JOIN_ACKs and SPEC_UPDATEs carry a signature trailer.
+fn sig_of(n: u16, j: &csp::JoinRepr) -> Option<csp::SpecSig> {
+    (n % 2 == 1).then(|| csp::SpecSig { key: j.spec_hash, sig: [j.selector_proto; csp::SIG_LEN] })
+}
+
 fn body_of<'a>(
     t: u8,
     text: &'a [u8],
@@ -376,6 +381,7 @@ fn body_of<'a>(
             path_mtu: j.selector_dport,
             spec_size: size,
             spec_hash: j.spec_hash,
+            signature: sig_of(n, &j),
         }),
         3 => BodyRepr::Refresh(j),
         4 => BodyRepr::Leave,
@@ -392,6 +398,7 @@ fn body_of<'a>(
         7 => BodyRepr::SpecUpdate(csp::SpecUpdateRepr {
             spec_size: size,
             spec_hash: j.spec_hash,
+            signature: sig_of(n, &j),
         }),
         _ => BodyRepr::Error(csp::ErrorRepr {
             code: n,

@@ -30,6 +30,8 @@ pub struct Settings {
     /// Captured datagrams are bundled by this host's engine before they leave (paper 4.2.1);
     /// false sends each alone.
     pub sender_bundling: bool,
+    /// Secret Ed25519 key this host signs the specs it serves with (None: unsigned).
+    pub spec_key: Option<[u8; 32]>,
 }
 
 struct SocketWire<'a>(&'a RawSender);
@@ -213,7 +215,10 @@ pub fn run(s: Settings) -> Result<(), String> {
     let capture = open(protocol::UDP, "UDP capture")?;
     let tx = RawSender::open().map_err(|e| format!("cannot open the sending raw socket: {e}"))?;
     let server = Server::bind(&s.socket).map_err(|e| format!("cannot bind the API socket {}: {e}", s.socket.display()))?;
-    let host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, limits: host_limits(), ..EngineConfig::default() });
+    let mut host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, limits: host_limits(), ..EngineConfig::default() });
+    if let Some(secret) = s.spec_key {
+        host.node.set_signing_key(concast_csp::sign::key_from_secret(secret));
+    }
     let mut lp = Loop {
         host,
         mplex: MplexGlue::new(concast_mplex::Options::default()),

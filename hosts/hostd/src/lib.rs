@@ -17,6 +17,7 @@ pub mod rawsock;
 pub mod reactor;
 pub mod receiver;
 pub mod sender;
+pub mod speckey;
 pub mod udp;
 
 pub use host::{Event, Host, Wire};

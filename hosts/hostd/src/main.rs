@@ -44,6 +44,17 @@ struct Args {
     /// bundling them here first (to measure routers' bundling alone, as before hosts bundled).
     #[arg(long)]
     no_sender_bundling: bool,
+    /// File holding the Ed25519 key this host signs the specs it serves with (64 hex digits),
+    /// created on first start. Default: <run_dir>/hosts/<host>.key from --config, else
+    /// /var/lib/concast/hostd-<addr>.key.
+    #[arg(long)]
+    spec_key: Option<PathBuf>,
+    /// Serve specs unsigned (tests of routers that accept them; docs/protocol.md 2.3.1).
+    #[arg(long)]
+    unsigned_specs: bool,
+    /// As a sender, run specs that come unsigned (from a receiver that does not sign).
+    #[arg(long)]
+    accept_unsigned_specs: bool,
 }
 
 /// Every IPv4 address of this namespace but loopback ones.
@@ -83,8 +94,19 @@ fn settings(a: &Args) -> Result<Settings, String> {
     };
     let socket = a.socket.clone().or_else(|| s("socket").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/run/concast/hostd.sock"));
     let csp = concast_csp::Config { hold_s: a.hold, join_retry_us: a.join_retry_ms * 1000,
-                                     leave_delay_us: a.leave_delay_ms * 1000, ..Default::default() };
-    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us, sender_bundling: !a.no_sender_bundling })
+                                     leave_delay_us: a.leave_delay_ms * 1000,
+                                     verify_specs: !a.accept_unsigned_specs, ..Default::default() };
+    let spec_key = if a.unsigned_specs {
+        None
+    } else {
+        let path = match (a.spec_key.clone(), s("run_dir"), s("host")) {
+            (Some(p), _, _) => p,
+            (None, Some(dir), Some(host)) => PathBuf::from(dir).join("hosts").join(format!("{host}.key")),
+            _ => PathBuf::from(format!("/var/lib/concast/hostd-{addr}.key")),
+        };
+        Some(concast_hostd::speckey::load_or_create(&path)?)
+    };
+    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us, sender_bundling: !a.no_sender_bundling, spec_key })
 }
 
 fn main() -> ExitCode {

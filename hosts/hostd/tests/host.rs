@@ -41,9 +41,11 @@ struct Lab {
 impl Lab {
     fn new() -> Lab {
         let cfg = Config { hold_s: 3, ..Config::default() };
+        let mut r = Host::new(ip(R), cfg.clone(), EngineConfig::default());
+        r.node.set_signing_key(concast_csp::sign::key_from_secret([9; 32])); // as hostd does
         Lab {
-            s: Host::new(ip(S), cfg.clone(), EngineConfig::default()),
-            r: Host::new(ip(R), cfg, EngineConfig::default()),
+            s: Host::new(ip(S), cfg, EngineConfig::default()),
+            r,
             now: 1_000,
             data_to_r: Vec::new(),
         }
