@@ -272,8 +272,8 @@ class RunningNet:
     def start_routerd(self, argv: list[str], routers: list[str] | None = None,
                       name: str = "routerd", env: dict | None = None) -> dict[str, Daemon]:
         """Start one daemon per capable router from a template, e.g.
-        ["target/release/routerd", "--cpu-iface", "{cpu_iface}", "--bridge", "{bridge}",
-         "--router-id", "{router_id}"]; fields: see router_fields()."""
+        [str(ROOT/"target/release/concast-routerd"), "--config", "{config}",
+         "--hold", "3"]; fields: see router_fields()."""
         chosen = routers or [r for r, h in self.routers.items() if h.capable]
         return {r: self.start_daemon(r, [a.format(**self.router_fields(r)) for a in argv],
                                      name, env)
