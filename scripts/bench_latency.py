@@ -183,14 +183,9 @@ def main() -> int:
         reflect_on = ["tc", "filter", "add", "dev", cpu_sw, "egress", "pref", "10", "protocol", "ip", "u32",
                       "match", "u32", "0", "0", "action", "mirred", "ingress", "redirect", "dev", cpu_sw]
         reflect_off = ["tc", "filter", "del", "dev", cpu_sw, "egress", "pref", "10"]
-        net.start_routerd([str(ROUTERD), "--config", "{config}",
-                           "--flow", f"{rx},{GROUP_MERGE},{SUM},17,{PORT}", "--flow-params", "fanin=1"])
+        net.start_concast(hold=30, hosts=(), routerd_args=(
+            "--flow", f"{rx},{GROUP_MERGE},{SUM},17,{PORT}", "--flow-params", "fanin=1"))
         sock = net.routerd_socket("r1")
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("routerd did not start: see " + str(net.run_dir / "logs"))
-            time.sleep(0.05)
         if bmv2:
             # BMv2 diverts by (R, G) entry: group 8 diverted (routerd has no flow for it),
             # group 9 never; routerd installs group 7's entry itself (after clearing all).

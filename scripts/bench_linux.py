@@ -83,7 +83,6 @@ def rss_mb(pids: list[int]) -> float:
 def startup(dataplane: str, with_routerd: bool) -> dict:
     from concast import ROOT
     from concast.controller import dataplanes
-    from concast.hosts import routerd
     from concast.topologies.transitstub import transit_stub
     desc = transit_stub(dataplane=dataplane)
     plan = desc.plan()
@@ -108,19 +107,10 @@ def startup(dataplane: str, with_routerd: bool) -> dict:
         rd = {}
         if with_routerd:
             t = time.monotonic()
-            daemons = net.start_routerd([str(ROOT / "target" / "release" / "concast-routerd"),
-                                         "--config", "{config}"])
-            waiting = set(daemons)
-            while waiting and time.monotonic() - t < 120:
-                for r in list(waiting):
-                    try:
-                        routerd.query(net.routerd_socket(r), "status", timeout=1.0)
-                        waiting.discard(r)
-                    except (OSError, ValueError):
-                        pass
-                time.sleep(0.1)
+            # routerd's own default hold; no hostd. Raises if one does not answer.
+            daemons, _ = net.start_concast(hold=30, hosts=(), timeout=120)
             # The routerd process itself (ip netns exec execs it: same PID).
-            rd = {"routerd_s": time.monotonic() - t, "routerd_up": len(daemons) - len(waiting),
+            rd = {"routerd_s": time.monotonic() - t, "routerd_up": len(daemons),
                   "routerd_rss_mb": rss_mb([d.pid for d in daemons.values()])}
         sv = net.ip("sv")
         clients = [h for h in plan.hosts if h != "sv"]

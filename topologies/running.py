@@ -272,9 +272,10 @@ class RunningNet:
     def start_routerd(self, argv: list[str], routers: list[str] | None = None,
                       name: str = "routerd", env: dict | None = None) -> dict[str, Daemon]:
         """Start one daemon per capable router from a template, e.g.
-        ["target/release/routerd", "--cpu-iface", "{cpu_iface}", "--bridge", "{bridge}",
-         "--router-id", "{router_id}"]; fields: see router_fields()."""
-        chosen = routers or [r for r, h in self.routers.items() if h.capable]
+        [str(ROOT/"target/release/concast-routerd"), "--config", "{config}",
+         "--hold", "3"]; fields: see router_fields()."""
+        chosen = ([r for r, h in self.routers.items() if h.capable] if routers is None
+                  else list(routers))
         return {r: self.start_daemon(r, [a.format(**self.router_fields(r)) for a in argv],
                                      name, env)
                 for r in chosen}
@@ -311,7 +312,7 @@ class RunningNet:
         from a template, e.g. [str(ROOT/"target/release/concast-hostd"), "--config",
         "{config}"]; fields: see host_fields(). Logs go to <run_dir>/logs/<host>-<name>.log;
         PIDs are in the run record and stop() stops them like routerd."""
-        chosen = hosts or list(self.plan.hosts)
+        chosen = list(self.plan.hosts) if hosts is None else list(hosts)
         return {h: self.daemons.start(h, [a.format(**self.host_fields(h)) for a in argv],
                                       name, env, netns=self.netns(h))
                 for h in chosen}
@@ -321,9 +322,10 @@ class RunningNet:
                       hosts: list[str] | None = None, timeout: float = 30.0
                       ) -> tuple[dict[str, Daemon], dict[str, Daemon]]:
         """The project's concast-routerd on every capable router and concast-hostd on every
-        host (or the ones named), each with `--config {config} --hold HOLD` plus the extra
-        arguments; returns (routerd daemons, hostd daemons) once every one answers on its
-        socket. Raises TimeoutError naming the ones that did not (see their logs)."""
+        host (or the ones named; `hosts=()` starts none), each with `--config {config}
+        --hold HOLD` plus the extra arguments; returns (routerd daemons, hostd daemons) once
+        every one answers on its socket. Raises TimeoutError naming the ones that did not
+        (see their logs). The one way the tests, benchmarks and experiments start them."""
         from concast import tools
         from concast.hosts import routerd
         from concast.hosts.client import Client

@@ -2,16 +2,19 @@
 
 Importing this package registers everything with Scapy: the Concast ID option is decoded
 inside `IP(raw)`, IPv4 protocol 253 decodes as CSP (body chosen by type) and 254 as an
-MplexHdr with its records. `validate`/`classify` give the spec's verdict on raw bytes.
+MplexHdr with its records (a fragment's payload stays Raw). Scapy's own classes are not
+changed. `decode_ip` decodes any bytes without raising; `validate`/`classify` give the spec's
+verdict on raw bytes.
 
 Never put this folder on sys.path: it is named `scapy` and would shadow the real Scapy.
 """
-from . import ipv4  # noqa: F401  (IP(raw) never raises; see ipv4.py)
+from .ipv4 import decode_ip
 from .csp import (CHUNK_SIZE, CSP, CSP_BODIES, CSP_ERRORS, CSP_TYPES, MAX_REASON_LEN,
                   MAX_SPEC_SIZE, PROTO_CSP, CSP_Error, CSP_Join, CSP_JoinAck, CSP_Leave,
                   CSP_Refresh, CSP_SpecChunk, CSP_SpecRequest, CSP_SpecUpdate, csp_datagram)
-from .mplex import (MPLEX_GROUP, PROTO_MPLEX, EncapsulatedPkt, MplexHdr, Unbundled,
-                    mplex_datagram, mplex_records, unbundle)
+from .mplex import (MPLEX_GROUP, PROTO_MPLEX, EncapsulatedPkt, MplexHdr, mplex_datagram,
+                    mplex_records)
+from .unbundle import Unbundled, unbundle
 from .option import CONCAST_OPTION, IPOption_Concast, concast_option
 from .validate import Classification, classify, validate
 
@@ -34,5 +37,5 @@ __all__ = [
     "csp_datagram", "PROTO_CSP", "CHUNK_SIZE", "MAX_SPEC_SIZE", "MAX_REASON_LEN",
     "MplexHdr", "EncapsulatedPkt", "mplex_datagram", "mplex_records", "unbundle", "Unbundled",
     "PROTO_MPLEX", "MPLEX_GROUP",
-    "validate", "classify", "Classification", "ERRORS",
+    "validate", "classify", "Classification", "ERRORS", "decode_ip",
 ]

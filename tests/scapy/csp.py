@@ -8,6 +8,8 @@ from scapy.fields import (ByteEnumField, ByteField, IntField, IPField, ShortEnum
 from scapy.layers.inet import IP, IPOption_Router_Alert
 from scapy.packet import Packet, bind_layers
 
+from .ipv4 import raw_inside_fragments
+
 PROTO_CSP = 253
 CSP_HEADER_LEN = 16
 CHUNK_SIZE = 1024
@@ -30,9 +32,10 @@ class CSP(Packet):
 
     The default type is LEAVE, the one message with no body; with a body layer on top the
     type follows the body class. On decode the payload is cut at `length`, so trailing
-    bytes show as Padding rather than being read as body.
+    bytes show as Padding rather than being read as body; inside a fragment it is Raw.
     """
     name = "Concast Signalling Protocol"
+    dispatch_hook = raw_inside_fragments
     fields_desc = [ByteField("version", 1),
                    ByteEnumField("type", 4, CSP_TYPES),
                    ShortField("length", None),

@@ -1,19 +1,15 @@
 """The multiplex packet (docs/protocol.md section 3): MplexHdr and its EncapsulatedPkt records."""
-import random
-from typing import NamedTuple
-
 from scapy.fields import (ByteEnumField, ByteField, FieldLenField, IntField, IPField,
                           PacketListField, StrLenField, XByteField, XShortField)
 from scapy.layers.inet import IP, IP_PROTOS
-from scapy.packet import Packet, Raw, bind_layers
+from scapy.packet import Packet, bind_layers
 
+from .ipv4 import raw_inside_fragments
 from .option import IPOption_Concast
 
 PROTO_MPLEX = 254
 MPLEX_GROUP = 1
-MPLEX_HEADER_LEN = 16
 MPLEX_VERSION = 1          # the MplexHdr Version with a TOS byte in each record header
-RECORD_HEADER_LEN = 9
 
 
 class EncapsulatedPkt(Packet):
@@ -40,9 +36,10 @@ class MplexHdr(Packet):
 
     `initial_ttl` left None becomes the largest record TTL, the rule of section 3.1.
     The records are a list field (they run to the IPv4 total length, not to a count),
-    so `IP(raw)[MplexHdr].records` is every record.
+    so `IP(raw)[MplexHdr].records` is every record. Inside a fragment it is Raw.
     """
     name = "MplexHdr"
+    dispatch_hook = raw_inside_fragments
     fields_desc = [ByteField("initial_ttl", None),
                    ByteField("version", MPLEX_VERSION),
                    XShortField("reserved", 0),
@@ -86,40 +83,3 @@ def mplex_records(pkt: Packet | bytes) -> list[EncapsulatedPkt]:
     if MplexHdr not in pkt:
         return []
     return [r for r in pkt[MplexHdr].records if isinstance(r, EncapsulatedPkt)]
-
-
-class Unbundled(NamedTuple):
-    """unbundle()'s answer: what the receiver injects, and what the TTL rule dropped."""
-    datagrams: list[IP]               # rebuilt originals, in record order
-    expired: list[EncapsulatedPkt]    # records dropped by the TTL rule
-
-
-def unbundle(pkt: Packet | bytes, *, first_id: int | None = None) -> Unbundled:
-    """What a receiver does with an MplexPkt (section 3.3).
-
-    Each record's TTL is lowered by the hops the MplexPkt travelled (initialTTL - outer TTL);
-    a record left with TTL <= 0 would have expired on a plain path, so it is not rebuilt but
-    returned in `expired`. The others become plain IPv4 datagrams (IHL 5, the record's TOS,
-    DF, fresh ID, checksum computed) with the payload copied unchanged, so transport checksums still hold.
-    IDs are `first_id`, `first_id + 1`, ... or random. Raises ValueError on a malformed or
-    non-multiplex datagram, naming the spec's error.
-    """
-    from .validate import classify     # here, not at the top: validate imports this module
-    raw = bytes(pkt)
-    kind, _, error = classify(raw)
-    if kind != "mplex":
-        raise ValueError(f"not an MplexPkt: {error or kind}")
-    ip = IP(raw)
-    hops = ip[MplexHdr].initial_ttl - ip.ttl
-    if first_id is None:
-        first_id = random.randrange(1 << 16)
-    out, expired = [], []
-    for rec in mplex_records(ip):
-        ttl = rec.ttl - hops
-        if ttl <= 0:
-            expired.append(rec)
-            continue
-        orig = IP(ihl=5, tos=rec.tos, id=(first_id + len(out)) & 0xFFFF, flags="DF", frag=0,
-                  ttl=min(ttl, 255), proto=rec.proto, src=rec.src, dst=ip.dst) / Raw(rec.data)
-        out.append(IP(bytes(orig)))
-    return Unbundled(out, expired)

@@ -6,13 +6,40 @@ other concast parser. Checks run in the spec's order; the first failure is the a
 """
 from typing import NamedTuple
 
-from .csp import CHUNK_SIZE, MAX_REASON_LEN, MAX_SPEC_SIZE, PROTO_CSP
-from .mplex import MPLEX_VERSION, PROTO_MPLEX, RECORD_HEADER_LEN
+from scapy.packet import Packet
+
+from .csp import (CHUNK_SIZE, CSP, CSP_BODIES, MAX_REASON_LEN, MAX_SPEC_SIZE, PROTO_CSP,
+                  CSP_Error, CSP_SpecChunk, CSP_SpecRequest, CSP_SpecUpdate)
+from .mplex import MPLEX_VERSION, PROTO_MPLEX, EncapsulatedPkt, MplexHdr
 from .option import CONCAST_OPTION
 
+
+def _offset(layer: type[Packet], field: str | None = None) -> int:
+    """Where `field` starts in the layer's bytes (None: where its fixed-size fields end).
+
+    Offsets and lengths come from the layers' field lists, so the Scapy classes and these
+    checks cannot disagree about the layout."""
+    pkt, at = layer(), 0
+    for f in layer.fields_desc:
+        if f.name == field or (field is None and f.name in ("data", "reason", "records")):
+            return at
+        at += len(f.addfield(pkt, b"", pkt.getfieldval(f.name)))
+    if field is None:
+        return at
+    raise KeyError(f"{layer.__name__} has no field {field}")
+
+
 EOL, NOP, ROUTER_ALERT = 0x00, 0x01, 0x94
-CSP_BODY_LEN = {1: 40, 2: 40, 3: 40, 4: 0, 5: 36, 7: 36}   # fixed-size bodies
-MAX_CHUNKS = 1024                                          # 1 MiB / 1024-byte chunks
+CSP_HEADER_LEN = _offset(CSP)
+# Bodies of fixed size, by type (SPEC_CHUNK and ERROR end in variable data).
+CSP_BODY_LEN = {t: _offset(c) for t, c in CSP_BODIES.items()
+                if c not in (CSP_SpecChunk, CSP_Error)}
+CHUNK_HEAD_LEN = _offset(CSP_SpecChunk)
+ERROR_HEAD_LEN = _offset(CSP_Error)
+MPLEX_HEADER_LEN = _offset(MplexHdr)
+RECORD_HEADER_LEN = _offset(EncapsulatedPkt)
+RECORD_LEN_AT = _offset(EncapsulatedPkt, "payload_len")
+MAX_CHUNKS = MAX_SPEC_SIZE // CHUNK_SIZE
 
 
 class Classification(NamedTuple):
@@ -66,50 +93,52 @@ def _walk_options(area: bytes) -> tuple[int | None, bool]:
 
 def _check_csp(msg: bytes) -> int:
     """Section 2.1 and the per-type rules; returns the CSP group."""
-    if len(msg) < 16 or _u16(msg, 2) > len(msg):
+    if len(msg) < CSP_HEADER_LEN or _u16(msg, 2) > len(msg):
         raise _Malformed("csp_truncated")
     version, kind, length = msg[0], msg[1], _u16(msg, 2)
     if version != 1:
         raise _Malformed("csp_bad_version")
     if not 1 <= kind <= 8:
         raise _Malformed("csp_unknown_type")
-    body = msg[16:length]
+    body = msg[CSP_HEADER_LEN:length]
     if length < len(msg):
         raise _Malformed("csp_bad_length")
     if kind in CSP_BODY_LEN and len(body) != CSP_BODY_LEN[kind]:
         raise _Malformed("csp_bad_length")
-    if kind == 5 and _u16(body, 32) >= MAX_CHUNKS:                       # SPEC_REQUEST
+    if kind == 5 and _u16(body, _offset(CSP_SpecRequest, "chunk_index")) >= MAX_CHUNKS:
         raise _Malformed("csp_chunk_out_of_range")
     if kind == 6:                                                       # SPEC_CHUNK
-        if len(body) < 40:
+        if len(body) < CHUNK_HEAD_LEN:
             raise _Malformed("csp_bad_length")
-        size, index, count = _u32(body, 32), _u16(body, 36), _u16(body, 38)
+        size, index, count = (_u32(body, _offset(CSP_SpecChunk, "spec_size")),
+                              _u16(body, _offset(CSP_SpecChunk, "chunk_index")),
+                              _u16(body, _offset(CSP_SpecChunk, "chunk_count")))
         if not 0 < size <= MAX_SPEC_SIZE or count != -(-size // CHUNK_SIZE) or index >= count:
             raise _Malformed("csp_chunk_out_of_range")
         want = CHUNK_SIZE if index < count - 1 else size - CHUNK_SIZE * (count - 1)
-        if len(body) - 40 != want:
+        if len(body) - CHUNK_HEAD_LEN != want:
             raise _Malformed("csp_bad_length")
-    if kind == 7 and not 0 < _u32(body, 0) <= MAX_SPEC_SIZE:            # SPEC_UPDATE
+    if kind == 7 and not 0 < _u32(body, _offset(CSP_SpecUpdate, "spec_size")) <= MAX_SPEC_SIZE:
         raise _Malformed("csp_chunk_out_of_range")
-    if kind == 8 and not 4 <= len(body) <= 4 + MAX_REASON_LEN:          # ERROR
+    if kind == 8 and not ERROR_HEAD_LEN <= len(body) <= ERROR_HEAD_LEN + MAX_REASON_LEN:
         raise _Malformed("csp_bad_length")
     return _u32(msg, 4)
 
 
 def _check_mplex(body: bytes) -> None:
     """Section 3: the MplexHdr, then records back to back up to the total length."""
-    if len(body) < 16:
+    if len(body) < MPLEX_HEADER_LEN:
         raise _Malformed("mplex_truncated_header")
     if body[1] != MPLEX_VERSION:
         raise _Malformed("mplex_bad_version")
-    if len(body) == 16:
+    if len(body) == MPLEX_HEADER_LEN:
         raise _Malformed("mplex_zero_records")
-    i = 16
+    i = MPLEX_HEADER_LEN
     while i < len(body):
         n = RECORD_HEADER_LEN
-        if len(body) - i < n or i + n + _u16(body, i + 6) > len(body):
+        if len(body) - i < n or i + n + _u16(body, i + RECORD_LEN_AT) > len(body):
             raise _Malformed("mplex_record_truncated")
-        i += n + _u16(body, i + 6)
+        i += n + _u16(body, i + RECORD_LEN_AT)
 
 
 def _classify(raw: bytes) -> Classification:

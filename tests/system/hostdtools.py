@@ -14,7 +14,6 @@ import pytest
 
 from concast import ROOT
 from concast.hosts import Client, aggregate, routerd
-from concast.hosts.client import wait_ready
 
 ROUTERD = ROOT / "target" / "release" / "concast-routerd"
 HOSTD = ROOT / "target" / "release" / "concast-hostd"
@@ -46,19 +45,8 @@ def missing_builds() -> str | None:
 
 
 def start_routerd(net, routers: list[str] | None = None) -> dict:
-    daemons = net.start_routerd([str(ROUTERD), "--config", "{config}", "--hold", HOLD], routers)
-    for r in daemons:
-        wait_for(lambda r=r: answers(net.routerd_socket(r)), 10, f"routerd on {r} did not start")
-    return daemons
-
-
-def answers(path: Path) -> bool:
-    """A routerd listens there (a crashed one may have left the file behind)."""
-    try:
-        routerd.query(path, "status", timeout=1.0)
-        return True
-    except (OSError, ValueError):
-        return False
+    """routerd on every capable router (or the ones named), answering; no hostd."""
+    return net.start_concast(hold=float(HOLD), routers=routers, hosts=(), timeout=10)[0]
 
 
 def concast_network(topology, run_dir: Path):
@@ -78,11 +66,7 @@ def concast_network(topology, run_dir: Path):
 
 def start_concast(net) -> dict:
     """routerd on every capable router, hostd on every host; returns the routerd daemons."""
-    daemons = start_routerd(net)
-    net.start_hostd([str(HOSTD), "--config", "{config}", "--hold", HOLD, "--join-retry-ms", "300"])
-    for h in net.plan.hosts:
-        wait_ready(net.hostd_socket(h))
-    return daemons
+    return net.start_concast(hold=float(HOLD), hostd_args=("--join-retry-ms", "300"))[0]
 
 
 def wait_for(predicate, timeout: float, what: str, every: float = 0.1):

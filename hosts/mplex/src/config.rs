@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use crate::encap::Delays;
-use crate::iptables::MIN_TCP_DATAGRAM;
+use crate::select::MIN_TCP_DATAGRAM;
 use crate::selection::Selection;
 
 /// Default size threshold (IPv4 total length), as in docs/protocol.md section 3.4.

@@ -29,8 +29,6 @@ use std::process::Command;
 use crate::selection::Selection;
 
 pub const COMMENT: &str = "concast-mplex";
-/// Smallest IPv4 datagram carrying a TCP header.
-pub const MIN_TCP_DATAGRAM: u16 = 40;
 
 /// One sender flow's capture rule: toward `receiver`, what `selection` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,48 @@ use std::net::Ipv4Addr;
 
 use concast_wire::ipv4;
 
-use crate::selection::FlowProto;
+/// Smallest IPv4 datagram carrying a TCP header.
+pub const MIN_TCP_DATAGRAM: u16 = 40;
+/// Smallest IPv4 datagram carrying a UDP header.
+pub const MIN_UDP_DATAGRAM: u16 = 28;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FlowProto {
+    Tcp,
+    Udp,
+}
+
+impl FlowProto {
+    pub fn parse(text: &str) -> Result<FlowProto, String> {
+        match text {
+            "tcp" | "6" => Ok(FlowProto::Tcp),
+            "udp" | "17" => Ok(FlowProto::Udp),
+            other => Err(format!("\"proto\": {other:?} is not \"udp\" or \"tcp\"")),
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlowProto::Tcp => "tcp",
+            FlowProto::Udp => "udp",
+        }
+    }
+
+    pub const fn number(self) -> u8 {
+        match self {
+            FlowProto::Tcp => ipv4::protocol::TCP,
+            FlowProto::Udp => ipv4::protocol::UDP,
+        }
+    }
+
+    /// The smallest total length a datagram of this protocol has.
+    pub const fn min_datagram(self) -> u16 {
+        match self {
+            FlowProto::Tcp => MIN_TCP_DATAGRAM,
+            FlowProto::Udp => MIN_UDP_DATAGRAM,
+        }
+    }
+}
 
 /// Why a queued datagram goes out as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

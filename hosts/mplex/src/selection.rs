@@ -9,49 +9,8 @@ use std::net::Ipv4Addr;
 
 use concast_wire::ipv4;
 
-use crate::iptables::MIN_TCP_DATAGRAM;
+pub use crate::select::{FlowProto, MIN_TCP_DATAGRAM, MIN_UDP_DATAGRAM};
 use crate::select::{self, PassReason};
-
-/// Smallest IPv4 datagram carrying a UDP header.
-pub const MIN_UDP_DATAGRAM: u16 = 28;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FlowProto {
-    Tcp,
-    Udp,
-}
-
-impl FlowProto {
-    pub fn parse(text: &str) -> Result<FlowProto, String> {
-        match text {
-            "tcp" | "6" => Ok(FlowProto::Tcp),
-            "udp" | "17" => Ok(FlowProto::Udp),
-            other => Err(format!("\"proto\": {other:?} is not \"udp\" or \"tcp\"")),
-        }
-    }
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            FlowProto::Tcp => "tcp",
-            FlowProto::Udp => "udp",
-        }
-    }
-
-    pub const fn number(self) -> u8 {
-        match self {
-            FlowProto::Tcp => ipv4::protocol::TCP,
-            FlowProto::Udp => ipv4::protocol::UDP,
-        }
-    }
-
-    /// The smallest total length a datagram of this protocol has.
-    pub const fn min_datagram(self) -> u16 {
-        match self {
-            FlowProto::Tcp => MIN_TCP_DATAGRAM,
-            FlowProto::Udp => MIN_UDP_DATAGRAM,
-        }
-    }
-}
 
 /// What a sender flow captures. Ordered so that application flows come before the ACK
 /// capture: a datagram is given to the first selection it matches.

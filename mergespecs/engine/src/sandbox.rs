@@ -4,13 +4,34 @@
 //! `flow.rs` interprets it, so both paths share one per-datagram algorithm.
 
 use concast_sdk::abi;
-use wasmtime::{Memory, Store, TypedFunc};
+use wasmtime::{Instance, InstancePre, Memory, Store, TypedFunc};
 
 use crate::config::CpuLimit;
 use crate::cpu::{arm, install};
 use crate::fault::Fault;
 use crate::host::{FlowCtx, Phase};
-use crate::spec::WasmSpec;
+
+/// A compiled, validated module, ready to instantiate per flow.
+pub(crate) struct WasmSpec {
+    pub pre: InstancePre<FlowCtx>,
+}
+
+impl WasmSpec {
+    /// The one way a Store is made for a spec: the flow's context as its data and its memory
+    /// limiter, the CPU limit installed and armed for the start function; then instantiated.
+    pub(crate) fn instantiate(
+        &self,
+        ctx: FlowCtx,
+        cpu: CpuLimit,
+    ) -> wasmtime::Result<(Store<FlowCtx>, Instance)> {
+        let mut store = Store::new(self.pre.module().engine(), ctx);
+        store.limiter(|cx| cx);
+        install(&mut store, cpu);
+        arm(&mut store, cpu);
+        let instance = self.pre.instantiate(&mut store)?;
+        Ok((store, instance))
+    }
+}
 
 pub(crate) trait Sandbox: Send {
     fn ctx(&mut self) -> &mut FlowCtx;
@@ -73,14 +94,7 @@ impl WasmSandbox {
         let fail = |call: &'static str| {
             move |e: wasmtime::Error| (Fault::from_wasmtime(e, &cpu.describe()), call)
         };
-        let mut store = Store::new(spec.pre.module().engine(), ctx);
-        store.limiter(|cx| cx);
-        install(&mut store, cpu);
-        arm(&mut store, cpu);
-        let instance = spec
-            .pre
-            .instantiate(&mut store)
-            .map_err(fail("instantiation"))?;
+        let (mut store, instance) = spec.instantiate(ctx, cpu).map_err(fail("instantiation"))?;
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or((Fault::Abi("no memory export".into()), "instantiation"))?;

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use concast_sdk::{abi, MergeSpec};
 use sha2::{Digest, Sha256};
-use wasmtime::{ExternType, FuncType, InstancePre, Module, Store, ValType};
+use wasmtime::{ExternType, FuncType, Module, ValType};
 
 use crate::config::Limits;
 use crate::fault::Fault;
 use crate::host::{FlowCtx, FlowInfo, Phase};
 use crate::native::{Factory, NativeFactory};
+use crate::sandbox::WasmSpec;
 
 /// Why a module was refused at upload. Each message names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,11 +121,6 @@ impl SpecInfo {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A compiled, validated module, ready to instantiate per flow.
-pub(crate) struct WasmSpec {
-    pub pre: InstancePre<FlowCtx>,
 }
 
 pub(crate) enum SpecKind {
@@ -322,10 +318,12 @@ pub(crate) fn compile(
         }
     }
 
-    let pre = linker
-        .instantiate_pre(&module)
-        .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?;
-    let abi_version = declared_abi_version(&pre, limits)?;
+    let spec = WasmSpec {
+        pre: linker
+            .instantiate_pre(&module)
+            .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?,
+    };
+    let abi_version = declared_abi_version(&spec, limits)?;
     let info = SpecInfo {
         kind: "wasm".into(),
         sha256: sha256(bytes),
@@ -338,12 +336,12 @@ pub(crate) fn compile(
     };
     Ok(SpecInner {
         info,
-        kind: SpecKind::Wasm(WasmSpec { pre }),
+        kind: SpecKind::Wasm(spec),
     })
 }
 
 /// Calls `concast_abi_version` in a throwaway sandbox with the flow limits.
-fn declared_abi_version(pre: &InstancePre<FlowCtx>, limits: &Limits) -> Result<u32, SpecError> {
+fn declared_abi_version(spec: &WasmSpec, limits: &Limits) -> Result<u32, SpecError> {
     let info = FlowInfo {
         receiver: 0,
         group: 0,
@@ -352,14 +350,10 @@ fn declared_abi_version(pre: &InstancePre<FlowCtx>, limits: &Limits) -> Result<u
         children: 0,
         params: Vec::new(),
     };
-    let mut store = Store::new(pre.module().engine(), FlowCtx::new(info, limits, 0));
-    store.limiter(|cx| cx);
     let describe = limits.cpu.describe();
-    crate::cpu::install(&mut store, limits.cpu);
-    crate::cpu::arm(&mut store, limits.cpu);
     let fault = |e: wasmtime::Error| Fault::from_wasmtime(e, &describe).to_string();
-    let instance = pre
-        .instantiate(&mut store)
+    let (mut store, instance) = spec
+        .instantiate(FlowCtx::new(info, limits, 0), limits.cpu)
         .map_err(|e| SpecError::Instantiation(fault(e)))?;
     let version = instance
         .get_typed_func::<(), i32>(&mut store, "concast_abi_version")
