@@ -2,12 +2,14 @@
 //! many bytes each reply may carry. Full-size replies lost several times in a row while the
 //! size is above the floor read as a path that drops big datagrams (an MTU black hole, a
 //! fragment-dropping middlebox): the size halves. A run of answered requests doubles it back
-//! toward the ceiling, so a transient run of random losses costs little.
+//! toward the ceiling, so a transient run of random losses costs little; a size that failed
+//! right after growing is tried again only after four times as many answers.
 
 /// Consecutive full-size losses that halve the size.
 pub const CUT_AFTER: u32 = 4;
-/// Consecutive answers that double it again.
+/// Consecutive answers that double it again (at first; ×4 for each failed try, up to 65536).
 pub const GROW_AFTER: u32 = 64;
+const GROW_AFTER_MAX: u32 = 65536;
 
 #[derive(Clone, Debug)]
 pub struct SizeAdapt {
@@ -16,13 +18,26 @@ pub struct SizeAdapt {
     pub max: usize,
     lost_full: u32,
     answered: u32,
+    grow_after: u32,
+    /// The last change was a doubling, not yet confirmed by a full run of answers.
+    trying: bool,
     pub cuts: u64,
     pub grows: u64,
 }
 
 impl SizeAdapt {
     pub fn new(min: usize, max: usize) -> SizeAdapt {
-        SizeAdapt { size: max, min: min.min(max), max, lost_full: 0, answered: 0, cuts: 0, grows: 0 }
+        SizeAdapt {
+            size: max,
+            min: min.min(max),
+            max,
+            lost_full: 0,
+            answered: 0,
+            grow_after: GROW_AFTER,
+            trying: false,
+            cuts: 0,
+            grows: 0,
+        }
     }
 
     pub fn answered(&mut self, len: usize) {
@@ -30,10 +45,14 @@ impl SizeAdapt {
             self.lost_full = 0;
         }
         self.answered += 1;
-        if self.answered >= GROW_AFTER && self.size < self.max {
+        if self.answered >= GROW_AFTER {
+            self.trying = false;
+        }
+        if self.answered >= self.grow_after && self.size < self.max {
             self.size = (self.size * 2).min(self.max);
             self.answered = 0;
             self.grows += 1;
+            self.trying = true;
         }
     }
 
@@ -44,6 +63,10 @@ impl SizeAdapt {
         self.lost_full += 1;
         self.answered = 0;
         if self.lost_full >= CUT_AFTER {
+            if self.trying {
+                self.grow_after = (self.grow_after * 4).min(GROW_AFTER_MAX);
+                self.trying = false;
+            }
             self.size = (self.size / 2).max(self.min);
             self.lost_full = 0;
             self.cuts += 1;
@@ -77,5 +100,15 @@ mod tests {
             s.answered(256);
         }
         assert_eq!((s.size, s.grows), (512, 1));
+        // 512 fails at once: back to 256, and the next try waits 4 × 64 answers
+        for _ in 0..CUT_AFTER {
+            s.lost(512);
+        }
+        for _ in 0..4 * GROW_AFTER - 1 {
+            s.answered(256);
+        }
+        assert_eq!(s.size, 256);
+        s.answered(256);
+        assert_eq!(s.size, 512);
     }
 }
