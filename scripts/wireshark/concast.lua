@@ -78,6 +78,10 @@ local csp_fixed_body = {
     [CSP_JOIN] = 40, [CSP_JOIN_ACK] = 40, [CSP_REFRESH] = 40, [CSP_LEAVE] = 0,
     [CSP_SPEC_REQUEST] = 36, [CSP_SPEC_UPDATE] = 36,
 }
+-- JOIN_ACK and SPEC_UPDATE may instead carry R's signature trailer (2.3.1): key, signature.
+local SIG_KEY_LEN, SIG_LEN = 32, 64
+local SIG_TRAILER_LEN = SIG_KEY_LEN + SIG_LEN
+local csp_signable = { [CSP_JOIN_ACK] = true, [CSP_SPEC_UPDATE] = true }
 local SPEC_CHUNK_MIN_BODY = 40
 local ERROR_MIN_BODY = 4
 
@@ -134,11 +138,15 @@ local f_csp_offending_type = ProtoField.uint8("concast.csp.offending_type", "Off
                                               base.DEC, csp_type_names)
 local f_csp_reason         = ProtoField.string("concast.csp.reason", "Reason")
 local f_csp_body           = ProtoField.bytes("concast.csp.body", "Body")
+local f_csp_spec_key       = ProtoField.bytes("concast.csp.spec_key", "R's public key (Ed25519)")
+local f_csp_signature      = ProtoField.bytes("concast.csp.signature",
+                                              "R's signature over (R, G, size, hash)")
 p_csp.fields = {
     f_csp_version, f_csp_type, f_csp_length, f_csp_group, f_csp_receiver, f_csp_seq,
     f_csp_hold_time, f_csp_selector_proto, f_csp_selector_dport, f_csp_reserved,
     f_csp_path_mtu, f_csp_spec_hash, f_csp_spec_size, f_csp_chunk_index, f_csp_chunk_count, f_csp_data,
     f_csp_data_length, f_csp_error_code, f_csp_offending_type, f_csp_reason, f_csp_body,
+    f_csp_spec_key, f_csp_signature,
 }
 
 -- concast.mplex: MplexHdr and EncapsulatedPkt records (section 3)
@@ -384,11 +392,20 @@ local function csp_join_body(b, t)            -- JOIN and REFRESH (2.2)
     t:add(f_csp_spec_hash, b(8, 32))
 end
 
+-- The signature trailer after a fixed body of `fixed` bytes, when present (2.3.1).
+local function csp_signature(b, t, fixed)
+    if b:len() == fixed + SIG_TRAILER_LEN then
+        t:add(f_csp_spec_key, b(fixed, SIG_KEY_LEN))
+        t:add(f_csp_signature, b(fixed + SIG_KEY_LEN, SIG_LEN))
+    end
+end
+
 local function csp_join_ack_body(b, t)        -- 2.3
     t:add(f_csp_hold_time, b(0, 2))
     t:add(f_csp_path_mtu, b(2, 2))
     t:add(f_csp_spec_size, b(4, 4))
     t:add(f_csp_spec_hash, b(8, 32))
+    csp_signature(b, t, 40)
 end
 
 local function csp_spec_request_body(b, t)    -- 2.5
@@ -410,6 +427,7 @@ end
 local function csp_spec_update_body(b, t)     -- 2.6
     t:add(f_csp_spec_size, b(0, 4))
     t:add(f_csp_spec_hash, b(4, 32))
+    csp_signature(b, t, 36)
 end
 
 local function csp_error_body(b, t)           -- 2.7
@@ -459,8 +477,11 @@ local function check_csp(p, version, mtype, length)
     local name = csp_type_names[mtype]
     local body = length - CSP_HEADER_LEN
     local fixed = csp_fixed_body[mtype]
-    if fixed and body ~= fixed then
-        return "csp_bad_length", name .. " body must be " .. fixed .. " bytes, is " .. body,
+    local signed = csp_signable[mtype] and body == fixed + SIG_TRAILER_LEN
+    if fixed and body ~= fixed and not signed then
+        local want = tostring(fixed)
+        if csp_signable[mtype] then want = fixed .. " or " .. (fixed + SIG_TRAILER_LEN) end
+        return "csp_bad_length", name .. " body must be " .. want .. " bytes, is " .. body,
                2, 2
     end
     if mtype == CSP_ERROR then

@@ -3,8 +3,8 @@
 `CSP` is the 16-byte common header, bound to IPv4 protocol 253; the body layers are bound to
 it by type, so `IP(raw)` picks the right body and `CSP()/CSP_Join()` fills `type` itself.
 """
-from scapy.fields import (ByteEnumField, ByteField, IntField, IPField, ShortEnumField,
-                          ShortField, StrField, XStrFixedLenField)
+from scapy.fields import (ByteEnumField, ByteField, ConditionalField, IntField, IPField,
+                          ShortEnumField, ShortField, StrField, XStrFixedLenField)
 from scapy.layers.inet import IP, IPOption_Router_Alert
 from scapy.packet import Packet, bind_layers
 
@@ -71,14 +71,38 @@ class CSP_Refresh(CSP_Join):
     name = "CSP REFRESH"
 
 
-class CSP_JoinAck(Packet):
+SIG_TRAILER_LEN = 32 + 64
+
+
+class _Signable(Packet):
+    """A body that may end in R's signature trailer (section 2.3.1): `spec_key` (32 bytes)
+    then `signature` (64). Both None: unsigned. On decode the trailer is read when the body
+    is exactly its fixed size plus 96."""
+    FIXED = 0
+
+    def _signed(self) -> bool:
+        # Raw field values: reading self.spec_key would ask this condition again.
+        return self.fields.get("spec_key") is not None or self.__dict__.get("_trailer", False)
+
+    def pre_dissect(self, s: bytes) -> bytes:
+        self._trailer = len(s) == self.FIXED + SIG_TRAILER_LEN
+        return s
+
+
+def _trailer() -> list:
+    return [ConditionalField(XStrFixedLenField("spec_key", None, 32), _Signable._signed),
+            ConditionalField(XStrFixedLenField("signature", None, 64), _Signable._signed)]
+
+
+class CSP_JoinAck(_Signable):
     """JOIN_ACK body: the accepted hold time, the path MTU toward R (0 = not known) and
-    the spec now in force."""
+    the spec now in force, optionally signed by R."""
     name = "CSP JOIN_ACK"
+    FIXED = 40
     fields_desc = [ShortField("hold_time", 0),
                    ShortField("path_mtu", 0),
                    IntField("spec_size", 0),
-                   _hash()]
+                   _hash(), *_trailer()]
 
 
 class CSP_Leave(Packet):
@@ -105,11 +129,12 @@ class CSP_SpecChunk(Packet):
                    StrField("data", b"")]
 
 
-class CSP_SpecUpdate(Packet):
-    """SPEC_UPDATE body: the sender replaced its spec with this one."""
+class CSP_SpecUpdate(_Signable):
+    """SPEC_UPDATE body: the sender replaced its spec with this one, optionally signed by R."""
     name = "CSP SPEC_UPDATE"
+    FIXED = 36
     fields_desc = [IntField("spec_size", 0),
-                   _hash()]
+                   _hash(), *_trailer()]
 
 
 class CSP_Error(Packet):

@@ -9,7 +9,8 @@ from typing import NamedTuple
 from scapy.packet import Packet
 
 from .csp import (CHUNK_SIZE, CSP, CSP_BODIES, MAX_REASON_LEN, MAX_SPEC_SIZE, PROTO_CSP,
-                  CSP_Error, CSP_SpecChunk, CSP_SpecRequest, CSP_SpecUpdate)
+                  SIG_TRAILER_LEN, CSP_Error, CSP_SpecChunk, CSP_SpecRequest, CSP_SpecUpdate,
+                  _Signable)
 from .mplex import MPLEX_VERSION, PROTO_MPLEX, EncapsulatedPkt, MplexHdr
 from .option import CONCAST_OPTION
 
@@ -104,7 +105,11 @@ def _check_csp(msg: bytes) -> int:
     if length < len(msg):
         raise _Malformed("csp_bad_length")
     if kind in CSP_BODY_LEN and len(body) != CSP_BODY_LEN[kind]:
-        raise _Malformed("csp_bad_length")
+        # JOIN_ACK and SPEC_UPDATE may end in R's signature trailer (2.3.1).
+        signed = (issubclass(CSP_BODIES[kind], _Signable)
+                  and len(body) == CSP_BODY_LEN[kind] + SIG_TRAILER_LEN)
+        if not signed:
+            raise _Malformed("csp_bad_length")
     if kind == 5 and _u16(body, _offset(CSP_SpecRequest, "chunk_index")) >= MAX_CHUNKS:
         raise _Malformed("csp_chunk_out_of_range")
     if kind == 6:                                                       # SPEC_CHUNK

@@ -62,6 +62,8 @@ DECODED = {
     "selector_proto": lambda p: _body(p).selector_proto,
     "selector_dport": lambda p: _body(p).selector_dport,
     "spec_hash": lambda p: _body(p).spec_hash.hex(),
+    "spec_key": lambda p: _body(p).spec_key.hex(),
+    "signature": lambda p: _body(p).signature.hex(),
     "spec_size": lambda p: _body(p).spec_size,
     "chunk_index": lambda p: _body(p).chunk_index,
     "chunk_count": lambda p: _body(p).chunk_count,
@@ -150,8 +152,9 @@ def build_plain(v):
 def build_csp(v):
     f = v["fields"]
     body = {k: val for k, val in f.items() if k not in IP_NAMES + CSP_HEADER}
-    if "spec_hash" in body:
-        body["spec_hash"] = bytes.fromhex(body["spec_hash"])
+    for k in ("spec_hash", "spec_key", "signature"):
+        if k in body:
+            body[k] = bytes.fromhex(body[k])
     if "data_len" in body:
         start = body["chunk_index"] * S.CHUNK_SIZE
         body["data"] = SPEC[start:start + body.pop("data_len")]

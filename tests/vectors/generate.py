@@ -6,6 +6,10 @@ without Scapy or any project code: the Rust wire crate, the Scapy layers and the
 Wireshark dissector are all checked against these bytes, so they must not share
 an implementation with any of them.
 
+Signatures (docs/protocol.md 2.3.1) come from the `cryptography` package's Ed25519, an
+implementation independent of the Rust side's ed25519-dalek; Ed25519 is deterministic, so
+the bytes are stable.
+
 Run: python3 tests/vectors/generate.py   (rewrites vectors.json; --check compares)
 """
 from __future__ import annotations
@@ -25,6 +29,37 @@ PROTO_UDP, PROTO_TCP, PROTO_CSP, PROTO_MPLEX = 17, 6, 253, 254
 CSP_TYPES = {1: "JOIN", 2: "JOIN_ACK", 3: "REFRESH", 4: "LEAVE", 5: "SPEC_REQUEST",
              6: "SPEC_CHUNK", 7: "SPEC_UPDATE", 8: "ERROR"}
 CHUNK = 1024
+
+# The receiver's signing key in the vectors: a fixed, published secret (test use only).
+SIGNER_SECRET = bytes(range(0x40, 0x60))
+SIG_CONTEXT = b"concast-spec-v1\0"
+
+
+def signed_message(receiver: str, group: int, size: int, h: bytes) -> bytes:
+    """What R signs (2.3.1): context, R, G, spec size, spec hash."""
+    return SIG_CONTEXT + ip_bytes(receiver) + struct.pack("!II", group, size) + h
+
+
+def ed25519(message: bytes) -> tuple[bytes, bytes]:
+    """(public key, signature) of SIGNER_SECRET over `message`."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+    k = Ed25519PrivateKey.from_private_bytes(SIGNER_SECRET)
+    return k.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw), k.sign(message)
+
+
+SIGNING: list[dict] = []
+
+
+def trailer(receiver: str, group: int, size: int, h: bytes) -> tuple[bytes, dict]:
+    """The 96-byte trailer R appends, and the fields a decoder must show for it."""
+    m = signed_message(receiver, group, size, h)
+    key, sig = ed25519(m)
+    SIGNING.append({"receiver": receiver, "group": group, "spec_size": size,
+                    "spec_hash": h.hex(), "message": m.hex(), "spec_key": key.hex(),
+                    "signature": sig.hex()})
+    return key + sig, {"spec_key": key.hex(), "signature": sig.hex()}
+
 
 # A made-up "spec" so that hashes and chunks are real.
 SPEC = bytes((i * 7 + 3) & 0xFF for i in range(2500))
@@ -286,6 +321,24 @@ def build() -> None:
           csp_dgram(csp(2, join_ack_body(hold=90, path_mtu=65535)), src=ROUTER, dst=SENDER),
           "JOIN_ACK: the largest path MTU the field carries",
           **csp_fields(2, hold_time=90, path_mtu=65535, spec_size=len(SPEC), spec_hash=h))
+    signed, sig_fields = trailer(RECEIVER, 7, len(SPEC), SPEC_HASH)
+    valid("csp_join_ack_signed", "csp",
+          csp_dgram(csp(2, join_ack_body() + signed), src=RECEIVER, dst=SENDER),
+          "JOIN_ACK with R's signature trailer: public key, then signature over "
+          "(context, R, G, size, hash)",
+          **csp_fields(2, hold_time=30, path_mtu=0, spec_size=len(SPEC), spec_hash=h,
+                       **sig_fields))
+    valid("csp_spec_update_signed", "csp",
+          csp_dgram(csp(7, spec_update_body() + signed), src=RECEIVER, dst=ROUTER),
+          "SPEC_UPDATE with the same trailer (same flow and spec, so the same signature)",
+          **csp_fields(7, spec_size=len(SPEC), spec_hash=h, **sig_fields))
+    other, _ = trailer(RECEIVER, 8, len(SPEC), SPEC_HASH)
+    valid("csp_join_ack_signed_for_group_8", "csp",
+          csp_dgram(csp(2, join_ack_body() + other), src=ROUTER, dst=SENDER),
+          "well-formed, but signed for group 8 while the header says 7: parsers accept it, "
+          "CSP refuses it (SPEC_REJECTED)",
+          **csp_fields(2, hold_time=30, path_mtu=0, spec_size=len(SPEC), spec_hash=h,
+                       spec_key=other[:32].hex(), signature=other[32:].hex()))
     valid("csp_refresh", "csp",
           csp_dgram(csp(3, join_body(hold=90, sel_proto=254, sel_dport=0,
                                      spec_hash=SPEC_HASH), group=1)),
@@ -366,6 +419,12 @@ def build() -> None:
         csp_dgram(csp(5, spec_request_body(1024))), "chunk index 1024")
     bad("csp_spec_update_size_zero", "csp_chunk_out_of_range",
         csp_dgram(csp(7, spec_update_body(size=0))), "SPEC_UPDATE with size 0")
+    bad("csp_join_ack_trailer_short", "csp_bad_length",
+        csp_dgram(csp(2, join_ack_body() + signed[:95])),
+        "JOIN_ACK body of 135 bytes: neither unsigned (40) nor signed (136)")
+    bad("csp_spec_update_trailer_long", "csp_bad_length",
+        csp_dgram(csp(7, spec_update_body() + signed + b"\0")),
+        "SPEC_UPDATE body of 133 bytes: neither unsigned (36) nor signed (132)")
     bad("csp_error_reason_201", "csp_bad_length",
         csp_dgram(csp(8, error_body(5, 1, b"r" * 201))), "a 201-byte reason")
     bad("csp_error_short_body", "csp_bad_length", csp_dgram(csp(8, b"\0\1")),
@@ -452,7 +511,8 @@ def main() -> int:
     build()
     names = [v["name"] for v in VECTORS]
     assert len(names) == len(set(names)), "vector names must be unique"
-    text = json.dumps({"spec": "docs/protocol.md", "count": len(VECTORS), "vectors": VECTORS},
+    text = json.dumps({"spec": "docs/protocol.md", "count": len(VECTORS), "vectors": VECTORS,
+                       "signing": {"secret": SIGNER_SECRET.hex(), "cases": SIGNING}},
                       indent=1) + "\n"
     if "--check" in sys.argv:
         if OUT.read_text() != text:

@@ -98,6 +98,8 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
                 (Body::JoinAck(b), "path_mtu") => json!(b.path_mtu()),
                 (Body::JoinAck(b), "spec_size") => json!(b.spec_size()),
                 (Body::JoinAck(b), "spec_hash") => json!(hex(b.spec_hash())),
+                (Body::JoinAck(b), "spec_key") => json!(hex(&b.signature().ok_or("unsigned")?.key)),
+                (Body::JoinAck(b), "signature") => json!(hex(&b.signature().ok_or("unsigned")?.sig)),
                 (Body::SpecRequest(b), "spec_hash") => json!(hex(b.spec_hash())),
                 (Body::SpecRequest(b), "chunk_index") => json!(b.chunk_index()),
                 (Body::SpecChunk(b), "spec_hash") => json!(hex(b.spec_hash())),
@@ -107,6 +109,8 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
                 (Body::SpecChunk(b), "data_len") => json!(b.data().len()),
                 (Body::SpecUpdate(b), "spec_size") => json!(b.spec_size()),
                 (Body::SpecUpdate(b), "spec_hash") => json!(hex(b.spec_hash())),
+                (Body::SpecUpdate(b), "spec_key") => json!(hex(&b.signature().ok_or("unsigned")?.key)),
+                (Body::SpecUpdate(b), "signature") => json!(hex(&b.signature().ok_or("unsigned")?.sig)),
                 (Body::Error(b), "error_code") => json!(b.code()),
                 (Body::Error(b), "offending_type") => json!(b.offending_type()),
                 (Body::Error(b), "reason") => {
