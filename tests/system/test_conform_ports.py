@@ -15,7 +15,7 @@ from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import pytest
-from hostdtools import PYTHON, missing_builds, start_routerd
+from hostdtools import HOLD, PYTHON, missing_builds
 
 from concast import ROOT
 from concast.topologies import line
@@ -40,8 +40,9 @@ def device(request, tmp_path_factory):
     tester = f"concast-conform-{os.getpid()}-{kind}"
     moved = []
     try:
-        if kind == "ours":
-            start_routerd(net)
+        if kind == "ours":      # the suite's R does not sign its specs
+            net.start_concast(hold=float(HOLD), routerd_args=("--accept-unsigned-specs",),
+                              hosts=(), timeout=10)
         plan, r1 = net.plan, net.plan.routers["r1"]
         ip("netns", "add", tester)
         ip("-n", tester, "link", "set", "lo", "up")
