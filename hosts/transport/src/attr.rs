@@ -32,7 +32,15 @@ attrs! {
     WND = 6, "wnd", 4, WindowedFlow;                     // receive window in segments
     TS = 7, "ts", 8, RttEstimation;                      // sender's clock (4), echoed clock (4), in microseconds
     FEC = 8, "fec", 7, Fec;                              // group (4), index (1), n (1), k (1)
+    NAK = 9, "nak", 8, NegativeAck;                      // first missing seq (4, absolute), count (4)
+    URG = 10, "urg", 1, OutOfBand;                       // 1: an urgent message's segment
+    JTS = 11, "jts", 4, TimestampJitter;                 // sender's clock at MSG FROM USER, microseconds
+    JGAP = 12, "jgap", 4, FixedRateJitter;               // sender's mean gap between messages, microseconds
+    XON = 13, "xon", 1, XonXoff;                         // 0: XOFF (stop), 1: XON (go on)
+    RTSCTS = 14, "rtscts", 5, RtsCts;                    // 1: RTS / 2: CTS (1), segment count (4)
+    PMTU = 15, "pmtu", 2, Resize;                        // probe size; echo: size | 0x8000
 }
+// Ids 1..=15 are all taken: a new attribute needs `Attrs` widened past 16 presence bits.
 
 pub fn decl(id: u8) -> Option<&'static AttrDecl> {
     DECLS.iter().find(|d| d.id == id)

@@ -20,7 +20,6 @@ pub enum MicroId {
     ReliableFifo = 11,
     LossyFifo = 12,
     Fec = 13,
-    // Named by the issue, not built yet: a composite asking for them is refused.
     SequencedMessages = 14,
     Coalesce = 15,
     Resize = 16,
@@ -80,18 +79,17 @@ impl MicroId {
         ALL.iter().copied().find(|m| m.name() == s)
     }
 
-    pub fn implemented(self) -> bool {
-        (self as u32) <= Fec as u32
-    }
-
     /// Microprotocols this one cannot work without.
     pub fn requires(self) -> &'static [MicroId] {
         match self {
-            PositiveAck | LossyFifo => &[SequencedSegments],
+            PositiveAck | LossyFifo | OutOfBand => &[SequencedSegments],
             DuplicateAck | WindowedFlow | RttEstimation => &[PositiveAck],
             Retransmit => &[PositiveAck, RttEstimation],
-            WindowedCongestion => &[PositiveAck, RttEstimation],
+            // both host a CCC algorithm, which needs ACKs and RTT samples
+            WindowedCongestion | RateCongestion => &[PositiveAck, RttEstimation],
             ReliableFifo => &[SequencedSegments, PositiveAck, Retransmit],
+            // a NAK asks for a resend: the sender must keep segments until acknowledged
+            NegativeAck => &[SequencedSegments, PositiveAck, Retransmit],
             _ => &[],
         }
     }
@@ -100,6 +98,17 @@ impl MicroId {
     pub fn conflicts(self) -> &'static [MicroId] {
         match self {
             LossyFifo => &[Retransmit, ReliableFifo],
+            // a packed segment carries several messages under no message number; a jitter
+            // control defers messages too, and two deferrers lose track of which is which
+            SequencedMessages => &[Coalesce, FixedRateJitter, TimestampJitter],
+            // one algorithm per session: both would call its callbacks and gate the same segments
+            RateCongestion => &[WindowedCongestion],
+            // two receiver-driven flow controls would stop and start the sender against each other
+            XonXoff => &[RtsCts],
+            // two playout clocks for the same messages
+            FixedRateJitter => &[TimestampJitter],
+            // Timestamp jitter control discards messages later than their playout time
+            TimestampJitter => &[ReliableFifo],
             _ => &[],
         }
     }
@@ -109,7 +118,6 @@ impl MicroId {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     UnknownBit(u32),
-    NotImplemented(MicroId),
     Missing { micro: MicroId, needs: MicroId },
     Conflict(MicroId, MicroId),
     UnknownName(String),
@@ -120,7 +128,6 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::UnknownBit(b) => write!(f, "unknown microprotocol bit {b}"),
-            Refusal::NotImplemented(m) => write!(f, "{} is not implemented", m.name()),
             Refusal::Missing { micro, needs } => {
                 write!(f, "{} requires {}", micro.name(), needs.name())
             }
@@ -147,11 +154,6 @@ impl Composite {
             return Err(Refusal::UnknownBit((bits & !known).trailing_zeros()));
         }
         let has = |m: MicroId| bits & m.bit() != 0;
-        for m in ALL.iter().copied().filter(|m| has(*m)) {
-            if !m.implemented() {
-                return Err(Refusal::NotImplemented(m));
-            }
-        }
         for needs in [TransportDriver, FixedSize] {
             if !has(needs) {
                 return Err(Refusal::Missing { micro: TransportDriver, needs });
@@ -244,12 +246,15 @@ impl Preset {
         match self {
             Preset::Minimal => &[TransportDriver, FixedSize],
             Preset::LossyFifo => &[TransportDriver, FixedSize, SequencedSegments, LossyFifo],
-            Preset::Video => {
-                &[TransportDriver, FixedSize, SequencedSegments, LossyFifo, VirtualCircuit]
-            }
-            Preset::Audio => {
-                &[TransportDriver, FixedSize, SequencedSegments, LossyFifo, VirtualCircuit, Fec]
-            }
+            // as in the CTP paper, Video and Audio play out at the sender's timing
+            Preset::Video => &[
+                TransportDriver, FixedSize, SequencedSegments, LossyFifo, VirtualCircuit,
+                TimestampJitter,
+            ],
+            Preset::Audio => &[
+                TransportDriver, FixedSize, SequencedSegments, LossyFifo, VirtualCircuit,
+                TimestampJitter, Fec,
+            ],
             Preset::Bulk => &[
                 TransportDriver, FixedSize, SequencedSegments, VirtualCircuit, KeepAlive,
                 RttEstimation, PositiveAck, DuplicateAck, Retransmit, WindowedFlow,
@@ -277,6 +282,49 @@ mod tests {
         }
     }
 
+    /// Each combination the new microprotocols rule out, with the reason a peer is told.
+    #[test]
+    fn invalid_combinations_of_the_added_microprotocols_are_refused_with_the_reason() {
+        let bulk = "sequenced-segments+positive-ack+rtt-estimation+retransmit+reliable-fifo";
+        let cases = [
+            ("sequenced-messages+coalesce", "sequenced-messages conflicts with coalesce"),
+            (&format!("{bulk}+windowed-congestion+rate-congestion"),
+             "rate-congestion conflicts with windowed-congestion"),
+            ("xon-xoff+rts-cts", "xon-xoff conflicts with rts-cts"),
+            ("sequenced-messages+timestamp-jitter", "sequenced-messages conflicts with timestamp-jitter"),
+            ("fixed-rate-jitter+timestamp-jitter", "fixed-rate-jitter conflicts with timestamp-jitter"),
+            (&format!("{bulk}+timestamp-jitter"), "timestamp-jitter conflicts with reliable-fifo"),
+            ("sequenced-segments+negative-ack", "negative-ack requires positive-ack"),
+            ("sequenced-segments+positive-ack+negative-ack", "negative-ack requires retransmit"),
+            ("out-of-band", "out-of-band requires sequenced-segments"),
+            ("sequenced-segments+positive-ack+rate-congestion", "rate-congestion requires rtt-estimation"),
+            ("sequenced-segments+lossy-fifo+negative-ack+positive-ack+rtt-estimation+retransmit",
+             "lossy-fifo conflicts with retransmit"),
+        ];
+        for (composite, why) in cases {
+            let r = Composite::parse(composite).unwrap_err();
+            assert_eq!(r.to_string(), why, "{composite}");
+            // the same refusal when the peer announces the bits
+            let bits = composite.split('+').map(|n| MicroId::from_name(n).unwrap().bit()).sum::<u32>();
+            assert_eq!(Composite::from_bits(bits | 0b11).unwrap_err(), r);
+        }
+    }
+
+    #[test]
+    fn every_microprotocol_is_built_and_valid_combinations_pass() {
+        for ok in [
+            "sequenced-segments+positive-ack+rtt-estimation+retransmit+sequenced-messages",
+            "sequenced-segments+positive-ack+rtt-estimation+retransmit+negative-ack+reliable-fifo",
+            "sequenced-segments+positive-ack+rtt-estimation+rate-congestion+retransmit",
+            "sequenced-segments+out-of-band+lossy-fifo",
+            "coalesce+resize+xon-xoff",
+            "rts-cts+fixed-rate-jitter",
+        ] {
+            Composite::parse(ok).unwrap_or_else(|r| panic!("{ok}: {r}"));
+        }
+        assert!(Preset::Video.composite().has(TimestampJitter));
+    }
+
     #[test]
     fn lossy_fifo_with_retransmit_is_refused_with_the_reason() {
         let r = Composite::parse("sequenced-segments+lossy-fifo+retransmit+positive-ack+rtt-estimation")
@@ -286,15 +334,12 @@ mod tests {
     }
 
     #[test]
-    fn missing_dependency_unknown_bits_and_unbuilt_micros_are_refused() {
+    fn missing_dependency_and_unknown_bits_are_refused() {
         let r = Composite::parse("reliable-fifo").unwrap_err();
         assert!(matches!(r, Refusal::Missing { micro: ReliableFifo, .. }), "{r}");
         assert_eq!(Composite::from_bits(0b11 | 1 << 30), Err(Refusal::UnknownBit(30)));
-        assert_eq!(
-            Composite::from_bits(0b11 | XonXoff.bit()),
-            Err(Refusal::NotImplemented(XonXoff))
-        );
         assert!(matches!(Composite::from_bits(0b1), Err(Refusal::Missing { .. })));
+        assert_eq!(Composite::from_bits(u32::MAX), Err(Refusal::UnknownBit(24)));
         assert!(matches!(Composite::parse("warp-drive"), Err(Refusal::UnknownName(_))));
     }
 }

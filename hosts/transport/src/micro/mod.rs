@@ -3,15 +3,18 @@
 //!
 //! | event | handlers |
 //! | --- | --- |
-//! | SEGMENT FROM USER | sequenced-segments 10 |
-//! | SEGMENT TO NET | virtual-circuit 10, positive-ack 20, fec 30, windowed-flow 40, windowed-congestion 50 |
+//! | MSG FROM USER | resize 20, coalesce 30, out-of-band 40, fixed-rate-jitter 45, fixed-size 50, out-of-band 60 |
+//! | SEGMENT FROM USER | out-of-band 5, fixed-rate/timestamp-jitter 6, sequenced-segments 10 |
+//! | SEGMENT TO NET | virtual-circuit 10, positive-ack 20, fec 30, windowed-flow 40, xon-xoff 45, rts-cts 45, windowed/rate-congestion 50 |
 //! | SEND SEGMENT | rtt-estimation 50, windowed-flow 50, transport-driver 100 |
-//! | SEGMENT SENT | positive-ack 10, retransmit 20, windowed-congestion 30, fec 40 |
-//! | SEGMENT FROM NET | fec 5, virtual-circuit 8, positive-ack 20, rtt-estimation 25, windowed-flow 30, duplicate-ack 35, retransmit 40, windowed-congestion 45, reliable/lossy-fifo 60, transport-driver 100 |
-//! | SEGMENT RECEIVED | fixed-size 50 |
-//! | SEGMENT LOST | windowed-congestion 10, retransmit 20 |
-//! | SEGMENT TIMEOUT | rtt-estimation 10, windowed-congestion 20, duplicate-ack 30, retransmit 90 |
+//! | SEGMENT SENT | positive-ack 10, retransmit 20, windowed/rate-congestion 30, fec 40 |
+//! | SEGMENT FROM NET | fec 5, resize 7, virtual-circuit 8, positive-ack 20, negative-ack 22, rtt-estimation 25, windowed-flow 30, duplicate-ack 35, retransmit 40, windowed/rate-congestion 45, xon-xoff 50, rts-cts 50, out-of-band 55, reliable/lossy-fifo 60, fixed-rate/timestamp-jitter 90 (a Close), transport-driver 100 |
+//! | SEGMENT RECEIVED | sequenced-messages 40, fixed-rate/timestamp-jitter 40, out-of-band 45, coalesce 45, fixed-size 50 |
+//! | MSG FROM NET | sequenced-messages 50, fixed-rate/timestamp-jitter 60, transport-driver 100 |
+//! | SEGMENT LOST | windowed/rate-congestion 10, retransmit 20 |
+//! | SEGMENT TIMEOUT | rtt-estimation 10, windowed/rate-congestion 20, duplicate-ack 30, retransmit 90 |
 //! | SEGMENT DONE | windowed-congestion 10, transport-driver 90 |
+//! | CLOSE SESSION | resize 5, coalesce 10, windowed/rate-congestion 30, transport-driver 100 |
 use crate::attr::SEQ;
 use crate::composite::MicroId;
 use crate::event::{Arg, SegId};
@@ -33,19 +36,30 @@ pub(crate) fn take_data(arg: &Arg, cx: &mut Cx) -> Option<(SegId, u32)> {
 }
 
 pub mod ccwin;
+pub mod coalesce;
 pub mod driver;
 pub mod dupack;
 pub mod fec;
 pub mod fixed;
+pub mod fixedjitter;
 pub mod flowwin;
 pub mod keepalive;
 pub mod lfifo;
+pub mod nak;
+pub mod oob;
+pub mod playout;
 pub mod posack;
+pub mod rate;
+pub mod resize;
 pub mod retransmit;
 pub mod rfifo;
+pub mod rtscts;
 pub mod rtt;
 pub mod seq;
+pub mod seqmsg;
+pub mod tsjitter;
 pub mod vc;
+pub mod xonxoff;
 
 /// One instance of each microprotocol in the (already checked) composite.
 pub fn instantiate(cfg: &Config) -> Vec<Box<dyn Micro>> {
@@ -67,7 +81,16 @@ pub fn instantiate(cfg: &Config) -> Vec<Box<dyn Micro>> {
                 MicroId::ReliableFifo => Box::new(rfifo::ReliableFifo::default()),
                 MicroId::LossyFifo => Box::new(lfifo::LossyFifo::default()),
                 MicroId::Fec => Box::new(fec::Fec::new(cfg.fec_n, cfg.fec_k)),
-                other => unreachable!("{} is refused by Composite::from_bits", other.name()),
+                MicroId::SequencedMessages => Box::new(seqmsg::SequencedMessages::default()),
+                MicroId::Coalesce => Box::new(coalesce::Coalesce::default()),
+                MicroId::Resize => Box::new(resize::Resize::default()),
+                MicroId::NegativeAck => Box::new(nak::NegativeAck::default()),
+                MicroId::XonXoff => Box::new(xonxoff::XonXoff::default()),
+                MicroId::RtsCts => Box::new(rtscts::RtsCts::default()),
+                MicroId::RateCongestion => Box::new(rate::RateCongestion::new(cfg)),
+                MicroId::OutOfBand => Box::new(oob::OutOfBand::default()),
+                MicroId::FixedRateJitter => Box::new(fixedjitter::FixedRateJitter::default()),
+                MicroId::TimestampJitter => Box::new(tsjitter::TimestampJitter::default()),
             }
         })
         .collect()
