@@ -1,11 +1,10 @@
 //! Positive ACK. Receiver: tracks what arrived and acknowledges it (ACK: cumulative next
-//! expected, and a bitmap of the 32 segments after it), at once when something is out of
-//! order, else every `ack_interval` segments or after `ack_delay_us`; in a batch of
+//! expected, and a bitmap of the 32 segments after it; an Ack segment adds SACK blocks for
+//! runs beyond, see `sack`), at once when something is out of order, else every `ack_interval` segments or after `ack_delay_us`; in a batch of
 //! datagrams (`Session::begin_batch`), in-order data is acknowledged once at its end (or every
 //! `BATCH_ACK_SEGS`). Sender: a data segment is done (its done barrier released) when it is
 //! acknowledged either way.
-use std::collections::BTreeSet;
-
+use super::sack::{self, Runs};
 use crate::attr::{ACK, SEQ};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, TimerId};
@@ -20,22 +19,20 @@ pub const BATCH_ACK_SEGS: u32 = 64;
 #[derive(Default)]
 pub struct PositiveAck {
     cum: u32,
-    ooo: BTreeSet<u32>,
+    ooo: Runs,
     pending: u32,
     timer: Option<TimerId>,
 }
 
 impl PositiveAck {
     pub fn ack_value(&self) -> u64 {
-        let bitmap = (0..32u32)
-            .filter(|i| self.ooo.contains(&self.cum.wrapping_add(1 + i)))
-            .fold(0u32, |b, i| b | 1 << i);
-        (self.cum as u64) << 32 | bitmap as u64
+        (self.cum as u64) << 32 | self.ooo.bitmap(self.cum) as u64
     }
 
     fn send_ack(&mut self, cx: &mut Cx) {
         let mut a = Segment::new(Kind::Ack, cx.shared.conn);
         a.attrs.set(ACK, self.ack_value());
+        self.ooo.encode_blocks(self.cum, &mut a.payload);
         cx.send_control(a);
         self.pending = 0;
         if let Some(t) = self.timer.take() {
@@ -47,8 +44,8 @@ impl PositiveAck {
         let in_order = seq == self.cum;
         if seq == self.cum {
             self.cum += 1;
-            while self.ooo.remove(&self.cum) {
-                self.cum += 1;
+            if let Some(end) = self.ooo.take_from(self.cum) {
+                self.cum = end;
             }
         } else if seq > self.cum && self.ooo.len() < cx.cfg.recv_wnd_segs as usize {
             self.ooo.insert(seq);
@@ -63,13 +60,20 @@ impl PositiveAck {
         }
     }
 
-    fn on_ack(cx: &mut Cx, kind: Kind, val: u64) {
+    fn on_ack(cx: &mut Cx, kind: Kind, val: u64, blocks: &[u8]) {
         let (cum, bitmap) = ((val >> 32) as u32, val as u32);
         let s = &mut cx.shared;
         if cum > s.snd_max {
             cx.stats.malformed += 1; // acknowledges what was never sent
             return;
         }
+        let blocks = match sack::decode_blocks(cum, blocks, s.snd_max) {
+            Some(b) => b,
+            None => {
+                cx.stats.malformed += 1;
+                Vec::new()
+            }
+        };
         s.ack_advanced = cum > s.snd_una;
         s.ack_duplicate = !s.ack_advanced && kind == Kind::Ack && !s.unacked.is_empty();
         let mut done = Vec::new();
@@ -88,6 +92,14 @@ impl PositiveAck {
                 done.push(id);
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
+        }
+        for (first, end) in blocks {
+            // removing a range of the map: keys first, as the map cannot be cut in place
+            let keys: Vec<u32> = s.unacked.range(first..end).map(|(q, _)| *q).collect();
+            for q in keys {
+                done.extend(s.unacked.remove(&q));
+            }
+            s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
         }
         if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
             s.highest_sacked = None;
@@ -129,10 +141,12 @@ impl Micro for PositiveAck {
             Event::SegmentFromNet => {
                 let Some(seg) = cx.seg(id) else { return };
                 let (kind, ack, seq) = (seg.kind, seg.attrs.get(ACK), seg.attrs.get(SEQ));
+                // SACK blocks ride only on Ack segments (a data segment's payload is data)
+                let blocks = if kind == Kind::Ack { std::mem::take(&mut cx.seg_mut(id).unwrap().payload) } else { Vec::new() };
                 cx.shared.ack_advanced = false;
                 cx.shared.ack_duplicate = false;
                 if let Some(v) = ack {
-                    PositiveAck::on_ack(cx, kind, v);
+                    PositiveAck::on_ack(cx, kind, v, &blocks);
                     if kind == Kind::Ack {
                         cx.consume(id);
                     }
