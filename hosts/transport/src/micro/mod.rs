@@ -55,6 +55,7 @@ pub mod retransmit;
 pub mod rfifo;
 pub mod rtscts;
 pub mod rtt;
+pub mod sack;
 pub mod seq;
 pub mod seqmsg;
 pub mod tsjitter;
