@@ -10,11 +10,13 @@ pub struct Child {
     pub unanswered: Option<u32>,
     /// It sent LEAVE; `expires_at` is then the end of its leave delay.
     pub left: bool,
+    /// Hold time granted to it, in seconds (what its JOIN_ACK says).
+    pub hold_s: u16,
 }
 
 impl Child {
-    pub fn joined(expires_at: u64, unanswered: Option<u32>) -> Child {
-        Child { expires_at, unanswered, left: false }
+    pub fn joined(expires_at: u64, unanswered: Option<u32>, hold_s: u16) -> Child {
+        Child { expires_at, unanswered, left: false, hold_s }
     }
 }
 

@@ -427,7 +427,8 @@ impl Node {
                     send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::ResourceLimit, msg.body.type_num(), "too many children"));
                     return out;
                 }
-                served.children.upsert(src, Child::joined(hold(b, &self.cfg), None));
+                let granted = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
+                served.children.upsert(src, Child::joined(hold(b, &self.cfg), None, granted));
                 if is_join || !known || b.hash != hash {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let path_mtu = self.ack_mtu(None, src);
@@ -481,7 +482,8 @@ impl Node {
                 let settled = matches!(r.state, RState::Active | RState::Quarantined);
                 let answer_now = settled && (!known || b.hash != r.up.hash || is_join);
                 let unanswered = if settled { None } else { Some(msg.seq) };
-                r.children.upsert(src, Child::joined(expires_at, unanswered));
+                let granted = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
+                r.children.upsert(src, Child::joined(expires_at, unanswered, granted));
                 if answer_now {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
@@ -767,10 +769,12 @@ impl Node {
         let (hash, sig) = (r.up.hash, r.up.sig);
         let own = r.up.path_mtu;
         let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
-        let waiting: Vec<(Ipv4Addr, u32)> =
-            r.children.iter_mut().filter_map(|(addr, child)| child.unanswered.take().map(|seq| (*addr, seq))).collect();
-        for (addr, seq) in waiting {
-            let hold_s = self.cfg.hold_s;
+        let waiting: Vec<(Ipv4Addr, u32, u16)> = r
+            .children
+            .iter_mut()
+            .filter_map(|(addr, child)| child.unanswered.take().map(|seq| (*addr, seq, child.hold_s)))
+            .collect();
+        for (addr, seq, hold_s) in waiting {
             let path_mtu = self.ack_mtu(own, addr);
             send(out, addr, Msg { flow, seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
         }

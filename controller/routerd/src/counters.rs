@@ -18,6 +18,8 @@ pub struct Counters {
     pub forwarded_unmerged: u64,
     /// Frames sent back unchanged: no state for their flow, not concast, CSP for others.
     pub passed_through: u64,
+    /// Fragments of a concast flow sent on unchanged, never shown to a spec (protocol.md 1.2).
+    pub fragments_passed: u64,
     /// Datagrams addressed to this router that are not CSP.
     pub local_dropped: u64,
     pub csp_in: u64,
@@ -45,6 +47,7 @@ impl Counters {
             "merged_out": self.merged_out,
             "forwarded_unmerged": self.forwarded_unmerged,
             "passed_through": self.passed_through,
+            "fragments_passed": self.fragments_passed,
             "local_dropped": self.local_dropped,
             "csp_in": self.csp_in,
             "csp_out": self.csp_out,

@@ -129,6 +129,11 @@ impl Router {
                     self.apply(now, actions, sink);
                     self.sync_children();
                 }
+                Ok(Datagram::Concast { ip: hdr, .. }) if hdr.is_fragment() => {
+                    // concast never merges fragments (protocol.md 1.2): no spec sees them.
+                    self.counters.fragments_passed += 1;
+                    sink.frame(frame);
+                }
                 Ok(d @ (Datagram::Concast { .. } | Datagram::Mplex { .. })) => {
                     let flow = d.flow().expect("concast datagrams have a flow");
                     let flow = FlowId { receiver: flow.receiver, group: flow.group };

@@ -310,3 +310,75 @@ fn the_path_mtu_learned_from_upstream_reaches_the_child_and_the_flow_status() {
     assert_eq!(acks, vec![1200], "min(1200 told, 9000 toward the child)");
     assert_eq!(lab.router.flows_json()["flows"][0]["path_mtu"], 1200);
 }
+
+/// The CSP ERRORs (code, destination) among the router's output.
+fn errors(out: &[Vec<u8>]) -> Vec<(u16, Ipv4Addr)> {
+    decode(out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Csp(_, dst, Msg { body: Body::Error { code, .. }, .. }) => Some((code, dst)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_fragment_of_an_active_flow_is_passed_by_before_any_spec_sees_it() {
+    let mut lab = Lab::new();
+    lab.join(C1);
+    let mut frag = contribution(C1, 1, 5);
+    {
+        let ip = &mut frag[14..];
+        ip[6..8].copy_from_slice(&0x2000u16.to_be_bytes()); // MF set: a first fragment
+        concast_wire::ipv4::Packet::new_unchecked(&mut *ip).fill_checksum();
+    }
+    let out = lab.feed(vec![frag.clone()]);
+    assert_eq!(out, vec![frag], "sent on unchanged");
+    let c = &lab.router.counters;
+    assert_eq!((c.fragments_passed, c.diverted, c.merged_in), (1, 0, 0));
+}
+
+#[test]
+fn a_leave_for_a_flow_the_router_does_not_have_gets_unknown_flow() {
+    let mut lab = Lab::new();
+    let out = lab.feed(vec![leave(C1)]);
+    assert_eq!(errors(&out), vec![(3, ip(C1))], "ERROR UNKNOWN_FLOW to the leaver");
+    assert_eq!(lab.router.answer("stats")["csp"]["unknown_flow"], 1);
+    // A child's own LEAVE is taken silently.
+    lab.join(C1);
+    assert_eq!(errors(&lab.feed(vec![leave(C1)])), vec![]);
+}
+
+#[test]
+fn a_join_asking_for_a_longer_hold_than_the_bound_is_granted_the_bound() {
+    let mut lab = Lab::new();
+    let flow = FlowId { receiver: ip(RX), group: 7 };
+    let body = Body::Join(JoinBody { hold_s: u16::MAX, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH });
+    let out = lab.feed(vec![csp_frame(C1, RX, &Msg { flow, seq: 11, body })]);
+    let granted: Vec<u16> = decode(&out)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Csp(_, _, Msg { body: Body::JoinAck { hold_s, .. }, .. }) => Some(hold_s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(granted, vec![Config::default().max_hold_s]);
+}
+
+#[test]
+fn a_forged_join_ack_is_refused_counted_and_the_flow_keeps_merging() {
+    let mut lab = Lab::new();
+    lab.join(C1);
+    lab.join(C2);
+    let flow = FlowId { receiver: ip(RX), group: 7 };
+    // Signed, but by an attacker's key: R's key is pinned for the flow.
+    let evil = concast_csp::sign::key_from_secret([66; 32]);
+    let hash = [0xEE; 32];
+    let sig = Some(concast_csp::sign::sign(&evil, flow, 100, &hash));
+    let forged = Msg { flow, seq: 99, body: Body::JoinAck { hold_s: 30, path_mtu: 0, spec_size: 100, hash, sig } };
+    let out = lab.feed(vec![csp_frame(RX, ROUTER, &forged)]);
+    assert_eq!(errors(&out), vec![], "the ERROR goes to the forger's claimed source, R");
+    assert_eq!(lab.router.answer("stats")["csp"]["specs_rejected"], 1);
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
+    assert_eq!(contributions(&out), vec![(2, 12)], "the honest spec still merges");
+}
