@@ -354,7 +354,7 @@ impl Client {
         let Some(t) = self.txs.get_mut(&id) else { return };
         let Some(p) = t.pending.get_mut(&off) else { return };
         p.in_flight = false;
-        let (len, sendno) = (p.len, p.sendno);
+        let (len, sendno, repeat) = (p.len, p.sendno, p.sends.len() > 1);
         t.in_flight -= 1;
         self.in_flight -= 1;
         self.by_send.remove(&sendno);
@@ -363,7 +363,7 @@ impl Client {
             t.todo.insert(off, end);
             t.todo.remove_covered(&t.got);
         }
-        self.size.lost(len as usize);
+        self.size.lost(len as usize, repeat);
         self.observe(now);
         let ft = self.ft.get_us();
         if silent {

@@ -13,6 +13,7 @@ pub mod ranges;
 pub mod server;
 pub mod sim;
 pub mod size;
+pub mod tool;
 pub mod udp;
 pub mod window;
 pub mod wire;

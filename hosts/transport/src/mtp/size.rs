@@ -1,11 +1,12 @@
 //! Datagram-size adaptation (rules "ours", docs/transport.md "MTP"): the client chooses how
-//! many bytes each reply may carry. Full-size replies lost several times in a row while the
-//! size is above the floor read as a path that drops big datagrams (an MTU black hole, a
-//! fragment-dropping middlebox): the size halves. A run of answered requests doubles it back
+//! many bytes each reply may carry. Repeated full-size requests lost again, several in a row,
+//! read as a path that drops big datagrams (an MTU black hole, a fragment-dropping middlebox):
+//! the size halves. Only repeats count: a burst of congestion loss takes first sends, and
+//! their repeats, sent into a halved window, get through. A run of answered requests doubles it back
 //! toward the ceiling, so a transient run of random losses costs little; a size that failed
 //! right after growing is tried again only after four times as many answers.
 
-/// Consecutive full-size losses that halve the size.
+/// Consecutive losses of full-size repeats that halve the size.
 pub const CUT_AFTER: u32 = 4;
 /// Consecutive answers that double it again (at first; ×4 for each failed try, up to 65536).
 pub const GROW_AFTER: u32 = 64;
@@ -56,8 +57,9 @@ impl SizeAdapt {
         }
     }
 
-    pub fn lost(&mut self, len: usize) {
-        if len < self.size || self.size <= self.min {
+    /// A request of `len` bytes was lost; `repeat`: it had been sent before.
+    pub fn lost(&mut self, len: usize, repeat: bool) {
+        if !repeat || len < self.size || self.size <= self.min {
             return;
         }
         self.lost_full += 1;
@@ -82,18 +84,22 @@ mod tests {
     fn four_full_losses_halve_sixty_four_answers_double_small_losses_do_nothing() {
         let mut s = SizeAdapt::new(256, 1400);
         for _ in 0..3 {
-            s.lost(1400);
+            s.lost(1400, true);
         }
         s.answered(1400); // a full-size answer resets the run
         for _ in 0..3 {
-            s.lost(1400);
-            s.lost(100); // short tail requests say nothing about size
+            s.lost(1400, true);
+            s.lost(100, true); // short tail requests say nothing about size
         }
         assert_eq!(s.size, 1400);
-        s.lost(1400);
+        for _ in 0..10 {
+            s.lost(1400, false); // first sends lost in a burst say nothing
+        }
+        assert_eq!(s.size, 1400);
+        s.lost(1400, true);
         assert_eq!((s.size, s.cuts), (700, 1));
         for _ in 0..40 {
-            s.lost(700);
+            s.lost(700, true);
         }
         assert_eq!(s.size, 256);
         for _ in 0..GROW_AFTER {
@@ -102,7 +108,7 @@ mod tests {
         assert_eq!((s.size, s.grows), (512, 1));
         // 512 fails at once: back to 256, and the next try waits 4 × 64 answers
         for _ in 0..CUT_AFTER {
-            s.lost(512);
+            s.lost(512, true);
         }
         for _ in 0..4 * GROW_AFTER - 1 {
             s.answered(256);

@@ -32,7 +32,7 @@ impl Endpoint {
         self.start.elapsed().as_micros() as u64
     }
 
-    fn flush(&mut self, handle: &mut impl FnMut(&mut Client, Output) -> bool) -> io::Result<bool> {
+    fn flush(&mut self, handle: &mut impl FnMut(&mut Client, u64, Output) -> bool) -> io::Result<bool> {
         let mut done = false;
         while let Some(o) = self.client.poll() {
             match o {
@@ -44,15 +44,19 @@ impl Endpoint {
                         }
                     }
                 }
-                o => done |= handle(&mut self.client, o),
+                o => {
+                    let now = self.now();
+                    done |= handle(&mut self.client, now, o);
+                }
             }
         }
         Ok(done)
     }
 
     /// The event loop: runs until `handle` returns true for an output, or `limit` passes
-    /// (then Ok(false)). `handle` may call `request`/`abort` on the client it is given.
-    pub fn run(&mut self, limit: Duration, mut handle: impl FnMut(&mut Client, Output) -> bool) -> io::Result<bool> {
+    /// (then Ok(false)). `handle` gets the client and the time, and may call `request` or
+    /// `abort`; what those send goes out before the loop waits again.
+    pub fn run(&mut self, limit: Duration, mut handle: impl FnMut(&mut Client, u64, Output) -> bool) -> io::Result<bool> {
         let end = self.now() + limit.as_micros() as u64;
         loop {
             if self.flush(&mut handle)? {
