@@ -13,7 +13,7 @@ pub mod event;
 pub mod micro;
 pub mod mtp;
 pub mod segment;
-mod segtable;
+pub mod segtable;
 pub mod session;
 pub mod sim;
 pub mod udp;

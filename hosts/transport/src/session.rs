@@ -387,6 +387,8 @@ pub struct Session {
     /// dispatch looks it up once per handler call.
     bindings: [Vec<usize>; EVENT_SLOTS],
     cx: Cx,
+    /// Emptied raise lists, reused by `drain`.
+    spare: Vec<Vec<Raised>>,
 }
 
 const EVENT_SLOTS: usize = 13;
@@ -458,7 +460,7 @@ impl Session {
             stopped: false,
             pool: Vec::new(),
         };
-        Session { micros, bindings, cx }
+        Session { micros, bindings, cx, spare: Vec::new() }
     }
 
     /// Open a connection: the composite is announced in the first segment.
@@ -543,12 +545,17 @@ impl Session {
         if self.cx.raised.is_empty() {
             return;
         }
-        for r in std::mem::take(&mut self.cx.raised) {
+        // the list is swapped for a spare one (nested dispatches raise into that), and kept
+        // with its capacity afterwards: no allocation per drain
+        let spare = self.spare.pop().unwrap_or_default();
+        let mut list = std::mem::replace(&mut self.cx.raised, spare);
+        for r in list.drain(..) {
             match r {
                 Raised::Event(ev, arg) => self.dispatch(ev, arg),
                 Raised::Free(id) => self.cx.free(id),
             }
         }
+        self.spare.push(list);
     }
 
     /// The framework's own step after an event's handlers: moving a segment along its path

@@ -8,13 +8,14 @@ use crate::cc::{self, CcCtl, Ccc};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, SegId, TimerId};
 use crate::segment::{Kind, Segment};
+use crate::segtable::IdBuildHasher;
 use crate::session::{Config, Cx, Micro};
 
 pub struct WindowedCongestion {
     cc: Box<dyn Ccc>,
     ctl: CcCtl,
     held: VecDeque<SegId>,
-    inflight: HashSet<SegId>,
+    inflight: HashSet<SegId, IdBuildHasher>,
     next_at: f64,
     pace: Option<TimerId>,
     last_una: u32,
@@ -28,7 +29,7 @@ impl WindowedCongestion {
             cc,
             ctl: CcCtl::new(cfg.mss),
             held: VecDeque::new(),
-            inflight: HashSet::new(),
+            inflight: HashSet::default(),
             next_at: 0.0,
             pace: None,
             last_una: 0,

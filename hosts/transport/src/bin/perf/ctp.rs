@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 use crate::report::{self, Tally};
 use crate::{ClientArgs, Common, Mode};
 
+/// Bytes a bulk sender hands the session between pumps.
+const TURN_BYTES: usize = 256 << 10;
+
 fn config(c: &Common, rate: f64) -> Result<Config, String> {
     let comp = Composite::parse(&c.composite).map_err(|r| format!("composite: {r}"))?;
     cc::by_name(&c.cc, rate)?;
@@ -170,16 +173,17 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             let buf = vec![0x5a; a.c.size];
             let mut sent = 0u64;
             while t0.elapsed().as_secs_f64() < a.secs {
-                // a few messages per turn, so the datagrams they make go out before more are
-                // cut; wait for the network only when the session takes no more
-                let mut took = false;
-                for _ in 0..4 {
+                // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
+                // out before more are cut; wait for the network only when the session takes no more
+                let mut took = 0;
+                while took < TURN_BYTES {
                     if !conn.send(&buf).map_err(|e| e.to_string())? {
                         break;
                     }
-                    took = true;
+                    took += buf.len();
                     sent += buf.len() as u64;
                 }
+                let took = took > 0;
                 let wait = if took { Duration::ZERO } else { Duration::from_millis(1) };
                 conn.pump(wait).map_err(|e| e.to_string())?;
             }
