@@ -1,0 +1,117 @@
+"""MTP over real UDP between two network namespaces (mtping): objects through nftables random
+loss hash-checked against the file served, a server restarted mid-transfer (the client
+repeats; nothing is lost), and mtping's ping. Needs root, ip and nft, and the mtping binary.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from concast import ROOT, tools
+from concast.perfpath import B_ADDR, Path
+
+
+def _mtping() -> str:
+    """The freshest mtping: the workspace build or the transport crate's own target dir."""
+    found = [p for p in (ROOT / "target" / "release" / "mtping",
+                         ROOT / "target" / "transport" / "release" / "mtping") if p.is_file()]
+    if not found:
+        return str(tools.rust_binary("mtping"))
+    return str(max(found, key=lambda p: p.stat().st_mtime))
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    for tool in ("ip", "nft"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    try:
+        _mtping()
+    except tools.MissingTool as e:
+        return str(e)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+
+PORT = 17710
+
+
+def _serve(path: Path, d) -> subprocess.Popen:
+    p = path.popen("b", [_mtping(), "serve", "--listen", f"0.0.0.0:{PORT}", "--dir", str(d)])
+    time.sleep(0.3)
+    return p
+
+
+def _stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()   # by its PID: this test started it
+    p.communicate()
+
+
+def _get(path: Path, *args: str, timeout: float = 120) -> dict:
+    p = path.popen("a", [_mtping(), "get", f"{B_ADDR}:{PORT}", *args])
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err
+    return json.loads(out)
+
+
+def test_objects_through_ten_percent_loss_both_ways_arrive_hash_identical(tmp_path):
+    blob = os.urandom(3_000_000)
+    (tmp_path / "blob").write_bytes(blob)
+    with Path(loss=0.10, tag=f"m{os.getpid()}") as path:
+        srv = _serve(path, tmp_path)
+        try:
+            r = _get(path, "--name", "blob", "--count", "3", "--parallel", "3")
+        finally:
+            _stop(srv)
+        assert r["complete"] and r["objects"] == 3 and r["all_same"], r
+        assert r["sha256"] == hashlib.sha256(blob).hexdigest()
+        assert r["bytes"] == 3 * len(blob)
+        # the loss was real and MTP repaired it
+        assert path.dropped("a") > 100 and path.dropped("b") > 10
+        assert r["stats"]["repeats"] > 100, r["stats"]
+
+
+def test_a_server_restarted_mid_transfer_loses_nothing(tmp_path):
+    blob = os.urandom(20_000_000)
+    (tmp_path / "big").write_bytes(blob)
+    with Path(tag=f"s{os.getpid()}", rate_mbit=50) as path:
+        srv = _serve(path, tmp_path)
+        cli = path.popen("a", [_mtping(), "get", f"{B_ADDR}:{PORT}", "--name", "big"])
+        try:
+            time.sleep(1.0)            # 20 MB at 50 Mbit/s takes over 3 s: still running
+            _stop(srv)
+            time.sleep(1.5)            # the client repeats into silence and backs off
+            srv = _serve(path, tmp_path)
+            out, err = cli.communicate(timeout=120)
+        finally:
+            _stop(srv)
+            if cli.poll() is None:
+                _stop(cli)
+        assert cli.returncode == 0, err
+        r = json.loads(out)
+        assert r["complete"] and r["sha256"] == hashlib.sha256(blob).hexdigest(), r
+        assert r["stats"]["silent"] >= 1 and r["stats"]["repeats"] > 0, r["stats"]
+
+
+def test_mtping_ping_times_size_only_transactions(tmp_path):
+    with Path(tag=f"p{os.getpid()}") as path:
+        srv = _serve(path, tmp_path)
+        try:
+            p = path.popen("a", [_mtping(), "ping", f"{B_ADDR}:{PORT}", "-c", "5", "--interval-ms", "20"])
+            out, err = p.communicate(timeout=60)
+        finally:
+            _stop(srv)
+        assert p.returncode == 0, err
+        r = json.loads(out)
+        assert (r["sent"], r["answered"], r["lost"]) == (5, 5, 0), r
+        assert 0 < r["min_us"] <= r["median_us"] <= r["max_us"]
+        assert r["stats"]["replies"] == 5
