@@ -78,7 +78,7 @@ local csp_fixed_body = {
     [CSP_JOIN] = 40, [CSP_JOIN_ACK] = 40, [CSP_REFRESH] = 40, [CSP_LEAVE] = 0,
     [CSP_SPEC_REQUEST] = 36, [CSP_SPEC_UPDATE] = 36,
 }
--- JOIN_ACK and SPEC_UPDATE may instead carry R's signature trailer (2.3.1): key, signature.
+-- JOIN_ACK and SPEC_UPDATE may instead carry R's signature trailer (2.9): key, signature.
 local SIG_KEY_LEN, SIG_LEN = 32, 64
 local SIG_TRAILER_LEN = SIG_KEY_LEN + SIG_LEN
 local csp_signable = { [CSP_JOIN_ACK] = true, [CSP_SPEC_UPDATE] = true }
@@ -392,7 +392,7 @@ local function csp_join_body(b, t)            -- JOIN and REFRESH (2.2)
     t:add(f_csp_spec_hash, b(8, 32))
 end
 
--- The signature trailer after a fixed body of `fixed` bytes, when present (2.3.1).
+-- The signature trailer after a fixed body of `fixed` bytes, when present (2.9).
 local function csp_signature(b, t, fixed)
     if b:len() == fixed + SIG_TRAILER_LEN then
         t:add(f_csp_spec_key, b(fixed, SIG_KEY_LEN))

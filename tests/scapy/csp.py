@@ -75,7 +75,7 @@ SIG_TRAILER_LEN = 32 + 64
 
 
 class _Signable(Packet):
-    """A body that may end in R's signature trailer (section 2.3.1): `spec_key` (32 bytes)
+    """A body that may end in R's signature trailer (section 2.9): `spec_key` (32 bytes)
     then `signature` (64). Both None: unsigned. On decode the trailer is read when the body
     is exactly its fixed size plus 96."""
     FIXED = 0

@@ -105,7 +105,7 @@ def _check_csp(msg: bytes) -> int:
     if length < len(msg):
         raise _Malformed("csp_bad_length")
     if kind in CSP_BODY_LEN and len(body) != CSP_BODY_LEN[kind]:
-        # JOIN_ACK and SPEC_UPDATE may end in R's signature trailer (2.3.1).
+        # JOIN_ACK and SPEC_UPDATE may end in R's signature trailer (2.9).
         signed = (issubclass(CSP_BODIES[kind], _Signable)
                   and len(body) == CSP_BODY_LEN[kind] + SIG_TRAILER_LEN)
         if not signed:

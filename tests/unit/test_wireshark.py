@@ -237,7 +237,7 @@ def check_csp(packet: ET.Element, f: dict, name: str) -> None:
     assert ctype.get("showname") == f"Type: {f['csp_type_name']} ({f['csp_type']})", name
     if "spec_hash" in f:
         assert one(csp, "concast.csp.spec_hash", name).get("value") == f["spec_hash"], name
-    for key in ("spec_key", "signature"):   # R's signature trailer (2.3.1)
+    for key in ("spec_key", "signature"):   # R's signature trailer (2.9)
         got = [e.get("value") for e in csp.iter("field") if e.get("name") == f"concast.csp.{key}"]
         assert got == ([f[key]] if key in f else []), f"{name}: {key} {got}"
     if f.get("data_len"):

@@ -6,7 +6,7 @@ without Scapy or any project code: the Rust wire crate, the Scapy layers and the
 Wireshark dissector are all checked against these bytes, so they must not share
 an implementation with any of them.
 
-Signatures (docs/protocol.md 2.3.1) come from the `cryptography` package's Ed25519, an
+Signatures (docs/protocol.md 2.9) come from the `cryptography` package's Ed25519, an
 implementation independent of the Rust side's ed25519-dalek; Ed25519 is deterministic, so
 the bytes are stable.
 
@@ -36,7 +36,7 @@ SIG_CONTEXT = b"concast-spec-v1\0"
 
 
 def signed_message(receiver: str, group: int, size: int, h: bytes) -> bytes:
-    """What R signs (2.3.1): context, R, G, spec size, spec hash."""
+    """What R signs (2.9): context, R, G, spec size, spec hash."""
     return SIG_CONTEXT + ip_bytes(receiver) + struct.pack("!II", group, size) + h
 
 

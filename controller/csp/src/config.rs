@@ -20,7 +20,7 @@ pub struct Config {
     /// sent before its LEAVE can arrive after it (data planes reorder flows within a batch);
     /// meanwhile it still merges, with the fan-in that child was part of.
     pub leave_delay_us: u64,
-    /// Take a spec only with R's valid signature (section 2.3.1). Off only for tests and
+    /// Take a spec only with R's valid signature (section 2.9). Off only for tests and
     /// receivers that predate signing: unsigned specs are then taken until a key is pinned.
     pub verify_specs: bool,
     /// Longest hold time granted to a child, in seconds: a JOIN asking for more gets this

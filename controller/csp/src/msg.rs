@@ -31,7 +31,7 @@ pub struct Selector {
 /// CSP ERROR codes: the wire crate's, so names and numbers exist once.
 pub use concast_wire::csp::ErrorCode;
 
-/// R's key and signature over a spec (section 2.3.1), carried by JOIN_ACK and SPEC_UPDATE.
+/// R's key and signature over a spec (section 2.9), carried by JOIN_ACK and SPEC_UPDATE.
 pub use concast_wire::csp::SpecSig;
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -91,7 +91,7 @@ struct Upstream {
     fetch: Option<Fetch>,
     /// min(the upstream node's advertised path MTU, our own link toward R).
     path_mtu: Option<u16>,
-    /// R's key, pinned by the first signed JOIN_ACK for the flow's lifetime (section 2.3.1).
+    /// R's key, pinned by the first signed JOIN_ACK for the flow's lifetime (section 2.9).
     key: Option<[u8; 32]>,
     /// R's signature over the spec in force, passed on in our JOIN_ACKs and SPEC_UPDATEs.
     sig: Option<SpecSig>,
@@ -143,7 +143,7 @@ struct ServedFlow {
     children: Children,
 }
 
-/// What a node refused, for `concast router stats` (docs/protocol.md 2.3.1).
+/// What a node refused, for `concast router stats` (docs/protocol.md 2.9).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CspCounters {
     /// JOIN_ACKs and SPEC_UPDATEs whose signature failed (or was missing while this node
@@ -215,7 +215,7 @@ impl Node {
         }
     }
 
-    /// Receiver: sign the specs this node serves with `key` (section 2.3.1).
+    /// Receiver: sign the specs this node serves with `key` (section 2.9).
     pub fn set_signing_key(&mut self, key: sign::Key) {
         self.signer = Some(key);
         let flows: Vec<(u32, SpecHash, u32)> =
@@ -588,7 +588,7 @@ impl Node {
         out
     }
 
-    /// Section 2.3.1: a spec offered by JOIN_ACK or SPEC_UPDATE is taken only with a valid
+    /// Section 2.9: a spec offered by JOIN_ACK or SPEC_UPDATE is taken only with a valid
     /// signature by R's pinned key over (R, G, size, hash), or unsigned where this node is
     /// configured to accept unsigned specs and no key is pinned yet. The first valid
     /// signature pins its key.

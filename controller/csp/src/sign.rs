@@ -1,4 +1,4 @@
-//! Receiver-signed specs (docs/protocol.md 2.3.1): R signs `(R, G, size, hash)` with Ed25519;
+//! Receiver-signed specs (docs/protocol.md 2.9): R signs `(R, G, size, hash)` with Ed25519;
 //! every node that fetches the spec checks the signature before it runs the spec.
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};

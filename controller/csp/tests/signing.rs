@@ -1,4 +1,4 @@
-//! Receiver-signed specs (docs/protocol.md 2.3.1) in virtual time: one router A between a
+//! Receiver-signed specs (docs/protocol.md 2.9) in virtual time: one router A between a
 //! child C and the receiver R; forged JOIN_ACKs, SPEC_UPDATEs and chunks are fed to A by hand.
 
 use std::net::Ipv4Addr;

@@ -90,7 +90,7 @@ struct Args {
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
-    /// that is signed is still checked (docs/protocol.md 2.3.1).
+    /// that is signed is still checked (docs/protocol.md 2.9).
     #[arg(long)]
     accept_unsigned_specs: bool,
     /// Longest hold time (s) granted to a child's JOIN; longer requests get this.

@@ -374,7 +374,7 @@ impl Router {
         })
     }
 
-    /// Spec offers refused (docs/protocol.md 2.3.1), stray chunks, LEAVEs for unknown flows.
+    /// Spec offers refused (docs/protocol.md 2.9), stray chunks, LEAVEs for unknown flows.
     fn csp_counters(&self) -> Value {
         let c = &self.node.counters;
         json!({

@@ -36,14 +36,14 @@ pub type SpecHash = [u8; HASH_LEN];
 pub const KEY_LEN: usize = 32;
 /// Length of an Ed25519 signature.
 pub const SIG_LEN: usize = 64;
-/// The signature trailer of a signed JOIN_ACK or SPEC_UPDATE: key, then signature (2.3.1).
+/// The signature trailer of a signed JOIN_ACK or SPEC_UPDATE: key, then signature (2.9).
 pub const SIG_TRAILER_LEN: usize = KEY_LEN + SIG_LEN;
 /// First bytes of every signed message, so a spec signature is never valid as anything else.
 pub const SIG_CONTEXT: &[u8; 16] = b"concast-spec-v1\0";
 /// Length of the signed message: context, R, G, spec size, spec hash.
 pub const SIGNED_LEN: usize = 16 + 4 + 4 + 4 + HASH_LEN;
 
-/// R's signature over a spec (docs/protocol.md 2.3.1): the receiver's Ed25519 public key and
+/// R's signature over a spec (docs/protocol.md 2.9): the receiver's Ed25519 public key and
 /// its signature over [`signed_message`]. The wire crate only carries it; checking it is CSP's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SpecSig {

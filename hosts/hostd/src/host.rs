@@ -649,7 +649,7 @@ impl Host {
             "subscriptions": self.receiver.subs.len(),
             "held_ports": self.wanted_ports(),
             "engine_flows": self.engine.as_ref().map_or(0, Engine::flow_count),
-            // The public key R signs its specs with (docs/protocol.md 2.3.1); null: unsigned.
+            // The public key R signs its specs with (docs/protocol.md 2.9); null: unsigned.
             "spec_key": self.node.public_key().map(|k| crate::hex(&k)),
             "counters": self.counters.to_json(),
         })

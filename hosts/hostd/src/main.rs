@@ -49,7 +49,7 @@ struct Args {
     /// /var/lib/concast/hostd-<addr>.key.
     #[arg(long)]
     spec_key: Option<PathBuf>,
-    /// Serve specs unsigned (tests of routers that accept them; docs/protocol.md 2.3.1).
+    /// Serve specs unsigned (tests of routers that accept them; docs/protocol.md 2.9).
     #[arg(long)]
     unsigned_specs: bool,
     /// As a sender, run specs that come unsigned (from a receiver that does not sign).

@@ -1,4 +1,4 @@
-//! The receiver's spec-signing key (docs/protocol.md 2.3.1): 32 secret bytes kept as 64 hex
+//! The receiver's spec-signing key (docs/protocol.md 2.9): 32 secret bytes kept as 64 hex
 //! digits in a file readable by its owner only, created with fresh random bytes on first use.
 
 use std::io::{Read, Write};

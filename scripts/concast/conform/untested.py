@@ -16,10 +16,15 @@ WHY = {
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.7-4": "needs a spec that fails validation at the router: not yet written",
-    "2.7-5": ("the text defines the code; it does not say a router must send it (ours drops "
-              "a LEAVE for an unknown flow silently): nothing to require"),
+    "2.9-7": EXPLAINS,
+    "2.9-10": EXPLAINS,
+    "2.9-11": "about nodes that predate signatures: none to test against",
+    "2.9-12": EXPLAINS,
+    "2.9-13": EXPLAINS,
+    "2.9-14": EXPLAINS,
     "2.7-7": ("the text defines the code; the malformed-message tests accept MALFORMED or "
               "silence, as the text does not require an answer"),
+    "2.7-5": "the table row defining the code; when it must be sent is 2.7-11, tested there",
     "2.7-9": "needs filling a router to its limits: not yet written",
     "2.7-10": "how unknown codes are shown is a decoder's business (Scapy layers, unit tests)",
     "3-1": "history of the format; version 0 being dropped is 3-2",
