@@ -174,14 +174,20 @@ impl Composite {
         Composite::from_bits(micros.iter().map(|m| m.bit()).fold(0, |a, b| a | b))
     }
 
-    /// A preset name, or microprotocol names joined by `+` (transport-driver and fixed-size
-    /// are added when missing, since every composite needs them).
+    /// A preset name, or microprotocol names joined by `+`, optionally after a preset
+    /// (`Bulk+negative-ack`); transport-driver and fixed-size are added when missing, since
+    /// every composite needs them.
     pub fn parse(s: &str) -> Result<Composite, Refusal> {
         if let Some(p) = Preset::from_name(s) {
             return Ok(p.composite());
         }
         let mut list = vec![TransportDriver, FixedSize];
-        for part in s.split('+').map(str::trim) {
+        let mut parts = s.split('+').map(str::trim).peekable();
+        if let Some(p) = parts.peek().and_then(|first| Preset::from_name(first)) {
+            list.extend_from_slice(p.micros());
+            parts.next();
+        }
+        for part in parts {
             list.push(MicroId::from_name(part).ok_or_else(|| Refusal::UnknownName(part.into()))?);
         }
         Composite::of(&list)
@@ -323,6 +329,12 @@ mod tests {
             Composite::parse(ok).unwrap_or_else(|r| panic!("{ok}: {r}"));
         }
         assert!(Preset::Video.composite().has(TimestampJitter));
+        let c = Composite::parse("Bulk+negative-ack").unwrap();
+        assert!(c.has(NegativeAck) && c.has(ReliableFifo));
+        assert_eq!(
+            Composite::parse("Video+reliable-fifo").unwrap_err().to_string(),
+            "reliable-fifo requires positive-ack"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod attr;
 pub mod cc;
 pub mod composite;
 pub mod event;
+pub mod ffi;
 pub mod micro;
 pub mod mtp;
 pub mod segment;
