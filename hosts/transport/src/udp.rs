@@ -106,6 +106,24 @@ fn socket(bind: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s)
 }
 
+/// Bytes of receive buffer one datagram of a full segment takes (its skb's truesize,
+/// rounded up): the kernel counts these, not payload, against SO_RCVBUF.
+const TRUESIZE: usize = 2560;
+
+/// The receive window (segments) the socket can hold without dropping: Windowed Flow then
+/// stops the peer before the buffer overflows, as TCP bounds its window by its buffer.
+fn fit_window(s: &UdpSocket, cfg: &mut Config) {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &mut v as *mut _ as *mut _, &mut len)
+    };
+    if r == 0 && v > 0 {
+        let fits = (v as usize / TRUESIZE).max(64) as u32;
+        cfg.recv_wnd_segs = cfg.recv_wnd_segs.min(fits);
+    }
+}
+
 /// Queues the session's datagrams into `io`'s batch and sends it; returns its other outputs.
 fn flush(s: &mut Session, io: &mut Io, to: Option<SocketAddr>, out: &mut Vec<Output>) -> io::Result<()> {
     let fd = io.sock.as_raw_fd();
@@ -142,6 +160,7 @@ impl Conn {
         let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().unwrap();
         let sock = socket(bind)?;
         sock.connect(to)?;
+        fit_window(&sock, &mut cfg);
         cfg.seed = seed();
         let t0 = Instant::now();
         Ok(Conn { session: Session::connect(cfg, 0), ended: None, io: Io::new(sock, off), t0 })
@@ -183,17 +202,26 @@ impl Conn {
         if wait_us > 0 && out.is_empty() {
             wait(fd, Duration::from_micros(wait_us), false)?;
         }
+        // everything one wake-up reads is one batch (Positive ACK acknowledges in-order data
+        // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once
+        let mut batch = false;
         for _ in 0..BATCH {
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
             }
             let now = self.now();
-            self.session.begin_batch();
+            if !batch {
+                self.session.begin_batch();
+                batch = true;
+            }
             for d in self.io.rx.datagrams() {
                 self.session.on_datagram(d, now);
             }
-            self.session.end_batch(now);
             flush(&mut self.session, &mut self.io, None, &mut out)?;
+        }
+        if batch {
+            let now = self.now();
+            self.session.end_batch(now);
         }
         let now = self.now();
         self.session.on_timer(now);
@@ -228,13 +256,15 @@ impl Server {
     /// `bind` with the batching chosen by the caller.
     pub fn bind_with(
         addr: impl ToSocketAddrs,
-        template: Config,
+        mut template: Config,
         serve: Option<Composite>,
         off: Offload,
     ) -> io::Result<Server> {
         let a = addr.to_socket_addrs()?.next().ok_or(ErrorKind::InvalidInput)?;
+        let sock = socket(a)?;
+        fit_window(&sock, &mut template);
         Ok(Server {
-            io: Io::new(socket(a)?, off),
+            io: Io::new(sock, off),
             template,
             serve,
             sessions: HashMap::new(),
@@ -278,6 +308,8 @@ impl Server {
         if wait_us > 0 && out.is_empty() {
             wait(fd, Duration::from_micros(wait_us), false)?;
         }
+        // as in Conn::pump: one batch per session per wake-up
+        let mut batched: Vec<SocketAddr> = Vec::new();
         for _ in 0..BATCH {
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
@@ -305,13 +337,21 @@ impl Server {
                 }
             }
             let s = self.sessions.get_mut(&from).expect("found or accepted above");
-            s.begin_batch();
+            if !batched.contains(&from) {
+                s.begin_batch();
+                batched.push(from);
+            }
             for d in grams {
                 s.on_datagram(d, now);
             }
-            s.end_batch(now);
             flush(s, &mut self.io, Some(from), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (from, o)));
+        }
+        let now = self.now();
+        for a in batched {
+            if let Some(s) = self.sessions.get_mut(&a) {
+                s.end_batch(now);
+            }
         }
         let now = self.now();
         for (a, s) in self.sessions.iter_mut() {

@@ -45,6 +45,12 @@ pub fn io_json(s: &IoStats) -> Value {
     })
 }
 
+/// The sender's congestion state when it finished, to read a run by.
+fn state_json(s: &concast_transport::session::Shared) -> Value {
+    let cwnd = if s.cwnd.is_finite() { json!(s.cwnd) } else { Value::Null };
+    json!({"cwnd": cwnd, "srtt_us": s.srtt_us, "min_rtt_us": s.min_rtt_us, "rto_us": s.rto(), "peer_wnd": s.peer_wnd})
+}
+
 fn labels(c: &Common, comp: Composite) -> Value {
     json!({"proto": "ctp", "composite": comp.to_string(), "cc": c.cc, "mode": format!("{:?}", c.mode).to_lowercase()})
 }
@@ -223,7 +229,8 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
     }
-    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats())}));
+    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats()),
+        "state": state_json(conn.session.shared())}));
     report::print(&out);
     Ok(())
 }
