@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
 
+from concast.hosts import routerd  # noqa: E402
 from concast.topologies import line  # noqa: E402
 
 ROUTERD = ROOT / "target/release/concast-routerd"
@@ -118,14 +118,6 @@ for line in sys.stdin:
         time.sleep(gap)
     print(json.dumps({"group": group, "rtts": rtts, "merged": merged}), flush=True)
 """
-
-
-def mgmt(path: Path, command: str = "stats") -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(2)
-        s.connect(str(path))
-        s.sendall(command.encode() + b"\n")
-        return json.loads(s.makefile().readline())
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -215,7 +207,7 @@ def main() -> int:
             for path in order:
                 want_egress = "cpu" if path.endswith("-cpu") else "ports"
                 if not bmv2 and want_egress != egress:
-                    answer = mgmt(sock, f"egress {want_egress}")
+                    answer = routerd.query(sock, f"egress {want_egress}")
                     if "error" in answer:
                         raise RuntimeError(f"routerd: {answer['error']}")
                     egress = want_egress
@@ -233,9 +225,9 @@ def main() -> int:
                 if bmv2 and path == "plain":
                     group = GROUP_PLAIN
                 block(group, args.warmup)
-                c0 = mgmt(sock)["counters"]
+                c0 = routerd.query(sock)["counters"]
                 res = block(group, args.block)
-                c1 = mgmt(sock)["counters"]
+                c1 = routerd.query(sock)["counters"]
                 got = [r for r in res["rtts"] if r is not None]
                 samples[path] += got
                 block_p50[path].append(statistics.median(got) if got else float("nan"))
@@ -252,7 +244,7 @@ def main() -> int:
                           "pass": (n, 0, n, n), "merge": (n, n, 0, n)}[path]
                 if (d_in, d_merged, d_pass, d_egress) != expect:
                     wrong_path[path] += 1
-        stats_end = mgmt(sock)
+        stats_end = routerd.query(sock)
     finally:
         for p in mine:
             if p.poll() is None:

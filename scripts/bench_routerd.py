@@ -32,7 +32,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+
+from concast.hosts import routerd  # noqa: E402
+
 ROUTERD = ROOT / "target/release/concast-routerd"
 BLAST = ROOT / "target/release/concast-blast"
 SPECS = ROOT / "build/mergespecs"
@@ -64,14 +67,6 @@ def run_delay_ns(pid: int) -> int:
     """Time the process waited on a run queue (runnable, not running), in ns (/proc/PID/schedstat)."""
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[1])
-
-
-def mgmt(path: Path, command: str, timeout: float = 2.0) -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(path))
-        s.sendall(command.encode() + b"\n")
-        return json.loads(s.makefile().readline())
 
 
 def machine_busy() -> tuple[int, int]:
@@ -198,7 +193,7 @@ class Bench:
             if b.returncode != 0:
                 raise RuntimeError(f"concast-blast failed ({b.returncode}): {err.strip()}")
             blast_res = json.loads(out.strip().splitlines()[-1])
-            stats = mgmt(sock, "stats")["counters"]
+            stats = routerd.query(sock, "stats")["counters"]
         finally:
             self.stop_routerd(p)
         cpu_s = (t1 - t0) / CLK_TCK

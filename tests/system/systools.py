@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from concast.inet import checksum_ok
+
 HOSTSEND = Path(__file__).with_name("hostsend.py")
 HOSTTCP = Path(__file__).with_name("hosttcp.py")
 ETH_P_ALL = 0x0003
@@ -32,11 +34,7 @@ def send_raw(host, dst: str, **kw) -> str:
 
 
 def ip_checksum_ok(header: bytes) -> bool:
-    data = header + (b"\0" if len(header) % 2 else b"")
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s == 0xFFFF
+    return checksum_ok(header)
 
 
 class CpuPort:

@@ -21,6 +21,8 @@ import struct
 import sys
 from pathlib import Path
 
+from concast.inet import checksum
+
 OUT = Path(__file__).with_name("vectors.json")
 
 SENDER, RECEIVER, ROUTER = "10.0.1.1", "10.0.9.9", "10.0.5.1"
@@ -68,15 +70,6 @@ SPEC_HASH = hashlib.sha256(SPEC).digest()
 
 def ip_bytes(addr: str) -> bytes:
     return socket.inet_aton(addr)
-
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def ipv4(payload: bytes, *, proto: int, options: bytes = b"", src: str = SENDER,

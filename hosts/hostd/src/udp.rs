@@ -1,28 +1,21 @@
-//! The UDP datagrams hostd writes and reads: header layout, checksum, and whole IPv4
-//! datagrams built in one buffer (concast ones with the option, plain ones without).
+//! The UDP datagrams hostd writes and reads: whole IPv4 datagrams built in one buffer
+//! (concast ones with the option, plain ones without). The UDP header and its checksum are
+//! the wire crate's (`concast_wire::udp`).
 
 use std::net::Ipv4Addr;
 
 use concast_wire::build::{concast_header, CONCAST_HEADER_LEN};
 use concast_wire::ipv4::{self, protocol, Params};
+use concast_wire::udp;
 
-pub const HEADER_LEN: usize = 8;
-
-/// Byte offsets of the UDP header fields, declared once.
-mod field {
-    use std::ops::Range;
-    pub const SRC_PORT: Range<usize> = 0..2;
-    pub const DST_PORT: Range<usize> = 2..4;
-    pub const LENGTH: Range<usize> = 4..6;
-    pub const CHECKSUM: Range<usize> = 6..8;
-}
+pub use concast_wire::udp::HEADER_LEN;
 
 /// Path MTU hostd assumes toward every receiver (Ethernet); senders set DF and never fragment.
 pub const MTU: usize = 1500;
 /// The largest application payload one concast datagram carries within the MTU.
 pub const MAX_PAYLOAD: usize = MTU - CONCAST_HEADER_LEN - HEADER_LEN;
 
-/// A checked view of a UDP header and its payload.
+/// The ports and payload of a UDP datagram hostd received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct View<'a> {
     pub sport: u16,
@@ -30,43 +23,20 @@ pub struct View<'a> {
     pub payload: &'a [u8],
 }
 
-fn be16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
 impl<'a> View<'a> {
     /// The UDP datagram in an IPv4 payload; `None` if shorter than its header or its length field.
     pub fn parse(ip_payload: &'a [u8]) -> Option<View<'a>> {
-        if ip_payload.len() < HEADER_LEN {
-            return None;
-        }
-        let len = usize::from(be16(ip_payload, field::LENGTH));
-        if len < HEADER_LEN || len > ip_payload.len() {
-            return None;
-        }
-        Some(View {
-            sport: be16(ip_payload, field::SRC_PORT),
-            dport: be16(ip_payload, field::DST_PORT),
-            payload: &ip_payload[HEADER_LEN..len],
-        })
+        let p = udp::Packet::new_checked(ip_payload)?;
+        let payload = &ip_payload[HEADER_LEN..usize::from(p.len())];
+        Some(View { sport: p.src_port(), dport: p.dst_port(), payload })
     }
 }
 
-/// The UDP checksum over the IPv4 pseudo-header and `udp` (header and payload).
-fn checksum(src: Ipv4Addr, dst: Ipv4Addr, udp: &[u8]) -> u16 {
-    ipv4::transport_checksum(src, dst, protocol::UDP, udp, field::CHECKSUM.start)
-}
-
-/// Writes a UDP header and `payload` into `buf` (exactly `HEADER_LEN + payload.len()` bytes).
+/// Writes a UDP header, `payload` and its checksum into `buf` (exactly `HEADER_LEN + payload.len()` bytes).
 fn write(buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) {
-    let len = HEADER_LEN + payload.len();
-    buf[field::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
-    buf[field::DST_PORT].copy_from_slice(&dport.to_be_bytes());
-    buf[field::LENGTH].copy_from_slice(&(len as u16).to_be_bytes());
-    buf[field::CHECKSUM].fill(0);
-    buf[HEADER_LEN..len].copy_from_slice(payload);
-    let c = checksum(src, dst, &buf[..len]);
-    buf[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    udp::emit_header(buf, sport, dport, payload.len());
+    buf[HEADER_LEN..].copy_from_slice(payload);
+    udp::Packet::new_unchecked(buf).fill_checksum(src, dst);
 }
 
 /// What to put in the IPv4 header of a datagram hostd sends for an application.
