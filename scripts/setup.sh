@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Installs everything concast needs on Debian 12 (run as root), idempotently:
-# Debian packages, Rust's wasm32 target, the Python venv, and the Open vSwitch daemons.
+# Debian packages, the Rust toolchain (rustup, if cargo is missing) and its wasm32 target,
+# the Python venv, and the Open vSwitch daemons.
 # When everything is already there it only checks, in about a second.
+# CONCAST_SETUP_DRY_RUN=1 prints the Rust install commands instead of running them.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 APT_PACKAGES=(
     mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump tshark iperf3 iptables nftables
-    python3-venv python3-pip clang lld wabt build-essential pkg-config
+    python3-venv python3-pip clang lld wabt build-essential pkg-config curl ca-certificates
 )
+
+# The toolchain the project is built and tested with, installed when there is none: the
+# channel of a rust-toolchain.toml at the root if there is one, else this release.
+RUST_PINNED=1.95.0
 
 install_debian_packages() {
     local missing=()
@@ -27,12 +33,34 @@ install_debian_packages() {
     fi
 }
 
-install_rust_target() {
+rust_toolchain() {
+    local file="$ROOT/rust-toolchain.toml" channel=""
+    if [ -f "$file" ]; then
+        channel="$(sed -n 's/^[[:space:]]*channel[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$file" | head -n1)"
+    fi
+    echo "${channel:-$RUST_PINNED}"
+}
+
+# Runs "$@", or only prints it under CONCAST_SETUP_DRY_RUN=1.
+run() {
+    if [ "${CONCAST_SETUP_DRY_RUN:-0}" = 1 ]; then echo "would run: $*"; else "$@"; fi
+}
+
+install_rust() {
     export PATH="$HOME/.cargo/bin:$PATH"
-    command -v cargo >/dev/null || die "no Rust toolchain: install rustup (https://rustup.rs) and re-run"
-    if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    if ! command -v cargo >/dev/null || ! command -v rustup >/dev/null; then
+        local tc; tc="$(rust_toolchain)"
+        say "no rustup/cargo on PATH: installing Rust $tc with rustup-init (into $HOME/.cargo)"
+        # rustup's official installer; --profile minimal: rustc, cargo and the std library only.
+        run sh -c "curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain $tc --no-modify-path"
+        [ "${CONCAST_SETUP_DRY_RUN:-0}" = 1 ] || command -v cargo >/dev/null \
+            || die "rustup-init did not install cargo into $HOME/.cargo/bin"
+    fi
+    if [ "${CONCAST_SETUP_DRY_RUN:-0}" = 1 ] && ! command -v rustup >/dev/null; then
+        echo "would run: rustup target add wasm32-unknown-unknown"
+    elif ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
         say "adding Rust target wasm32-unknown-unknown"
-        rustup target add wasm32-unknown-unknown
+        run rustup target add wasm32-unknown-unknown
     fi
 }
 
@@ -63,8 +91,15 @@ start_openvswitch() {
     ovs-vsctl --timeout=10 show >/dev/null || die "Open vSwitch did not start; see /var/log/openvswitch/"
 }
 
-install_debian_packages
-install_rust_target
-install_python_venv
-start_openvswitch
-say "ready"
+main() {
+    install_debian_packages
+    install_rust
+    install_python_venv
+    start_openvswitch
+    say "ready"
+}
+
+# Sourced (tests), only the functions are defined.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    main "$@"
+fi
