@@ -228,6 +228,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             drain_close(&mut conn, Duration::from_secs(10))?;
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
+        Mode::Mtp => unreachable!("--mode mtp is handled in main"),
     }
     report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats()),
         "state": state_json(conn.session.shared())}));

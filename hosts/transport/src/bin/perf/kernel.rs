@@ -146,6 +146,7 @@ fn tcp_client(a: &ClientArgs) -> Result<(), String> {
             }
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
+        Mode::Mtp => unreachable!("--mode mtp is handled in main"),
     }
     let _ = s.shutdown(Shutdown::Both);
     report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0}));
@@ -252,6 +253,7 @@ fn udp_client(a: &ClientArgs) -> Result<(), String> {
             }
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
+        Mode::Mtp => unreachable!("--mode mtp is handled in main"),
     }
     for _ in 0..10 {
         let _ = s.send(END);

@@ -5,6 +5,26 @@ mod ctp;
 mod kernel;
 mod report;
 
+/// `--mode mtp`: the MTP tool's server and fetcher, one JSON line each.
+mod mtp_mode {
+    use concast_transport::mtp::{tool, ClientConfig};
+    use std::time::Duration;
+
+    pub fn server(listen: &str) -> Result<(), String> {
+        tool::run_server(listen, None, None).map(|v| println!("{v}")).map_err(|e| e.to_string())
+    }
+
+    pub fn client(to: &str, bytes: u64, size: usize, secs: f64) -> Result<(), String> {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(to).map_err(|e| e.to_string())?.next().ok_or("no address")?;
+        let (name, count, limit) =
+            if bytes > 0 { (format!("size:{bytes}"), 1, 600.0) } else { (format!("size:{size}"), usize::MAX, secs) };
+        let v = tool::get(addr, &name, count, 1, ClientConfig::default(), Duration::from_secs_f64(limit))
+            .map_err(|e| e.to_string())?;
+        println!("{v}");
+        Ok(())
+    }
+}
+
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -26,6 +46,9 @@ pub enum Mode {
     Bulk,
     Pingpong,
     Stream,
+    /// MTP transactions (crate::mtp, as mtping): the server answers statelessly; the client
+    /// fetches one --bytes object, or --size objects for --secs. Window: MTP's own.
+    Mtp,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -103,6 +126,10 @@ fn main() {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Server { listen, common, .. } if common.mode == Mode::Mtp => mtp_mode::server(&listen),
+        Cmd::Client { to, secs, bytes, common, .. } if common.mode == Mode::Mtp => {
+            mtp_mode::client(&to, bytes, common.size, secs)
+        }
         Cmd::Server { listen, flows, idle, hash, common } => match common.proto {
             Proto::Ctp => ctp::server(&listen, flows, idle, hash, &common),
             _ => kernel::server(&listen, flows, idle, &common),
