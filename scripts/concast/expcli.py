@@ -7,8 +7,10 @@ import importlib
 EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundle sizes, "
                         "transfer times, with and without (results/mplex.*)",
                "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
-                            "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)"}
-MODULES = {"mplex": "mplex", "ack-study": "ackstudy"}
+                            "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)",
+               "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "
+                            "at 0-10% random loss, and the third-party test (results/transport/)"}
+MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport"}
 
 
 def add_verbs(sub) -> None:

@@ -1,0 +1,160 @@
+"""Running `concast exp transport`: the loss sweep per rate, the third-party test, the
+command line."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from concast import ROOT, tools
+
+from .report import save, table, third_party_table
+from .settings import PROTOCOLS, Settings, say
+from .testbed import Testbed, binary
+
+OBJECT = "object.bin"
+BIG = "big.bin"
+
+
+def cell(tb: Testbed, proto: str, s: Settings) -> dict:
+    """One protocol moving `count` objects of `size` bytes at the current loss."""
+    want = s.count * s.size
+    row = {"proto": proto, "wanted_bytes": want}
+    if proto == "mtp":
+        r = tb.mtp_get(OBJECT, s.count, s.limit_s)
+    elif proto == "tcp":
+        r = tb.tcp_get(OBJECT, s.count, s.limit_s)
+    else:
+        r = tb.bulk_send(want, s.limit_s)
+        if r is not None:
+            sent, got = r["sent"], r["received"]
+            r = {"bytes": got["bytes"], "secs": sent["secs"], "complete": got["bytes"] == want,
+                 "hash_ok": got.get("sha256") == sent.get("sha256"), "repairs": sent["stats"]["retransmits"]}
+    if r is None:
+        return {**row, "bytes": 0, "secs": s.limit_s, "complete": False, "hash_ok": False, "repairs": None,
+                "kbytes_per_s": 0.0}
+    if proto in ("mtp", "tcp"):
+        r["hash_ok"] = r["objects"] == 0 or (r["sha256"] == tb.sha256[OBJECT] and r["all_same"])
+        r["repairs"] = r.get("stats", {}).get("repeats")
+    return {**row, "bytes": r["bytes"], "secs": r["secs"], "complete": bool(r["complete"]),
+            "hash_ok": bool(r["hash_ok"]), "repairs": r["repairs"],
+            "kbytes_per_s": r["bytes"] / 1e3 / max(r["secs"], 1e-9)}
+
+
+def sweep(tb: Testbed, rate: float, s: Settings) -> list[dict]:
+    rows = []
+    for loss in s.losses:
+        tb.set_loss(loss)
+        for proto in s.protocols:
+            d0 = tb.dropped()
+            r = {"rate_mbit": rate, "loss_pct": loss, **cell(tb, proto, s)}
+            r["dropped"] = tb.dropped() - d0
+            rows.append(r)
+            say(f"{rate:g} Mbit/s {loss:g}% {proto:4s} {r['kbytes_per_s']:9.1f} KB/s "
+                f"{'complete' if r['complete'] else 'INCOMPLETE'} hash {'ok' if r['hash_ok'] else 'BAD'}")
+    tb.set_loss(0)
+    return rows
+
+
+def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
+    """MTP and kernel TCP alone, then sharing the link for the same time: what each gets."""
+    tb.set_loss(s.third_party_loss)
+    secs, n = s.third_party_s, 1_000_000
+
+    def both(run_mtp: bool, run_tcp: bool) -> tuple[float | None, float | None]:
+        import threading
+        out: dict[str, dict | None] = {}
+        ts = []
+        if run_mtp:
+            ts.append(threading.Thread(target=lambda: out.__setitem__("mtp", tb.mtp_get(BIG, n, secs))))
+        if run_tcp:
+            ts.append(threading.Thread(target=lambda: out.__setitem__("tcp", tb.tcp_get(BIG, n, secs))))
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        rate_of = lambda r: None if r is None else r["bytes"] / 1e3 / max(r["secs"], 1e-9)
+        return rate_of(out.get("mtp")), rate_of(out.get("tcp"))
+
+    mtp_alone, _ = both(True, False)
+    _, tcp_alone = both(False, True)
+    mtp_shared, tcp_shared = both(True, True)
+    tb.set_loss(0)
+    r = {"rate_mbit": rate, "loss_pct": s.third_party_loss, "secs": secs, "mtp_alone": mtp_alone,
+         "tcp_alone": tcp_alone, "mtp_shared": mtp_shared, "tcp_shared": tcp_shared}
+    if mtp_shared and tcp_shared:
+        x = (mtp_shared, tcp_shared)
+        r["tcp_share"] = tcp_shared / (mtp_shared + tcp_shared)
+        r["jain"] = sum(x) ** 2 / (2 * sum(v * v for v in x))
+    say(f"third party at {rate:g} Mbit/s: MTP {mtp_alone} alone, {mtp_shared} shared; "
+        f"TCP {tcp_alone} alone, {tcp_shared} shared (KB/s)")
+    return r
+
+
+def run(s: Settings, work: Path) -> dict:
+    rows, tp = [], []
+    for rate in s.rates:
+        tb = Testbed(rate, s.queue_ms, work / f"{rate:g}mbit", s.seed)
+        try:
+            tb.start({OBJECT: s.size, BIG: 1_000_000})
+            rows += sweep(tb, rate, s)
+            if s.third_party_s > 0:
+                tp.append(third_party(tb, rate, s))
+        finally:
+            tb.stop()
+    return {"settings": s.__dict__, "rows": rows, "third_party": tp}
+
+
+def missing_prerequisites() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (Mininet, network namespaces)"
+    for tool in ("nft", "tc"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (bash scripts/setup.sh)"
+    try:
+        for b in ("mtping", "concast-perf"):
+            binary(b)
+    except tools.MissingTool as e:
+        return str(e)
+    return None
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="concast exp transport", description=__doc__)
+    ap.add_argument("--rates", type=_floats, default=[10.0], help="Mbit/s, comma separated")
+    ap.add_argument("--losses", type=_floats, default=[0, 1, 3, 5, 10], help="percent, comma separated")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS))
+    ap.add_argument("--size", type=int, default=256_000, help="bytes per object")
+    ap.add_argument("--count", type=int, default=8, help="objects per cell")
+    ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell at most")
+    ap.add_argument("--third-party", type=float, default=10.0, help="seconds (0: skip)")
+    ap.add_argument("--third-party-loss", type=float, default=0.0)
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport")
+    a = ap.parse_args(argv)
+    why = missing_prerequisites()
+    if why:
+        print(f"concast exp transport: {why}")
+        return 2
+    protos = tuple(p for p in a.protocols.split(",") if p)
+    bad = [p for p in protos if p not in PROTOCOLS]
+    if bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates):
+        ap.error(f"protocols from {PROTOCOLS}, losses in [0, 100), rates > 0 (got {a.protocols}, "
+                 f"{a.losses}, {a.rates})")
+    s = Settings(rates=a.rates, losses=a.losses, protocols=protos, size=a.size, count=a.count,
+                 limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss)
+    a.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    res = run(s, a.out / "work")
+    print(table(res["rows"]))
+    if res["third_party"]:
+        print(third_party_table(res["third_party"]))
+    paths = save(res, a.out)
+    say(f"done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in paths)}")
+    return 0

@@ -1,0 +1,91 @@
+"""Objects over kernel TCP, one connection per object (as an HTTP/1.0 fetch): the TCP side of
+`concast exp transport`. Run inside a host:
+
+    python -m concast.topologies.experiments.transport.tcpobj serve --dir D --port P
+    python -m concast.topologies.experiments.transport.tcpobj get --host H --port P --name N
+        --count K --limit SECONDS          (prints one JSON line, like `mtping get`)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import socket
+import socketserver
+import sys
+import time
+from pathlib import Path
+
+
+def serve(directory: Path, port: int) -> None:
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            name = self.rfile.readline(1100).decode(errors="replace").strip()
+            path = directory / name
+            if "/" in name or name.startswith(".") or not path.is_file():
+                return                      # closing without bytes: the client sees a failure
+            with open(path, "rb") as f:
+                self.wfile.write(f.read())
+
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    with socketserver.ThreadingTCPServer(("0.0.0.0", port), Handler) as srv:
+        srv.daemon_threads = True
+        srv.serve_forever()
+
+
+def fetch(host: str, port: int, name: str, deadline: float) -> bytes:
+    with socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.01)) as s:
+        s.sendall(name.encode() + b"\n")
+        chunks = []
+        while True:
+            s.settimeout(max(deadline - time.monotonic(), 0.01))
+            b = s.recv(1 << 16)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+
+
+def get(host: str, port: int, name: str, count: int, limit: float) -> dict:
+    t0 = time.monotonic()
+    deadline = t0 + limit
+    done, total, hashes, failed = 0, 0, set(), []
+    for _ in range(count):
+        try:
+            obj = fetch(host, port, name, deadline)
+        except OSError as e:               # timeout at the limit, reset, refused
+            failed.append(str(e))
+            break
+        if not obj:
+            failed.append("empty answer")
+            break
+        done, total = done + 1, total + len(obj)
+        hashes.add(hashlib.sha256(obj).hexdigest())
+    secs = time.monotonic() - t0
+    return {"role": "get", "proto": "tcp", "name": name, "objects": done, "wanted": count,
+            "complete": done == count, "failed": failed, "bytes": total, "secs": secs,
+            "kbytes_per_s": total / 1e3 / secs, "sha256": next(iter(hashes), None),
+            "all_same": len(hashes) <= 1}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tcpobj")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--dir", type=Path, required=True)
+    s.add_argument("--port", type=int, default=7711)
+    g = sub.add_parser("get")
+    g.add_argument("--host", required=True)
+    g.add_argument("--port", type=int, default=7711)
+    g.add_argument("--name", required=True)
+    g.add_argument("--count", type=int, default=1)
+    g.add_argument("--limit", type=float, default=120.0)
+    a = ap.parse_args(argv)
+    if a.cmd == "serve":
+        serve(a.dir, a.port)
+        return 0
+    print(json.dumps(get(a.host, a.port, a.name, a.count, a.limit)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
