@@ -13,6 +13,13 @@ WHY = {
     "2.3-5": EXPLAINS,
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
+    "1.2-11": ("no spec seeing the fragment happens inside the router; routerd's "
+               "a_fragment_of_an_active_flow_is_passed_by_before_any_spec_sees_it checks ours"),
+    "1.2-12": "what the Linux kernel's IP input does, not the router under test",
+    "1.2-13": "says what OVS and BMv2 do not do; nothing a router must do",
+    "3-9": "says which component makes the checks; the checks themselves are 3-4..3-8",
+    "3-10": "says what a data plane does not do; nothing a router must do",
+    "4-7": "says what OVS cannot do; nothing a router must do",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.7-4": "needs a spec that fails validation at the router: not yet written",
