@@ -85,12 +85,13 @@ class Tally:
     """A client of rx's hostd subscribed to `group` that adds up, in a thread, every
     datagram event (aggregate payloads) and keeps every other event of the group."""
 
-    def __init__(self, net, group: int, spec: Path | None = None) -> None:
+    def __init__(self, net, group: int, spec: Path | None = None,
+                 port: int | None = None) -> None:
         self.client = Client(net.hostd_socket("rx"))
         self.group = group
         if spec is not None:
             self.client.install_spec(group, spec)
-        self.client.subscribe(group)
+        self.client.subscribe(group, port=port)     # port: plain UDP (fallback) counts too
         self.sums: dict[int, int] = collections.Counter()
         self.counts: dict[int, int] = collections.Counter()
         self.kinds: dict[str, int] = collections.Counter()
@@ -102,7 +103,10 @@ class Tally:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            ev = self.client.next_event(0.2)
+            try:
+                ev = self.client.next_event(0.2)
+            except (OSError, ValueError):
+                return          # hostd went away (a test killed it)
             if ev is None or ev.get("group") != self.group:
                 continue
             with self._lock:
@@ -135,7 +139,10 @@ class Tally:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self.client.close()
+        try:
+            self.client.close()
+        except OSError:
+            pass
 
 
 def merged_count(net, router: str, group: int) -> int:
@@ -186,3 +193,114 @@ def write_table(name: str, header: list[str], rows: list[list], note: str = "") 
                                                       "note": note}, indent=1))
     print(f"\n{name}:\n{text}")
     return RESULTS / f"{name}.md"
+
+
+class RoundFeeder:
+    """Like Feeder, but round r uses its own key (`base + r`), so the receiver can tell
+    rounds apart: which arrived whole, which came short (and by how much), and that none
+    came twice. A sender whose `concast send` dies is dropped from later rounds."""
+
+    def __init__(self, net, hosts: list[str], group: int, dport: int, base: int,
+                 period: float = 0.05) -> None:
+        self.senders = Senders(net, hosts, group, dport=dport)
+        self.hosts, self.base, self.period = hosts, base, period
+        self.sent: list[tuple[float, tuple[str, ...]]] = []    # (time, hosts that sent)
+        self._dropped: set[str] = set()
+        self._stop = threading.Event()
+        self._drains = [threading.Thread(target=self._drain, args=(h, p), daemon=True)
+                        for h, p in self.senders.procs.items()]
+        for t in self._drains:
+            t.start()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _drain(self, host: str, proc) -> None:
+        for line in proc.stdout:
+            self.senders.output[host].append(line.rstrip())
+
+    def drop(self, host: str) -> None:
+        """Later rounds leave `host` out (its hostd is gone)."""
+        self._dropped.add(host)
+
+    def _run(self) -> None:
+        alive = list(self.hosts)
+        while not self._stop.is_set() and alive:
+            key = self.base + len(self.sent)
+            sent = []
+            for i, h in enumerate(self.hosts):
+                p = self.senders.procs[h]
+                if h not in alive or h in self._dropped or p.poll() is not None:
+                    continue
+                try:
+                    p.stdin.write(f"{key}={i + 1}\n")
+                    p.stdin.flush()
+                    sent.append(h)
+                except (BrokenPipeError, ValueError, OSError):
+                    alive.remove(h)
+            self.sent.append((time.monotonic(), tuple(sent)))
+            self._stop.wait(self.period)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def finish(self) -> None:
+        """Stops sending; every live sender leaves and exits."""
+        self.stop()
+        for p in self.senders.procs.values():
+            try:
+                p.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+        for t in self._drains:
+            t.join(timeout=30)
+        for p in self.senders.procs.values():
+            try:
+                p.wait(timeout=30)
+            except Exception:
+                p.kill()
+
+    def kill(self) -> None:
+        self.stop()
+        self.senders.kill()
+
+    def rounds(self) -> list[tuple[float, int, int, int]]:
+        """(sent at, key, contributions, their sum) of every round sent."""
+        index = {h: i + 1 for i, h in enumerate(self.hosts)}
+        return [(t, self.base + r, len(hs), sum(index[h] for h in hs))
+                for r, (t, hs) in enumerate(self.sent)]
+
+
+def judge_rounds(rounds, sums: dict[int, int], counts: dict[int, int],
+                 window: tuple[float, float]) -> dict:
+    """Sorts rounds by when they were sent — before, inside or after the fault `window` —
+    and by what arrived: whole (count and sum exact), short (some contributions missing,
+    and the count says how many), or never. Anything above what was sent is a duplicate,
+    which the service never allows."""
+    out = {f"{p}_{w}": 0 for p in ("before", "during", "after") for w in ("whole", "short", "lost")}
+    out.update(duplicated=0, lost_contributions=0, sent_contributions=0)
+    for t, key, n, total in rounds:
+        phase = "before" if t < window[0] else "during" if t <= window[1] else "after"
+        got_n, got_sum = counts.get(key, 0), sums.get(key, 0)
+        out["sent_contributions"] += n
+        if got_n > n:
+            out["duplicated"] += 1
+        elif got_n == n and got_sum == total:
+            out[f"{phase}_whole"] += 1
+        elif got_n == 0:
+            out[f"{phase}_lost"] += 1
+            out["lost_contributions"] += n
+        else:
+            out[f"{phase}_short"] += 1
+            out["lost_contributions"] += n - got_n
+    return out
+
+
+def routerd_answers(net, router: str) -> bool:
+    """A routerd answers on the router's socket (a killed one may have left the file)."""
+    from concast.hosts import routerd
+    try:
+        routerd.query(net.routerd_socket(router), "status", timeout=1.0)
+        return True
+    except (OSError, ValueError):
+        return False
