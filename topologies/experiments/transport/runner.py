@@ -76,7 +76,8 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
             t.start()
         for t in ts:
             t.join()
-        rate_of = lambda r: None if r is None else r["bytes"] / 1e3 / max(r["secs"], 1e-9)
+        # every byte that arrived counts, the interrupted object's contiguous prefix too
+        rate_of = lambda r: None if r is None else (r["bytes"] + r["partial_bytes"]) / 1e3 / max(r["secs"], 1e-9)
         return rate_of(out.get("mtp")), rate_of(out.get("tcp"))
 
     mtp_alone, _ = both(True, False)

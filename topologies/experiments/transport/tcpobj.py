@@ -33,27 +33,40 @@ def serve(directory: Path, port: int) -> None:
         srv.serve_forever()
 
 
+class Interrupted(OSError):
+    """The limit passed mid-object; `got` bytes of it had arrived."""
+
+    def __init__(self, why: str, got: int) -> None:
+        super().__init__(why)
+        self.got = got
+
+
 def fetch(host: str, port: int, name: str, deadline: float) -> bytes:
     with socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.01)) as s:
         s.sendall(name.encode() + b"\n")
-        chunks = []
+        chunks, got = [], 0
         while True:
             s.settimeout(max(deadline - time.monotonic(), 0.01))
-            b = s.recv(1 << 16)
+            try:
+                b = s.recv(1 << 16)
+            except OSError as e:
+                raise Interrupted(str(e), got) from e
             if not b:
                 return b"".join(chunks)
             chunks.append(b)
+            got += len(b)
 
 
 def get(host: str, port: int, name: str, count: int, limit: float) -> dict:
     t0 = time.monotonic()
     deadline = t0 + limit
-    done, total, hashes, failed = 0, 0, set(), []
+    done, total, partial, hashes, failed = 0, 0, 0, set(), []
     for _ in range(count):
         try:
             obj = fetch(host, port, name, deadline)
         except OSError as e:               # timeout at the limit, reset, refused
             failed.append(str(e))
+            partial = getattr(e, "got", 0)
             break
         if not obj:
             failed.append("empty answer")
@@ -62,7 +75,8 @@ def get(host: str, port: int, name: str, count: int, limit: float) -> dict:
         hashes.add(hashlib.sha256(obj).hexdigest())
     secs = time.monotonic() - t0
     return {"role": "get", "proto": "tcp", "name": name, "objects": done, "wanted": count,
-            "complete": done == count, "failed": failed, "bytes": total, "secs": secs,
+            "complete": done == count, "failed": failed, "bytes": total, "partial_bytes": partial,
+            "secs": secs,
             "kbytes_per_s": total / 1e3 / secs, "sha256": next(iter(hashes), None),
             "all_same": len(hashes) <= 1}
 

@@ -200,6 +200,10 @@ impl Client {
     pub fn active(&self) -> usize {
         self.txs.len()
     }
+    /// Their ids.
+    pub fn transactions(&self) -> Vec<u32> {
+        self.txs.keys().copied().collect()
+    }
     /// Requests remembered (in flight or lost and answerable), over all transactions.
     pub fn pending(&self) -> usize {
         self.txs.values().map(|t| t.pending.len()).sum()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::client::{Client, ClientConfig, ClientStats, Output, RequestOpts};
+use super::client::{Abort, Client, ClientConfig, ClientStats, Output, RequestOpts};
 use super::server::{generated_size, Answer, Objects, Query, Responder};
 use super::udp::{serve, Endpoint};
 
@@ -136,8 +136,19 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
         done + failed.len() >= count || !failed.is_empty()
     })?;
     let secs = t0.elapsed().as_secs_f64();
+    // at the limit: stop what is still running and count its contiguous prefix apart
+    let mut partial = 0u64;
+    let now = ep.now();
+    for id in ep.client.transactions() {
+        let _ = ep.client.abort(now, id, Abort::Stop);
+    }
+    while let Some(o) = ep.client.poll() {
+        if let Output::Stopped { prefix, .. } = o {
+            partial += prefix.len() as u64;
+        }
+    }
     Ok(json!({"role": "get", "name": name, "objects": done, "wanted": count, "complete": finished && failed.is_empty(),
-              "failed": failed, "bytes": bytes, "secs": secs, "kbytes_per_s": bytes as f64 / 1e3 / secs,
+              "failed": failed, "bytes": bytes, "partial_bytes": partial, "secs": secs, "kbytes_per_s": bytes as f64 / 1e3 / secs,
               "mbit_s": bytes as f64 * 8.0 / 1e6 / secs, "sha256": hash, "all_same": same,
               "window": ep.client.window(), "flowtimeout_us": ep.client.flowtimeout_us(),
               "datagram_size": ep.client.datagram_size(), "stats": stats_json(&ep.client.stats())}))
