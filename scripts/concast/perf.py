@@ -15,7 +15,7 @@ import time
 from pathlib import Path as FsPath
 
 from concast import ROOT, tools
-from concast.perfpath import B_ADDR, Path
+from concast.perfpath import MininetPath, Path
 
 RESULTS = tools.RESULTS / "perf.json"
 # The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
@@ -57,7 +57,7 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
                            "--idle", "3", *common])
     try:
         time.sleep(0.3)  # let the server bind before clients connect
-        clients = [path.popen("a", [exe, "client", "--to", f"{B_ADDR}:{port}", "--secs", str(secs),
+        clients = [path.popen("a", [exe, "client", "--to", f"{path.addr['b']}:{port}", "--secs", str(secs),
                                     "--count", str(count), "--rate", str(case.get("rate", 128000)),
                                     *common]) for _ in range(flows)]
         cout, errors = [], []
@@ -77,10 +77,11 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
 
 
 def measure(**case) -> dict:
-    """Run one case on a fresh path: mode, proto, composite, cc, size, loss, secs, count."""
+    """Run one case on a fresh path: mode, proto, composite, cc, size, loss, secs, count;
+    mininet=True between two Mininet hosts instead of two bare namespaces."""
     loss, secs, count = case.pop("loss", 0.0), case.pop("secs", 3.0), case.pop("count", 500)
     flows = case.pop("flows", 1)
-    with Path(loss=loss) as p:
+    with (MininetPath if case.pop("mininet", False) else Path)(loss=loss) as p:
         return run_case(p, case, secs, count, flows)
 
 
@@ -218,6 +219,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", default=str(RESULTS), help="where to write the JSON results")
     ap.add_argument("--loc", action="store_true", help="print the transport's lines-of-code "
                                                          "table and exit")
+    ap.add_argument("--mininet", action="store_true", help="run between two Mininet hosts "
+                    "(a ConcastNet on userspace OVS) instead of two bare namespaces")
     ap.add_argument("--suite", choices=["bench"], help="run the benchmark suite (make bench): "
                     "lossless, loss 1-10%%, parallel flows on a 100 Mbit/s bottleneck, streaming")
 
@@ -239,7 +242,8 @@ def collect(ns: argparse.Namespace) -> tuple[list[dict], list[dict]]:
     ccs = CC_NAMES if ns.cc == "all" else split(ns.cc)
     runs = []
     for loss in [float(x) / 100 for x in split(ns.loss)]:
-        with Path(loss=loss, rate_mbit=ns.rate) as path:
+        path_cls = MininetPath if getattr(ns, "mininet", False) else Path
+        with path_cls(loss=loss, rate_mbit=ns.rate) as path:
             for flows in [int(x) for x in split(ns.flows)]:
                 blaster = 0.9 * ns.rate if ns.rate else 500.0  # below the bottleneck
                 for case in cases(modes, split(ns.composite), ccs, split(ns.tcp_cc), blaster):

@@ -2,6 +2,9 @@
 `numgen random` (this kernel has no netem). Used by `concast perf` and its system test.
 
 Everything it creates carries the prefix `cperf-<pid>-`, and it removes exactly that.
+
+`MininetPath` is the same path between two Mininet hosts of a concast network (topologies/:
+one plain router on userspace Open vSwitch between them), for `concast perf --mininet`.
 """
 from __future__ import annotations
 
@@ -63,11 +66,14 @@ class Path:
             if self.loss:
                 self._drop(h, self.loss)
             if self.rate_mbit:
-                # one bottleneck each way: a token bucket with about 20 ms of queue
-                burst = max(int(self.rate_mbit * 1e6 / 8 / 250), 3 * self.mtu)
-                limit = max(int(self.rate_mbit * 1e6 / 8 * 0.02), 4 * self.mtu)
-                _ip("netns", "exec", self.ns[h], "tc", "qdisc", "add", "dev", v, "root", "tbf",
-                    "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "limit", str(limit))
+                self._shape(h, v)
+
+    def _shape(self, host: str, dev: str) -> None:
+        """One bottleneck each way: a token bucket with about 20 ms of queue."""
+        burst = max(int(self.rate_mbit * 1e6 / 8 / 250), 3 * self.mtu)
+        limit = max(int(self.rate_mbit * 1e6 / 8 * 0.02), 4 * self.mtu)
+        _ip("netns", "exec", self.ns[host], "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+            "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "limit", str(limit))
 
     def _drop(self, host: str, loss: float) -> None:
         """Drop a `loss` share of TCP and UDP arriving at `host` (both directions lose)."""
@@ -97,3 +103,40 @@ class Path:
     def close(self) -> None:
         for ns in self.ns.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+class MininetPath(Path):
+    """Hosts "a" and "b" of a two-host ConcastNet: each on its own /24 behind one OVS router
+    (not concast-capable: plain IPv4 forwarding), loss and rate as in `Path`, applied inside
+    the hosts' namespaces. RunningNet names the namespaces and stops everything it made."""
+
+    HOSTS = {"a": "pfa", "b": "pfb"}
+
+    def __init__(self, loss: float = 0.0, mtu: int = 1500, tag: str | None = None,
+                 rate_mbit: float = 0.0):
+        super().__init__(loss, mtu, tag, rate_mbit)
+        self.net = None
+
+    def _build(self) -> None:
+        try:
+            from concast.topologies import ConcastNet
+        except ImportError as e:   # Mininet lives in Debian's python3 site-packages
+            raise PathError(f"Mininet is not importable: {e}") from e
+        if subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode:
+            raise PathError("Open vSwitch is not running (scripts/setup.sh starts it)")
+        net = ConcastNet(dataplane="ovs", emulate=False).router("pfr", capable=False)
+        for h in self.HOSTS.values():
+            net.host(h, router="pfr", **({"mtu": self.mtu} if self.mtu != 1500 else {}))
+        self.net = net.start()
+        for h, name in self.HOSTS.items():
+            self.ns[h] = self.net.netns(name)
+            self.addr[h] = self.net.ip(name)
+            if self.loss:
+                self._drop(h, self.loss)
+            if self.rate_mbit:
+                self._shape(h, self.net.iface(name))
+
+    def close(self) -> None:
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.stop()
