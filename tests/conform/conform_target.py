@@ -16,6 +16,7 @@ from concast import ROOT
 from concast.scapy import (CHUNK_SIZE, CSP, CSP_Join, CSP_JoinAck, CSP_SpecChunk, classify,
                            csp_datagram)
 from conform_wire import Log, Port, Wire
+from signing import R_KEY
 
 MPLEX_SPEC = ROOT / "build" / "mergespecs" / "multiplex.wasm"
 HOLD_S = 300                  # what our child asks for: no expiry during a run
@@ -81,12 +82,13 @@ class Target:
 
     def activate(self, group: int, proto: int = 254, dport: int = 0, spec: bytes | None = None,
                  path_mtu: int = 0, corrupt: bool = False, wait: float = 20.0,
-                 mangle=None) -> bytes | None:
+                 mangle=None, before_ack=None) -> bytes | None:
         """Join (rx, group) from s1 and answer as R, naming `spec` (default: the multiplex
         spec) with `path_mtu`, serving its chunks (with one byte flipped if `corrupt`, each
         SPEC_CHUNK body passed through `mangle` if given) until r1 JOIN_ACKs s1; returns that
         JOIN_ACK (the flow is then ACTIVE at r1). When spoiling the transfer, None if it does
-        not come within `wait` seconds; otherwise the test fails."""
+        not come within `wait` seconds; otherwise the test fails. `before_ack(join)` runs
+        when the router's JOIN reached R, before R answers it (to offer something first)."""
         spec = self.spec if spec is None else spec
         digest = hashlib.sha256(spec).digest()
         self.s1.send(self.join_msg(group, proto, dport))
@@ -97,10 +99,12 @@ class Target:
         if join.src not in self.router_addresses:
             pytest.fail(f"the child's JOIN reached R from {join.src}: the router did not take "
                         "it, so no flow can be set up there (2.8-1)")
+        if before_ack is not None:
+            before_ack(join)
         self.rx.send(csp_datagram(
             CSP(group=group, receiver=self.RX, seq=join[CSP].seq)
             / CSP_JoinAck(hold_time=HOLD_S, path_mtu=path_mtu, spec_size=len(spec),
-                          spec_hash=digest),
+                          spec_hash=digest, **self.signed(group, len(spec), digest)),
             src=self.RX, dst=join.src, ttl=64))
         served = bytearray(spec)
         if corrupt:
@@ -116,6 +120,10 @@ class Target:
         if corrupt or mangle:
             return None
         pytest.fail("the router never JOIN_ACKed its child after R's JOIN_ACK and spec (2.8-1)")
+
+    def signed(self, group: int, size: int, digest: bytes, key=R_KEY) -> dict:
+        """The signature trailer R puts on its JOIN_ACK or SPEC_UPDATE (protocol.md 2.9)."""
+        return key.trailer(self.RX, group, size, digest)
 
     def serve_chunk(self, req, spec: bytes | None = None, digest: bytes | None = None,
                     mangle=None) -> None:
@@ -206,14 +214,10 @@ def use_p4_program(compiled: str) -> None:
     pipeline.JSON_PATH, pipeline.P4INFO_PATH = Path(json), Path(p4info)
 
 
-# The suite's R serves specs unsigned (it holds no key our routers could pin), so our
-# routers are started as for a receiver that predates signing (protocol.md, signed specs).
-UNSIGNED = "--accept-unsigned-specs"
-
-
 def start_routerd(net) -> None:
+    """Our routerd, as it runs by default: it takes only specs R signed (the suite's R does)."""
     from hostdtools import HOLD
-    net.start_concast(hold=float(HOLD), routerd_args=(UNSIGNED,), hosts=(), timeout=10)
+    net.start_concast(hold=float(HOLD), hosts=(), timeout=10)
 
 
 def build(dataplane: str, kind: str, run_dir: Path, p4_program: str | None = None):

@@ -39,13 +39,17 @@ def test_a_join_for_an_unknown_flow_makes_the_router_join_r_itself(wire):
     assert ip[CSP].receiver == wire.RX
 
 
-@pytest.mark.spec("2.8-1", "2.1-2")
+@pytest.mark.spec("2.8-1", "2.1-2", "2.9-8")
 def test_the_child_gets_a_join_ack_naming_the_spec_r_put_in_force(wire):
-    ack = decode(wire.activate(fresh_group()))
+    g = fresh_group()
+    ack = decode(wire.activate(g))
     assert ack[CSP_JoinAck].spec_hash == wire.spec_hash
     assert ack[CSP_JoinAck].spec_size == len(wire.spec)
     assert ack.dst == wire.S1 and ack.src in wire.router_addresses
     assert ack[CSP].receiver == wire.RX, "a reply names R even though it travels away from R"
+    r = wire.signed(g, len(wire.spec), wire.spec_hash)
+    assert (ack[CSP_JoinAck].spec_key, ack[CSP_JoinAck].signature) == \
+        (r["spec_key"], r["signature"]), "R's key and signature not passed on unchanged (2.9-8)"
 
 
 @pytest.mark.spec("2.1-3")
@@ -68,19 +72,22 @@ def test_a_join_to_an_active_flow_is_answered_at_once_without_asking_r(wire):
     assert wire.rx.first(lambda d: is_csp(d, g, 1), QUIET) is None
 
 
-@pytest.mark.spec("2.8-2")
+@pytest.mark.spec("2.8-2", "2.7-12")
 def test_a_refresh_for_an_unknown_flow_is_taken_as_a_join(wire):
     g = fresh_group()
     wire.s1.send(wire.join_msg(g, body=CSP_Refresh(hold_time=300, selector_proto=254)))
     got = upstream_join(wire, g)
     assert got is not None, "a REFRESH for an unknown flow did not make the router join R"
     assert decode(got).src in wire.router_addresses
+    for d in wire.s1.datagrams(0.3):
+        assert not (is_csp(d, g, 8) and decode(d)[CSP_Error].error_code == 3), \
+            "a REFRESH got UNKNOWN_FLOW"
 
 
-@pytest.mark.spec("2.8-4", "2.7-3")
+@pytest.mark.spec("2.8-4", "2.7-3", "2.7-14")
 def test_no_spec_from_r_is_passed_to_the_pending_child(wire):
     g = fresh_group()
-    wire.s1.send(wire.join_msg(g))
+    wire.s1.send(wire.join_msg(g, seq=0x5EC0))
     up = decode(upstream_join(wire, g))
     wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
                               / CSP_Error(error_code=1, offending_type=1, reason=b"no spec"),
@@ -88,6 +95,7 @@ def test_no_spec_from_r_is_passed_to_the_pending_child(wire):
     err = wire.child_csp(g, 8)
     assert err is not None, "the child was not told NO_SPEC"
     assert decode(err)[CSP_Error].error_code == 1
+    assert decode(err)[CSP].seq == 0x5EC0, "NO_SPEC did not copy the seq of the child's JOIN"
 
 
 @pytest.mark.spec("2.7-3")
@@ -150,14 +158,15 @@ def test_when_the_last_child_leaves_the_router_leaves_upstream(wire):
     assert decode(got).src in wire.router_addresses
 
 
-@pytest.mark.spec("2.6-1")
+@pytest.mark.spec("2.6-1", "2.9-8")
 def test_a_spec_update_from_upstream_is_fetched_from_it_and_passed_to_children(wire):
     g = fresh_group()
     wire.activate(g)
     new = wire.spec + bytes([0, 6, 4]) + b"conf" + b"x"   # the same code, one custom section more
     h = hashlib.sha256(new).digest()
+    trailer = wire.signed(g, len(new), h)
     wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=77)
-                              / CSP_SpecUpdate(spec_size=len(new), spec_hash=h),
+                              / CSP_SpecUpdate(spec_size=len(new), spec_hash=h, **trailer),
                               src=wire.RX, dst=wire.router_id, ttl=64))
     req = wire.rx.first(lambda d: is_csp(d, g, 5), 5)
     assert req is not None, "the router did not request the new spec from R"
@@ -171,7 +180,10 @@ def test_a_spec_update_from_upstream_is_fetched_from_it_and_passed_to_children(w
                 wire.serve_chunk(decode(d), new)
         upd = wire.s1.first(lambda d: is_csp(d, g, 7), 0.05)
     assert upd is not None, "the child was not sent the SPEC_UPDATE"
-    assert decode(upd)[CSP_SpecUpdate].spec_hash == h
+    u = decode(upd)[CSP_SpecUpdate]
+    assert u.spec_hash == h
+    assert (u.spec_key, u.signature) == (trailer["spec_key"], trailer["signature"]), \
+        "the router did not pass R's key and signature on unchanged (2.9-8)"
 
 
 @pytest.mark.spec("2.3-3")
@@ -360,7 +372,8 @@ def test_a_join_ack_naming_a_spec_of_size_0_is_not_fetched_or_passed_on(wire):
     up = decode(upstream_join(wire, g))
     bogus = bytes([9]) * 32
     wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=up[CSP].seq)
-                              / CSP_JoinAck(hold_time=300, spec_size=0, spec_hash=bogus),
+                              / CSP_JoinAck(hold_time=300, spec_size=0, spec_hash=bogus,
+                                            **wire.signed(g, 0, bogus)),
                               src=wire.RX, dst=up.src, ttl=64))
     for d in wire.rx.datagrams(QUIET):
         if is_csp(d, g, 5):
@@ -368,3 +381,76 @@ def test_a_join_ack_naming_a_spec_of_size_0_is_not_fetched_or_passed_on(wire):
     ack = wire.child_csp(g, 2, timeout=0.5)
     assert ack is None or decode(ack)[CSP_JoinAck].spec_hash != bogus, \
         "the child was told to use a spec whose transfer cannot succeed"
+
+
+@pytest.mark.spec("2.7-11", "2.8-11")
+def test_a_leave_from_a_node_that_is_not_a_child_gets_unknown_flow(wire):
+    g = fresh_group()
+    wire.s1.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=0x1EAF) / CSP_Leave(),
+                              src=wire.S1, dst=wire.RX, ttl=64))
+    err = wire.child_csp(g, 8)
+    assert err is not None, "a LEAVE for a flow the router does not have was not answered"
+    e = decode(err)
+    assert (e[CSP_Error].error_code, e[CSP_Error].offending_type, e[CSP].seq) == (3, 4, 0x1EAF)
+    assert wire.upstream_csp(g, 4, timeout=0.5) is None, "the router forwarded a LEAVE (2.8-11)"
+
+
+@pytest.mark.spec("2.7-13")
+def test_a_spec_request_is_answered_by_hash_whatever_flow_it_names(wire):
+    g = fresh_group()
+    wire.activate(g)
+    other = fresh_group()                     # a flow the router never heard of
+    wire.s1.send(csp_datagram(CSP(group=other, receiver=wire.RX, seq=101)
+                              / CSP_SpecRequest(spec_hash=wire.spec_hash, chunk_index=0),
+                              src=wire.S1, dst=wire.router_id, ttl=64))
+    got = wire.s1.first(lambda d: is_csp(d, other, 6) or is_csp(d, other, 8), 3)
+    assert got is not None, "a SPEC_REQUEST naming an unknown flow was not answered"
+    assert decode(got)[CSP].type == 6, "answered with an ERROR, not the chunk of the held spec"
+    assert bytes(decode(got)[CSP_SpecChunk].data) == wire.spec[:1024]
+
+
+@pytest.mark.spec("2.8-12")
+def test_csp_addressed_past_the_router_is_forwarded_unchanged(wire):
+    g = fresh_group()
+    req = csp_datagram(CSP(group=g, receiver=wire.RX, seq=102)
+                       / CSP_SpecRequest(spec_hash=bytes(range(32)), chunk_index=0),
+                       src=wire.S1, dst=wire.RX, ttl=30)
+    wire.s1.send(req)
+    got = wire.rx.first(lambda d: is_csp(d, g, 5), 3)
+    assert got is not None, "a SPEC_REQUEST addressed to R did not reach R"
+    ip = decode(got)
+    assert ip.src == wire.S1 and ip.ttl == 29 and bytes(ip[CSP]) == bytes(decode(bytes(req))[CSP])
+
+
+def _with_body_tail(t, g, body, dst):
+    """A CSP message whose body is 8 bytes longer than its type allows (Length agrees)."""
+    from scapy.packet import Raw
+    return bytes(csp_datagram(CSP(group=g, receiver=t.RX, seq=103) / body / Raw(bytes(8)),
+                              src=t.RX, dst=dst, ttl=64))
+
+
+@pytest.mark.spec("2.3-7")
+def test_a_join_ack_of_a_length_neither_signed_nor_unsigned_is_not_used(wire):
+    g = fresh_group()
+    wire.s1.send(wire.join_msg(g))
+    up = decode(upstream_join(wire, g))
+    raw = _with_body_tail(wire, g, CSP_JoinAck(hold_time=300, spec_size=len(wire.spec),
+                                               spec_hash=wire.spec_hash), up.src)
+    raw = patched(raw, 28 + 12, up[CSP].seq.to_bytes(4, "big"), False)
+    assert classify(raw).error == "csp_bad_length", classify(raw)
+    wire.rx.send(raw)
+    assert wire.child_csp(g, 2, timeout=QUIET) is None, "a malformed JOIN_ACK was used"
+
+
+@pytest.mark.spec("2.6-3")
+def test_a_spec_update_of_a_length_neither_signed_nor_unsigned_is_not_used(wire):
+    g = fresh_group()
+    wire.activate(g)
+    new = wire.spec + bytes([0, 6, 4]) + b"conf" + b"L"
+    raw = _with_body_tail(wire, g, CSP_SpecUpdate(spec_size=len(new),
+                                                  spec_hash=hashlib.sha256(new).digest()),
+                          wire.router_id)
+    assert classify(raw).error == "csp_bad_length", classify(raw)
+    wire.rx.send(raw)
+    assert wire.rx.first(lambda d: is_csp(d, g, 5), QUIET) is None, \
+        "the router fetched a spec named by a malformed SPEC_UPDATE"

@@ -115,6 +115,21 @@ def test_a_join_for_a_group_without_a_spec_gets_no_spec_from_r(r):
     assert e[CSP_Error].error_code == 1 and e.src == r.RX
 
 
+@pytest.mark.spec("2.9-7")
+def test_r_signs_the_spec_it_offers_in_its_join_ack(r):
+    import hashlib
+    from concast.scapy import CSP_JoinAck
+    from signing import verifies
+    r.s1.send(r.join_msg(1))                       # group 1: the multiplex spec is installed
+    got = r.child_csp(1, 2)
+    assert got is not None, "R did not JOIN_ACK a JOIN for a group it has a spec for"
+    a = decode(got)[CSP_JoinAck]
+    assert a.spec_hash == hashlib.sha256(MPLEX_SPEC.read_bytes()).digest()
+    assert a.spec_key is not None and a.signature is not None, "R's JOIN_ACK is not signed"
+    assert verifies(a.spec_key, a.signature, r.RX, 1, a.spec_size, a.spec_hash), \
+        "R's signature does not verify over (R, G, size, hash)"
+
+
 @pytest.mark.spec("3.3-3")
 def test_a_record_is_rebuilt_with_its_source_tos_and_payload(r, listener):
     rec, data = record(r, listener.port, ttl=30, tos=0xB8)

@@ -11,7 +11,7 @@ import pytest
 from scapy.layers.inet import IP
 
 from concast.scapy import CSP, CSP_Error, CSP_JoinAck, concast_option, csp_datagram
-from conform_target import HOLD_S, UNSIGNED, decode, fresh_group, is_csp, on_net
+from conform_target import HOLD_S, decode, fresh_group, is_csp, on_net
 
 pytestmark = pytest.mark.mininet
 RETRY_MS = 250          # hostd's first JOIN retransmission (--join-retry-ms; default 1 s)
@@ -34,8 +34,7 @@ def s_net(request, tmp_path_factory):
         run_dir=tmp_path_factory.mktemp("conform-s"))
     t = None
     try:
-        net.start_concast(hold=H, hostd_args=("--join-retry-ms", str(RETRY_MS), UNSIGNED),
-                          hosts=["s1"])
+        net.start_concast(hold=H, hostd_args=("--join-retry-ms", str(RETRY_MS)), hosts=["s1"])
         t = on_net(net, "sender")
         yield t
     finally:
@@ -85,8 +84,9 @@ def joined(t, app, group: int) -> None:
     app.join(t.RX, group, selector="17/5000")
     join = t.rx.first(lambda d: is_csp(d, group, 1), 5)
     assert join is not None, "hostd sent no JOIN toward R (2.8-7)"
-    answer_join(t, join, CSP_JoinAck(hold_time=HOLD_S, spec_size=len(t.spec),
-                                     spec_hash=hashlib.sha256(t.spec).digest()))
+    digest = hashlib.sha256(t.spec).digest()
+    answer_join(t, join, CSP_JoinAck(hold_time=HOLD_S, spec_size=len(t.spec), spec_hash=digest,
+                                     **t.signed(group, len(t.spec), digest)))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         for d in t.rx.datagrams(0.2):

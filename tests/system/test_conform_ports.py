@@ -40,9 +40,8 @@ def device(request, tmp_path_factory):
     tester = f"concast-conform-{os.getpid()}-{kind}"
     moved = []
     try:
-        if kind == "ours":      # the suite's R does not sign its specs
-            net.start_concast(hold=float(HOLD), routerd_args=("--accept-unsigned-specs",),
-                              hosts=(), timeout=10)
+        if kind == "ours":
+            net.start_concast(hold=float(HOLD), hosts=(), timeout=10)
         plan, r1 = net.plan, net.plan.routers["r1"]
         ip("netns", "add", tester)
         ip("-n", tester, "link", "set", "lo", "up")

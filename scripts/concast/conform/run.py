@@ -183,7 +183,11 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
               f"not {a.section!r}", file=sys.stderr)
         return 2
     import pytest
-    sentences = specids.spec_ids()
+    try:
+        sentences = specids.spec_ids()
+    except specids.SpecIdError as e:     # the text being edited: the ids it has still name tests
+        print(f"concast conform: warning: docs/protocol.md: {e}", file=sys.stderr)
+        sentences = {u.id: u.text for u in specids.units(specids.PROTOCOL.read_text()) if u.id}
     where = dut.argv() if dut else ["--conform-dataplane", a.dataplane,
                                     "--conform-target", a.target]
     if program:

@@ -22,8 +22,6 @@ WHY = {
     "4-7": "says what OVS cannot do; nothing a router must do",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
-    "2.7-4": "needs a spec that fails validation at the router: not yet written",
-    "2.9-7": EXPLAINS,
     "2.9-10": EXPLAINS,
     "2.9-11": "about nodes that predate signatures: none to test against",
     "2.9-12": EXPLAINS,
