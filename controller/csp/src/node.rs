@@ -535,6 +535,11 @@ impl Node {
             Key::Routed(flow)
         } else if self.joined.contains_key(&flow) {
             Key::Joined(flow)
+        } else if let (Body::Error { code, reason, .. }, true) = (&msg.body, flow.receiver == self.addr) {
+            // R is told when a child refuses its spec (e.g. a verifying router and an R that
+            // does not sign): nothing to change here, but the operator must see it.
+            let name = ErrorCode::name_of(*code);
+            return vec![Action::Log { text: format!("flow {flow}: {src} answered {name}: {reason}") }];
         } else {
             return Vec::new(); // about a flow we do not have: stale, ignore
         };

@@ -267,3 +267,14 @@ fn r_re_signs_when_the_spec_is_replaced_and_the_router_takes_the_update() {
     let last = lab.to_child.last().unwrap();
     assert!(matches!(&last.body, Body::SpecUpdate { sig: Some(s), .. } if s.key == lab.r.public_key().unwrap()));
 }
+
+#[test]
+fn r_logs_a_childs_refusal_of_its_spec() {
+    let mut lab = Lab::new(Config::default());
+    let err = Msg::error(flow(), 100, ErrorCode::SpecRejected, 2, "unsigned spec");
+    let out = lab.r.handle(0, a(), r(), err);
+    assert!(
+        matches!(&out[..], [Action::Log { text }] if text.contains("SPEC_REJECTED") && text.contains("unsigned spec")),
+        "{out:?}"
+    );
+}

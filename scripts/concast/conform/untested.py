@@ -24,6 +24,7 @@ WHY = {
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.9-10": EXPLAINS,
     "2.9-11": "about nodes that predate signatures: none to test against",
+    "2.9-15": "about nodes that predate signatures: none to test against",
     "2.9-12": EXPLAINS,
     "2.9-13": EXPLAINS,
     "2.9-14": EXPLAINS,
