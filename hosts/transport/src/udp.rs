@@ -175,6 +175,11 @@ impl Conn {
         self.io.stats()
     }
 
+    /// The connected socket (for socket options the driver does not set).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.io.sock
+    }
+
     /// Hand a message to the session; false when its send buffer is full (pump, then retry).
     pub fn send(&mut self, msg: &[u8]) -> io::Result<bool> {
         let now = self.now();
@@ -373,9 +378,10 @@ mod tests {
     use super::*;
     use crate::composite::Preset;
 
-    #[test]
-    fn bulk_over_loopback_udp() {
-        let mut srv = Server::bind("127.0.0.1:0", Config::preset(Preset::Bulk), None).unwrap();
+    /// `len` bytes through Bulk over loopback, client and server with the given batching;
+    /// asserts they arrive byte for byte and returns both ends' I/O figures.
+    fn transfer(len: usize, off: Offload, tweak: impl FnOnce(&Conn)) -> (IoStats, IoStats) {
+        let mut srv = Server::bind_with("127.0.0.1:0", Config::preset(Preset::Bulk), None, off).unwrap();
         let addr = srv.local_addr().unwrap();
         let h = std::thread::spawn(move || {
             let mut got = Vec::new();
@@ -384,15 +390,16 @@ mod tests {
                 for (_, o) in srv.pump(Duration::from_millis(5)).unwrap() {
                     match o {
                         Output::Deliver(m) => got.extend(m),
-                        Output::Closed(_) => return got,
+                        Output::Closed(_) => return (got, srv.io_stats()),
                         _ => {}
                     }
                 }
             }
-            got
+            (got, srv.io_stats())
         });
-        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut c = Conn::connect(addr, Config::preset(Preset::Bulk)).unwrap();
+        let data: Vec<u8> = (0..len as u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut c = Conn::connect_with(addr, Config::preset(Preset::Bulk), off).unwrap();
+        tweak(&c);
         let mut off = 0;
         let mut closed = false;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -407,6 +414,50 @@ mod tests {
             closed = c.pump(Duration::from_millis(5)).unwrap().iter().any(|o| matches!(o, Output::Closed(_)));
         }
         assert!(closed, "{:?}", c.session.stats());
-        assert_eq!(h.join().unwrap(), data);
+        let (got, srv_io) = h.join().unwrap();
+        assert!(got == data, "{} of {} bytes, or not the same", got.len(), data.len());
+        (c.io_stats(), srv_io)
+    }
+
+    #[test]
+    fn bulk_over_loopback_udp() {
+        transfer(3_000_000, Offload::from_env(), |_| {});
+    }
+
+    #[test]
+    fn gso_sends_and_gro_receives_carry_many_datagrams_per_call() {
+        let (cli, srv) = transfer(4_000_000, Offload::ON, |_| {});
+        assert!(cli.gso && srv.gro && cli.fallback.is_none(), "{cli:?} {srv:?}");
+        // loopback takes GSO buffers whole and GRO hands them over whole: each call carries
+        // many datagrams (a plain path carries one per receive)
+        assert!(cli.datagrams_sent >= 4 * cli.send_calls, "{cli:?}");
+        assert!(srv.datagrams_received >= 4 * srv.recv_calls, "{srv:?}");
+    }
+
+    #[test]
+    fn plain_path_sends_with_sendmmsg_and_receives_one_datagram_per_call() {
+        let (cli, srv) = transfer(1_000_000, Offload::OFF, |_| {});
+        assert!(!cli.gso && !srv.gro, "{cli:?} {srv:?}");
+        assert_eq!(srv.recv_calls, srv.datagrams_received, "{srv:?}");
+        assert!(cli.datagrams_sent > cli.send_calls, "sendmmsg batches: {cli:?}");
+    }
+
+    #[test]
+    fn a_kernel_refusing_gso_falls_back_to_sendmmsg() {
+        // UDP checksums off (SO_NO_CHECK): the kernel refuses UDP_SEGMENT with EINVAL, as it
+        // does for a segment over the path MTU or (EIO) UDP-Lite and IPsec
+        let no_check = |c: &Conn| {
+            let one: libc::c_int = 1;
+            let r = unsafe {
+                libc::setsockopt(c.socket().as_raw_fd(), libc::SOL_SOCKET, libc::SO_NO_CHECK,
+                    &one as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+            };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        };
+        let (cli, _) = transfer(2_000_000, Offload::ON, no_check);
+        assert!(!cli.gso, "{cli:?}");
+        let why = cli.fallback.as_deref().unwrap_or("");
+        assert!(why.starts_with("UDP GSO refused") && why.contains("os error 22"), "{why:?}");
+        assert!(cli.datagrams_sent > cli.send_calls, "the fallback still batches: {cli:?}");
     }
 }
