@@ -34,8 +34,8 @@ from concast.conform.ports import parse  # noqa: E402
 from conform_target import on_ports  # noqa: E402
 from conform_wire import Wire  # noqa: E402
 
-# The router's tests; test_receiver checks our own hostd as R on a network it builds.
-MODULES = ("test_forwarding", "test_csp", "test_mplex")
+# The router's tests; test_receiver and test_sender check our own hostd on networks they build.
+MODULES = ("test_forwarding", "test_csp", "test_signing", "test_mplex")
 PORT_OF = {"s1": 0, "rx": 1}
 
 
