@@ -363,7 +363,7 @@ fn csp_message() -> impl Strategy<Value = (u32, Ipv4Addr, u32, u8, Vec<u8>, csp:
 
 /// Half the generated JOIN_ACKs and SPEC_UPDATEs carry a signature trailer.
 fn sig_of(n: u16, j: &csp::JoinRepr) -> Option<csp::SpecSig> {
-    (n % 2 == 1).then(|| csp::SpecSig { key: j.spec_hash, sig: [j.selector_proto; csp::SIG_LEN] })
+    (n % 2 == 1).then_some(csp::SpecSig { key: j.spec_hash, sig: [j.selector_proto; csp::SIG_LEN] })
 }
 
 fn body_of<'a>(
