@@ -40,7 +40,7 @@ class Path:
     def __enter__(self) -> "Path":
         if os.geteuid() != 0:
             raise PathError("needs root to create network namespaces")
-        for tool in ("ip", "nft") if self.loss else ("ip",):
+        for tool in ("ip", "nft", "ethtool") if self.loss else ("ip",):
             if not shutil.which(tool):
                 raise PathError(f"{tool} is not installed")
         try:
@@ -64,9 +64,16 @@ class Path:
             _ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", v)
             _ip("-n", self.ns[h], "link", "set", v, "mtu", str(self.mtu), "up")
             if self.loss:
+                self._wire_sized(h, v)
                 self._drop(h, self.loss)
             if self.rate_mbit:
                 self._shape(h, v)
+
+    def _wire_sized(self, host: str, dev: str) -> None:
+        """No segmentation offload on a lossy path: TCP (TSO) and UDP (GSO) super-packets are
+        cut to MTU size before the veth, so the loss below drops packets, not 64 KB bursts."""
+        subprocess.run(["ip", "netns", "exec", self.ns[host], "ethtool", "-K", dev, "gso", "off",
+                        "tso", "off", "tx-udp-segmentation", "off"], check=True, capture_output=True)
 
     def _shape(self, host: str, dev: str) -> None:
         """One bottleneck each way: a token bucket with about 20 ms of queue."""
