@@ -26,23 +26,32 @@ fn parse(text: &str) -> Result<[u8; 32], String> {
 }
 
 fn create(path: &Path) -> Result<[u8; 32], String> {
-    let mut key = [0u8; 32];
+    // 32 secret bytes, then 8 that only name the temporary file.
+    let mut fresh = [0u8; 40];
     std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut key))
+        .and_then(|mut f| f.read_exact(&mut fresh))
         .map_err(|e| format!("cannot read /dev/urandom for a new spec key: {e}"))?;
+    let key: [u8; 32] = fresh[..32].try_into().expect("32 bytes");
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    // create_new: two daemons racing for one path must not overwrite each other's key.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create spec key {}: {e}", path.display()))?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600)).ok();
-    writeln!(f, "{}", crate::hex(&key)).map_err(|e| format!("cannot write spec key {}: {e}", path.display()))?;
-    Ok(key)
+    // Written whole under a private name, then linked into place: a daemon racing for the same
+    // path never reads a half-written file, and the loser of the race takes the winner's key.
+    // Unique per attempt, not just per process (never derived from the secret).
+    let tmp = path.with_extension(format!("tmp.{}", crate::hex(&fresh[32..])));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        writeln!(f, "{}", crate::hex(&key))?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    match written {
+        Ok(()) => Ok(key),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => load_or_create(path),
+        Err(e) => Err(format!("cannot create spec key {}: {e}", path.display())),
+    }
 }
 
 #[cfg(test)]
@@ -59,6 +68,19 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         std::fs::write(&path, "abc\n").unwrap();
         assert!(load_or_create(&path).unwrap_err().contains("64 hex digits"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn daemons_racing_for_one_path_all_get_the_same_key() {
+        let dir = std::env::temp_dir().join(format!("concast-speckey-race-{}", std::process::id()));
+        let path = dir.join("r.key");
+        let keys: Vec<[u8; 32]> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8).map(|_| s.spawn(|| load_or_create(&path).unwrap())).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(keys.iter().all(|k| *k == keys[0]), "one key for everyone");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
