@@ -9,6 +9,11 @@
 //!
 //! Messages received are queued inside the endpoint until `ctp_recv` takes them; the queue's
 //! length is the application backlog XON/XOFF and RTS/CTS act on.
+//!
+//! Safety, for every function: an endpoint pointer comes from `ctp_client`/`ctp_server` and is
+//! not yet freed; strings are NUL-terminated; `data`/`len` and `err`/`cap` describe readable and
+//! writable buffers of that many bytes; buffers and strings returned are freed once, with the
+//! matching `ctp_free_*`.
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CStr};
 use std::net::SocketAddr;
@@ -26,8 +31,8 @@ pub const CTP_URGENT: c_int = 1;
 const PUMP: Duration = Duration::from_millis(2);
 
 enum Kind {
-    Client(Conn),
-    Server(Server),
+    Client(Box<Conn>),
+    Server(Box<Server>),
 }
 
 pub struct Endpoint {
@@ -220,8 +225,11 @@ fn status(r: Result<(), String>, err: *mut c_char, cap: usize) -> c_int {
 
 /// Open a client session to `addr` ("host:port") with a composite (preset or micro+micro) and a
 /// congestion-control algorithm; `mss` 0 keeps the default. Null on error.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_client(
+pub unsafe extern "C" fn ctp_client(
     addr: *const c_char,
     composite: *const c_char,
     cc: *const c_char,
@@ -233,7 +241,7 @@ pub extern "C" fn ctp_client(
         let cfg = config(text(composite, "composite")?, text(cc, "congestion control")?, mss)?;
         let addr = text(addr, "address")?;
         let conn = Conn::connect(addr, cfg).map_err(|e| format!("{addr}: {e}"))?;
-        Ok(Endpoint { kind: Kind::Client(conn), inbox: VecDeque::new(), opened: false, ended: None })
+        Ok(Endpoint { kind: Kind::Client(Box::new(conn)), inbox: VecDeque::new(), opened: false, ended: None })
     })();
     match r {
         Ok(e) => Box::into_raw(Box::new(e)),
@@ -246,8 +254,11 @@ pub extern "C" fn ctp_client(
 
 /// Listen on `addr`; `composite` null serves any valid composite, else only that one (others
 /// are refused with the reason). Null on error.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_server(
+pub unsafe extern "C" fn ctp_server(
     addr: *const c_char,
     composite: *const c_char,
     cc: *const c_char,
@@ -261,7 +272,7 @@ pub extern "C" fn ctp_server(
         let only = (!composite.is_null()).then_some(cfg.composite);
         let addr = text(addr, "address")?;
         let srv = Server::bind(addr, cfg, only).map_err(|e| format!("{addr}: {e}"))?;
-        Ok(Endpoint { kind: Kind::Server(srv), inbox: VecDeque::new(), opened: false, ended: None })
+        Ok(Endpoint { kind: Kind::Server(Box::new(srv)), inbox: VecDeque::new(), opened: false, ended: None })
     })();
     match r {
         Ok(e) => Box::into_raw(Box::new(e)),
@@ -273,8 +284,11 @@ pub extern "C" fn ctp_server(
 }
 
 /// The UDP port a server listens on (after binding port 0); -1 on error.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_port(h: *mut Endpoint, err: *mut c_char, cap: usize) -> c_int {
+pub unsafe extern "C" fn ctp_port(h: *mut Endpoint, err: *mut c_char, cap: usize) -> c_int {
     let Some(e) = ep(h, err, cap) else { return -1 };
     match &e.kind {
         Kind::Server(s) => s.local_addr().map(|a| a.port() as c_int).unwrap_or(-1),
@@ -286,8 +300,11 @@ pub extern "C" fn ctp_port(h: *mut Endpoint, err: *mut c_char, cap: usize) -> c_
 }
 
 /// Client: wait until the server accepted the session. 0 open, -1 refused/closed/timed out.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_wait_open(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
+pub unsafe extern "C" fn ctp_wait_open(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
     let Some(e) = ep(h, err, cap) else { return -1 };
     let deadline = Instant::now() + ms(timeout_ms);
     let r = (|| -> Result<(), String> { loop {
@@ -305,8 +322,11 @@ pub extern "C" fn ctp_wait_open(h: *mut Endpoint, timeout_ms: u32, err: *mut c_c
 
 /// Pump until everything sent has left and (when the composite acknowledges) been
 /// acknowledged: every session's segment table is empty. 0, or -1 on timeout or error.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_flush(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
+pub unsafe extern "C" fn ctp_flush(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
     let Some(e) = ep(h, err, cap) else { return -1 };
     let deadline = Instant::now() + ms(timeout_ms);
     let r = (|| -> Result<(), String> {
@@ -330,8 +350,11 @@ pub extern "C" fn ctp_flush(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char,
 
 /// Send one message (`flags`: CTP_URGENT). A server names the peer ("ip:port"); a client
 /// passes null. Waits up to `timeout_ms` while the send buffer is full. 0 or -1.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_send(
+pub unsafe extern "C" fn ctp_send(
     h: *mut Endpoint,
     peer: *const c_char,
     data: *const u8,
@@ -361,8 +384,11 @@ pub extern "C" fn ctp_send(
 /// Receive one message, waiting up to `timeout_ms`. Returns a buffer of `*len` bytes to give
 /// back with `ctp_free_buf`, and the sender's address in `peer` (a server's only). Null with
 /// `*len` 0 and an empty `err` on timeout; null with the reason in `err` when the session ended.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_recv(
+pub unsafe extern "C" fn ctp_recv(
     h: *mut Endpoint,
     timeout_ms: u32,
     len: *mut usize,
@@ -396,8 +422,11 @@ pub extern "C" fn ctp_recv(
 }
 
 /// Give back a buffer from `ctp_recv`.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_free_buf(p: *mut u8, len: usize) {
+pub unsafe extern "C" fn ctp_free_buf(p: *mut u8, len: usize) {
     if !p.is_null() {
         // SAFETY: `p` and `len` come from ctp_recv, which made them from a boxed slice
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
@@ -406,8 +435,11 @@ pub extern "C" fn ctp_free_buf(p: *mut u8, len: usize) {
 
 /// Close: a client's session once everything sent is done (waits up to `timeout_ms` for it);
 /// a server closes all its sessions. 0, or -1 with the reason when it did not close in time.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_close(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
+pub unsafe extern "C" fn ctp_close(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char, cap: usize) -> c_int {
     let Some(e) = ep(h, err, cap) else { return -1 };
     let deadline = Instant::now() + ms(timeout_ms);
     let r = (|| -> Result<(), String> {
@@ -439,16 +471,22 @@ pub extern "C" fn ctp_close(h: *mut Endpoint, timeout_ms: u32, err: *mut c_char,
 }
 
 /// Statistics as a JSON object (free with `ctp_free_str`).
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_stats(h: *mut Endpoint) -> *mut c_char {
+pub unsafe extern "C" fn ctp_stats(h: *mut Endpoint) -> *mut c_char {
     // SAFETY: as in `ep`
     let Some(e) = (unsafe { h.as_mut() }) else { return std::ptr::null_mut() };
     let s = e.stats().to_string();
     std::ffi::CString::new(s).map_or(std::ptr::null_mut(), |c| c.into_raw())
 }
 
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_free_str(p: *mut c_char) {
+pub unsafe extern "C" fn ctp_free_str(p: *mut c_char) {
     if !p.is_null() {
         // SAFETY: `p` comes from ctp_stats
         drop(unsafe { std::ffi::CString::from_raw(p) });
@@ -456,8 +494,11 @@ pub extern "C" fn ctp_free_str(p: *mut c_char) {
 }
 
 /// Release an endpoint and its socket (without closing its sessions: call ctp_close first).
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_free(h: *mut Endpoint) {
+pub unsafe extern "C" fn ctp_free(h: *mut Endpoint) {
     if !h.is_null() {
         // SAFETY: `h` comes from ctp_client/ctp_server and is freed once
         drop(unsafe { Box::from_raw(h) });
@@ -465,8 +506,11 @@ pub extern "C" fn ctp_free(h: *mut Endpoint) {
 }
 
 /// Check a composite without opening anything: 0 valid, -1 with the refusal reason.
+///
+/// # Safety
+/// See the module documentation.
 #[no_mangle]
-pub extern "C" fn ctp_check_composite(composite: *const c_char, err: *mut c_char, cap: usize) -> c_int {
+pub unsafe extern "C" fn ctp_check_composite(composite: *const c_char, err: *mut c_char, cap: usize) -> c_int {
     let r = text(composite, "composite").and_then(|c| Composite::parse(c).map(|_| ()).map_err(|r| r.to_string()));
     status(r, err, cap)
 }

@@ -38,6 +38,9 @@ fn index(m: &[u8]) -> u32 {
     u32::from_be_bytes(m[..4].try_into().unwrap())
 }
 
+/// A datagram on the wire: arrival time, order sent, towards b, bytes.
+type InFlight = (u64, u64, bool, Vec<u8>);
+
 /// A client and the server it opens over a wire whose every datagram gets its own delay from
 /// `delay` (so datagrams reorder and jitter) and which drops datagrams longer than `mtu`.
 struct Net {
@@ -47,7 +50,7 @@ struct Net {
     server: Config,
     mtu: usize,
     delay: Box<dyn FnMut() -> u64>,
-    wire: BinaryHeap<Reverse<(u64, u64, bool, Vec<u8>)>>,
+    wire: BinaryHeap<Reverse<InFlight>>,
     order: u64,
     /// (time, message) delivered at b.
     got: Vec<(u64, Vec<u8>)>,
