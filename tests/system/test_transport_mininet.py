@@ -23,7 +23,8 @@ import pytest
 from concast import perf, tools
 from concast.perfpath import MininetPath
 
-pytestmark = pytest.mark.mininet
+pytestmark = [pytest.mark.mininet,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, OVS)")]
 
 BYTES = 300_000
 PRESETS = ["Minimal", "LossyFIFO", "Video", "Audio", "Bulk"]
@@ -37,8 +38,6 @@ CTPFLOW = Path(__file__).with_name("ctpflow.py")
 
 @pytest.fixture(scope="module")
 def path():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
     try:
         perf.binary()
     except tools.MissingTool as e:
