@@ -161,7 +161,7 @@ fn the_expire_timer_ends_a_transaction_the_server_never_answers() {
     assert!(n.run_until(10_000_000, all_done));
     assert_eq!(n.outputs, vec![Output::Expired { tx }]);
     assert!((2_000_000..2_100_000).contains(&n.now), "{}", n.now);
-    assert!(n.client.stats().repeats >= 3);
+    assert!(n.client.stats().repeats >= 1, "repeated once, one initial flowtimeout (1 s) in");
     assert_freed(&n);
 }
 
@@ -272,8 +272,9 @@ fn datagram_size_adapts_to_a_path_that_drops_big_datagrams() {
     assert!(n.run_until(120_000_000, all_done), "{:?}", n.client.stats());
     assert_eq!(Sha256::digest(&done_objects(&n)[0].1), Sha256::digest(pattern(0, 200_000)));
     let st = n.client.stats();
-    // 1400 -> 700 -> 350, then each try at 700 waits four times longer than the last
-    assert!((2..=4).contains(&st.size_cuts), "{st:?}");
+    // halved until it fits (repeats of bigger sizes still in flight may halve it once more),
+    // then each failed try at a bigger size waits four times longer than the last
+    assert!((2..=6).contains(&st.size_cuts), "{st:?}");
     assert!(n.client.datagram_size() <= 600 - wire::HEADER_LEN);
 }
 
@@ -298,8 +299,14 @@ fn suppressing_a_channel_ends_its_transactions_with_the_size_only() {
             o => panic!("{o:?}"),
         }
     }
-    // the suppressed transactions cost one header-only reply each
-    assert!(n.replies_sent.iter().filter(|r| r.len() == wire::HEADER_LEN).count() == 2);
+    // the suppressed transactions never got a payload byte
+    for r in &n.replies_sent {
+        let (h, _) = wire::decode(r).unwrap();
+        if h.txid == video || h.txid == size {
+            assert_eq!(r.len(), wire::HEADER_LEN);
+        }
+    }
+    assert_eq!(n.replies_sent.iter().filter(|r| wire::decode(r).unwrap().0.txid == size).count(), 1, "size-only: one request");
 }
 
 /// A live object that grows as the test says; its total is unknown until `end`.
@@ -390,4 +397,26 @@ proptest! {
         prop_assert!(n.run_until(60_000_000, all_done));
         prop_assert_eq!(Sha256::digest(&done_objects(&n)[0].1), Sha256::digest(pattern(0, 100_000)));
     }
+}
+
+#[test]
+fn paced_requests_let_later_transactions_through_a_shallow_queue_without_loss() {
+    // 100 ms round trip, 10 Mbit/s, 16 packets of queue (a fifth of the path's 83)
+    let mut n = net(21);
+    for l in [&mut n.up, &mut n.down] {
+        l.delay_us = 50_000;
+        l.rate_bps = Some(10e6);
+        l.queue_pkts = 16;
+    }
+    let mut repeats = Vec::new();
+    for _ in 0..4 {
+        n.client.request(n.now, b"size:256000", RequestOpts::default()).unwrap();
+        assert!(n.run_until(600_000_000, all_done));
+        repeats.push(n.client.stats().repeats);
+    }
+    // slow start overshoots, the window settles below what the queue takes; from then on
+    // each new transaction's window leaves paced and nothing is lost
+    assert!(repeats[0] > 0, "{repeats:?}");
+    assert_eq!(repeats[3], repeats[1], "{repeats:?} {:?}", n.client.stats());
+    assert_eq!(done_objects(&n).len(), 4);
 }

@@ -98,7 +98,7 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
 def run(s: Settings, work: Path) -> dict:
     rows, tp = [], []
     for rate in s.rates:
-        tb = Testbed(rate, s.queue_ms, work / f"{rate:g}mbit", s.seed)
+        tb = Testbed(rate, s.queue_ms, work / f"{rate:g}mbit", s.seed, s.delay_ms)
         try:
             tb.start({OBJECT: s.size, BIG: 1_000_000})
             rows += sweep(tb, rate, s)
@@ -120,6 +120,9 @@ def missing_prerequisites() -> str | None:
             binary(b)
     except tools.MissingTool as e:
         return str(e)
+    from concast.topologies.links import BINARY
+    if not BINARY.exists():
+        return f"{BINARY} is missing (the delay's link emulator): run `make build`"
     return None
 
 
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=256_000, help="bytes per object")
     ap.add_argument("--count", type=int, default=8, help="objects per cell")
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell at most")
+    ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none)")
+    ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate")
     ap.add_argument("--third-party", type=float, default=10.0, help="seconds (0: skip)")
     ap.add_argument("--third-party-loss", type=float, default=0.0)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport")
@@ -145,11 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     protos = tuple(p for p in a.protocols.split(",") if p)
     bad = [p for p in protos if p not in PROTOCOLS]
-    if bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates):
+    if bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates) or a.delay < 0:
         ap.error(f"protocols from {PROTOCOLS}, losses in [0, 100), rates > 0 (got {a.protocols}, "
                  f"{a.losses}, {a.rates})")
     s = Settings(rates=a.rates, losses=a.losses, protocols=protos, size=a.size, count=a.count,
-                 limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss)
+                 limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
+                 delay_ms=a.delay, queue_ms=a.queue)
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     res = run(s, a.out / "work")

@@ -31,6 +31,9 @@ class Settings:
     limit_s: float = 60.0
     #: the bottleneck's queue, in milliseconds of its rate (ours: 20 ms)
     queue_ms: float = 20.0
+    #: one-way propagation delay, ms (ours: 50, a 100 ms round trip across the Internet;
+    #: the dissertation's path is not known here). 0: a plain veth, no emulator.
+    delay_ms: float = 50.0
     #: third-party test: seconds MTP and TCP share the link (0: skip it)
     third_party_s: float = 10.0
     third_party_loss: float = 0.0

@@ -1,5 +1,7 @@
 """The network of `concast exp transport`: two Mininet hosts on one link, an HTB bottleneck
 each way, random loss from nftables at both hosts' input, and the servers of every protocol.
+With a delay, the link is the project's emulated link (concast-linkemu, `topologies/links.py`;
+this kernel has no netem) and carries only the delay; rate and loss stay HTB's and nftables'.
 
 Host names carry this process's id so that concurrent networks on the machine do not meet;
 `stop()` ends only what this testbed started (by PID) and the Mininet network (net.stop()).
@@ -29,11 +31,14 @@ def binary(name: str) -> str:
 
 
 class Testbed:
-    def __init__(self, rate_mbit: float, queue_ms: float, work: Path, seed: int = 1) -> None:
+    def __init__(self, rate_mbit: float, queue_ms: float, work: Path, seed: int = 1,
+                 delay_ms: float = 0.0) -> None:
         self.rate, self.queue_ms, self.work, self.seed = rate_mbit, queue_ms, work, seed
-        tag = os.getpid() % 100000
-        self.cn, self.sn = f"tc{tag}", f"ts{tag}"
+        self.delay_ms = delay_ms
+        self.tag = os.getpid() % 100000
+        self.cn, self.sn = f"tc{self.tag}", f"ts{self.tag}"
         self.net = None
+        self.emu = None
         self.procs: list[subprocess.Popen] = []
 
     def start(self, objects: dict[str, int]) -> "Testbed":
@@ -44,7 +49,15 @@ class Testbed:
         self.net = Mininet(topo=None, build=False, controller=None)
         c = self.net.addHost(self.cn, ip="10.78.0.1/24")
         s = self.net.addHost(self.sn, ip="10.78.0.2/24")
-        self.net.addLink(c, s, cls=Link)
+        if self.delay_ms > 0:
+            from concast.topologies.links import EmuLink, LinkEmulator
+            self.work.mkdir(parents=True, exist_ok=True)
+            self.emu = LinkEmulator(self.work, f"ctx{self.tag}").start()
+            # the emulator's own queue is not the bottleneck: HTB's is
+            self.net.addLink(c, s, cls=EmuLink, emu=self.emu, delay=f"{self.delay_ms}ms",
+                             max_queue_size=10000)
+        else:
+            self.net.addLink(c, s, cls=Link)
         self.net.build()
         self.net.start()
         for h in (c, s):
@@ -59,8 +72,8 @@ class Testbed:
             self.sha256[name] = hashlib.sha256(blob).hexdigest()
         self.server_ip = s.IP()
         self._serve()
-        say(f"{self.cn} -- {self.sn}: HTB {self.rate} Mbit/s each way, "
-            f"{self.queue_ms} ms of queue; objects {objects}")
+        say(f"{self.cn} -- {self.sn}: HTB {self.rate} Mbit/s each way, {self.queue_ms} ms of "
+            f"queue, {self.delay_ms} ms delay each way; objects {objects}")
         return self
 
     @property
@@ -179,3 +192,5 @@ class Testbed:
                 p.wait()
         if self.net:
             self.net.stop()
+        if self.emu:
+            self.emu.stop()

@@ -13,6 +13,9 @@ use crate::cc::{self, Ccc, CcCtl};
 
 /// A later request answered this many sends after an unanswered one declares it lost (ours).
 pub const FAST_REPEAT: u64 = 3;
+/// Requests a transaction may have in flight before its size is known (ours): an object of up
+/// to four datagrams takes one round trip; past its end, the replies are empty.
+const SPECULATE: u32 = 4;
 /// Ended transactions remembered, so their late replies count as stale, not forged.
 const REMEMBER_ENDED: usize = 1024;
 
@@ -149,6 +152,9 @@ pub struct Client {
     deadlines: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
     last_reply_at: u64,
     last_silent_at: Option<u64>,
+    next_send_at: u64,
+    /// The last pump stopped for pacing, with work left: `next_send_at` is a timer.
+    paced: bool,
     suppressed: HashSet<u8>,
     ended: VecDeque<u32>,
     ended_set: HashMap<u32, ()>,
@@ -184,6 +190,8 @@ impl Client {
             deadlines: BinaryHeap::new(),
             last_reply_at: 0,
             last_silent_at: None,
+            next_send_at: 0,
+            paced: false,
             suppressed: HashSet::new(),
             ended: VecDeque::new(),
             ended_set: HashMap::new(),
@@ -316,7 +324,8 @@ impl Client {
         let rep = self.deadlines.peek().map(|Reverse(d)| d.0);
         let exp = self.txs.values().map(|t| t.expire_at).min();
         let hold = self.txs.values().filter(|t| t.hold_until > 0).map(|t| t.hold_until).min();
-        [rep, exp, hold].into_iter().flatten().min()
+        let pace = self.paced.then_some(self.next_send_at);
+        [rep, exp, hold, pace].into_iter().flatten().min()
     }
 
     pub fn on_timer(&mut self, now: u64) {
@@ -558,25 +567,45 @@ impl Client {
         }
     }
 
-    /// Sends requests while the window has room, round robin over the transactions.
+    /// Sends requests while the window has room, round robin over the transactions, paced.
     fn pump(&mut self, now: u64) {
+        self.paced = false;
         loop {
             if self.in_flight as f64 >= self.ctl.cwnd.floor().max(1.0) {
                 return;
             }
+            if self.next_send_at > now && self.next_ready_peek(now) {
+                self.paced = true;
+                return;
+            }
             let Some(id) = self.next_ready(now) else { return };
             self.send_one(now, id);
+            let pace = self.pace_us();
+            if pace > 0 {
+                self.next_send_at = self.next_send_at.max(now) + pace;
+            }
         }
     }
 
+    /// Gap between two requests (ours): a window per half round trip, so that a window opened
+    /// all at once (a new transaction, a burst of answers) does not leave as one burst whose
+    /// replies overflow the bottleneck's queue; the window stays the limit. Below 20 µs
+    /// (fast paths) requests go unpaced.
+    fn pace_us(&self) -> u64 {
+        let p = (self.ft.srtt_us / (2.0 * self.ctl.cwnd.max(1.0))) as u64;
+        if p < 20 {
+            0
+        } else {
+            p
+        }
+    }
+
+    fn next_ready_peek(&self, now: u64) -> bool {
+        self.txs.values().any(|t| ready(t, now))
+    }
+
     fn next_ready(&mut self, now: u64) -> Option<u32> {
-        let ready = |t: &Tx| {
-            !t.finishing
-                && !t.todo.is_empty()
-                && t.hold_until <= now
-                // until its size is known, one request at a time for an object that is not streamed
-                && (t.total.is_some() || t.in_flight == 0 || t.opts.in_order)
-        };
+        let ready = |t: &Tx| ready(t, now);
         let after = self.txs.range(self.rr.wrapping_add(1)..).find(|(_, t)| ready(t)).map(|(&k, _)| k);
         let id = after.or_else(|| self.txs.iter().find(|(_, t)| ready(t)).map(|(&k, _)| k))?;
         self.rr = id;
@@ -614,6 +643,15 @@ impl Client {
         self.out.push_back(Output::Transmit(wire::datagram(&h, &t.name)));
         self.cc.on_pkt_sent(&mut self.ctl, sendno as u32);
     }
+}
+
+/// Whether a transaction has something to ask for now.
+fn ready(t: &Tx, now: u64) -> bool {
+    !t.finishing
+        && !t.todo.is_empty()
+        && t.hold_until <= now
+        // until its size is known, at most SPECULATE requests for an object that is not streamed
+        && (t.total.is_some() || t.in_flight < if t.opts.size_only { 1 } else { SPECULATE } || t.opts.in_order)
 }
 
 enum Verdict {

@@ -59,8 +59,9 @@ impl Ccc for MtpWindow {
     }
 }
 
-/// Flowtimeout before the first RTT sample (ours).
-pub const INITIAL_FLOWTIMEOUT_US: u64 = 100_000;
+/// Flowtimeout before the first RTT sample: RFC 6298's initial RTO (a shorter guess fires on
+/// any longer path before its first answer, and the silence rule then starts the window at 2).
+pub const INITIAL_FLOWTIMEOUT_US: u64 = 1_000_000;
 /// Bounds (ours): the floor keeps scheduler noise from reading as loss; the ceiling keeps a
 /// restarted server noticed within a second.
 pub const MIN_FLOWTIMEOUT_US: u64 = 5_000;
@@ -94,10 +95,12 @@ impl Flowtimeout {
     }
 
     pub fn get_us(&self) -> u64 {
+        // RFC 6298's srtt + 4 rttvar, plus half an srtt (ours): on a steady path rttvar decays
+        // toward 0 and a queue that then fills would make every request look lost
         let base = if self.srtt_us == 0.0 {
             INITIAL_FLOWTIMEOUT_US
         } else {
-            (self.srtt_us + 4.0 * self.rttvar_us) as u64
+            (1.5 * self.srtt_us + 4.0 * self.rttvar_us) as u64
         };
         (base.max(MIN_FLOWTIMEOUT_US) << self.backoff).min(MAX_FLOWTIMEOUT_US)
     }
@@ -147,9 +150,9 @@ mod tests {
         let mut f = Flowtimeout::default();
         assert_eq!(f.get_us(), INITIAL_FLOWTIMEOUT_US);
         f.sample(10_000.0);
-        assert_eq!(f.get_us(), 30_000); // srtt + 4 * srtt/2
+        assert_eq!(f.get_us(), 35_000); // 1.5 srtt + 4 * srtt/2
         f.back_off();
-        assert_eq!(f.get_us(), 60_000);
+        assert_eq!(f.get_us(), 70_000);
         for _ in 0..20 {
             f.back_off();
         }
