@@ -1,23 +1,11 @@
 //! CSP messages as owned values: what the state machines consume and produce.
 //! Byte encoding lives in `concast-wire`; see docs/protocol.md section 2.
 
-use std::net::Ipv4Addr;
-
 pub type SpecHash = [u8; 32];
 pub const NO_HASH: SpecHash = [0; 32];
 
-/// A concast flow: datagrams toward receiver `receiver` carrying group `group`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowId {
-    pub receiver: Ipv4Addr,
-    pub group: u32,
-}
-
-impl std::fmt::Display for FlowId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "({}, {})", self.receiver, self.group)
-    }
-}
+/// A concast flow (R, G): the wire crate's one type for it.
+pub use concast_wire::FlowId;
 
 /// Which datagrams to R a data plane that cannot see IPv4 options must divert (section 2.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

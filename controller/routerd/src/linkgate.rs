@@ -6,7 +6,7 @@
 
 use std::net::Ipv4Addr;
 
-use concast_engine::{EgressGate, FlowKey};
+use concast_engine::{EgressGate, FlowId};
 use serde_json::Value;
 
 use crate::linkstate::LinkState;
@@ -67,7 +67,7 @@ impl LinkGate {
 }
 
 impl EgressGate for LinkGate {
-    fn busy_until(&mut self, flow: FlowKey, now: u64) -> Option<u64> {
+    fn busy_until(&mut self, flow: FlowId, now: u64) -> Option<u64> {
         let slot = self.slot_for(flow.receiver)?;
         let free_ns = self.state.read(slot)?.tx_free_at_ns.checked_sub(self.origin_ns)?;
         let free_us = free_ns.div_ceil(1_000);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use concast_csp::{codec, Action, Config as CspConfig, FlowId, Node, Role, Selector};
-use concast_engine::{Engine, FlowConfig, FlowKey, OutputKind, Outputs, Unmerged};
+use concast_engine::{Engine, FlowConfig, OutputKind, Outputs, Unmerged};
 use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::Packet;
 use serde_json::{json, Value};
@@ -30,7 +30,7 @@ impl Sink for Vec<Vec<u8>> {
 
 /// One active concast flow at this router.
 struct Active {
-    engine: concast_engine::FlowId,
+    engine: concast_engine::FlowSlot,
     selector: Selector,
     /// The engine quarantined the flow and the CSP node has been told.
     quarantined: bool,
@@ -48,12 +48,8 @@ pub struct Router {
     pub counters: Counters,
     out: Outputs,
     /// Per-batch grouping of concast datagrams by engine flow, kept to reuse its allocations.
-    batches: HashMap<concast_engine::FlowId, Vec<usize>>,
+    batches: HashMap<concast_engine::FlowSlot, Vec<usize>>,
     csp_buf: Vec<u8>,
-}
-
-fn key(flow: FlowId) -> FlowKey {
-    FlowKey::new(flow.receiver, flow.group)
 }
 
 impl Router {
@@ -170,7 +166,7 @@ impl Router {
     /// Hands the concast datagrams gathered so far (`batches`, indices into `frames`) to the
     /// engine, one call per flow, and empties the batches.
     fn ingest_batches(&mut self, now: u64, frames: &[&[u8]], sink: &mut impl Sink) {
-        let ids: Vec<concast_engine::FlowId> =
+        let ids: Vec<concast_engine::FlowSlot> =
             self.batches.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
         for id in ids {
             let mut idx = std::mem::take(self.batches.get_mut(&id).unwrap());
@@ -320,7 +316,7 @@ impl Router {
             .ok_or_else(|| "spec missing from the store".to_string())
             .and_then(|bytes| self.engine.load_spec(&bytes).map_err(|e| e.to_string()))
             .and_then(|spec| {
-                let mut cfg = FlowConfig { params, ..FlowConfig::new(key(flow), spec) };
+                let mut cfg = FlowConfig { params, ..FlowConfig::new(flow, spec) };
                 // The spec sizes its buffers at init: give it the path MTU CSP learned.
                 if let Some(mtu) = self.node.path_mtu(flow) {
                     cfg.path_mtu = u32::from(mtu);

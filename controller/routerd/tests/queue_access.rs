@@ -104,7 +104,7 @@ impl Lab {
     }
 
     fn counters(&self) -> (u64, u64) {
-        let id = self.router.engine.flow_ids()[0];
+        let id = self.router.engine.flow_slots()[0];
         let c = self.router.engine.stats(id).unwrap().counters;
         (c.gate_held, c.gate_hold_us)
     }

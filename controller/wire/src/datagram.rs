@@ -10,13 +10,26 @@ use core::net::Ipv4Addr;
 use crate::error::Error;
 use crate::{csp, ipv4, mplex, options};
 
-/// The concast flow `(R, G)` a datagram belongs to.
+/// A concast flow `(R, G)`: the one type for it in every crate (CSP state, merge engine,
+/// routerd, hostd). Shown as `(R, G)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Flow {
+pub struct FlowId {
     /// `R`, the IPv4 destination.
     pub receiver: Ipv4Addr,
     /// `G`, from the Concast ID option.
     pub group: u32,
+}
+
+impl FlowId {
+    pub const fn new(receiver: Ipv4Addr, group: u32) -> FlowId {
+        FlowId { receiver, group }
+    }
+}
+
+impl core::fmt::Display for FlowId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "({}, {})", self.receiver, self.group)
+    }
 }
 
 /// A well-formed datagram, by what concast does with it.
@@ -84,12 +97,11 @@ impl<'a> Datagram<'a> {
 
     /// The concast flow this datagram travels in (concast datagrams and MplexPkts). A CSP
     /// message is *about* a flow (see [`csp::Message::group`]) but does not travel in it.
-    pub fn flow(&self) -> Option<Flow> {
+    pub fn flow(&self) -> Option<FlowId> {
         match self {
-            Datagram::Concast { ip, group } | Datagram::Mplex { ip, group, .. } => Some(Flow {
-                receiver: ip.dst_addr(),
-                group: *group,
-            }),
+            Datagram::Concast { ip, group } | Datagram::Mplex { ip, group, .. } => {
+                Some(FlowId::new(ip.dst_addr(), *group))
+            }
             Datagram::Ipv4(_) | Datagram::Csp { .. } => None,
         }
     }

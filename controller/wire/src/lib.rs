@@ -36,7 +36,7 @@ pub mod mplex;
 pub mod options;
 pub mod udp;
 
-pub use datagram::{classify, Datagram, Flow, Kind};
+pub use datagram::{classify, Datagram, FlowId, Kind};
 pub use error::{BuildError, Error};
 
 /// The well-known multiplex group (`G = 1`).

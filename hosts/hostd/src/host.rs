@@ -7,7 +7,7 @@ use std::io;
 use std::net::Ipv4Addr;
 
 use concast_csp::{codec, Action, Body, Config as CspConfig, ErrorCode, FlowId, Node, Role, Selector, SpecHash};
-use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, OutputKind, Outputs};
+use concast_engine::{Engine, EngineConfig, FlowConfig, OutputKind, Outputs};
 use concast_daemon::log::{emit, Level};
 use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::protocol;
@@ -54,10 +54,6 @@ pub struct Host {
     flow_changes: Vec<FlowChange>,
     out: Outputs,
     csp_buf: Vec<u8>,
-}
-
-fn key(flow: FlowId) -> FlowKey {
-    FlowKey::new(flow.receiver, flow.group)
 }
 
 fn engine_of<'a>(slot: &'a mut Option<Engine>, cfg: &EngineConfig) -> Result<&'a mut Engine, String> {
@@ -343,7 +339,7 @@ impl Host {
             .and_then(|bytes| {
                 let engine = engine_of(&mut self.engine, &self.engine_cfg)?;
                 let spec = engine.load_spec(&bytes).map_err(|e| format!("spec rejected here: {e}"))?;
-                let mut cfg = FlowConfig::new(key(flow), spec);
+                let mut cfg = FlowConfig::new(flow, spec);
                 if let Some(mtu) = self.node.path_mtu(flow) {
                     cfg.path_mtu = u32::from(mtu); // sender-side bundles fit the path too
                 }
@@ -585,7 +581,7 @@ impl Host {
             self.out.clear();
             let _ = engine.remove_flow(o.engine, now, &mut self.out);
         }
-        let cfg = FlowConfig { children: children as u32, ..FlowConfig::new(key(flow), loaded) };
+        let cfg = FlowConfig { children: children as u32, ..FlowConfig::new(flow, loaded) };
         let added = engine.add_flow(cfg, now);
         let id = match added {
             Ok(id) => id,
@@ -593,7 +589,7 @@ impl Host {
                 // Keep serving the old spec: the new one cannot even start a flow.
                 if let Some(o) = old {
                     if let Some(prev) = engine.cached_spec(&o.hash) {
-                        let cfg = FlowConfig { children: children as u32, ..FlowConfig::new(key(flow), prev) };
+                        let cfg = FlowConfig { children: children as u32, ..FlowConfig::new(flow, prev) };
                         if let Ok(id) = engine.add_flow(cfg, now) {
                             self.receiver.served.insert(group, Served { hash: o.hash, engine: id, quarantined: false });
                         }

@@ -15,7 +15,7 @@ use crate::{hex, udp};
 #[derive(Debug)]
 pub struct Served {
     pub hash: SpecHash,
-    pub engine: concast_engine::FlowId,
+    pub engine: concast_engine::FlowSlot,
     /// The final merge was quarantined and the subscribers were told.
     pub quarantined: bool,
 }

@@ -29,7 +29,7 @@ pub struct SenderFlow {
     pub phase: Phase,
     pub hash: SpecHash,
     /// This host's engine flow, while the spec runs here.
-    pub engine: Option<concast_engine::FlowId>,
+    pub engine: Option<concast_engine::FlowSlot>,
     /// Why the spec does not run here although the flow is joined (datagrams go unmerged).
     pub problem: Option<String>,
     /// The engine quarantined the flow here and the watchers were told.
@@ -42,7 +42,7 @@ pub struct SenderFlow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// Through this host's merge engine.
-    Merge(concast_engine::FlowId),
+    Merge(concast_engine::FlowSlot),
     /// As a concast datagram, unmerged here; the reason is told to the application.
     Unmerged(&'static str),
     /// As plain UDP without the option (the flow fell back to unicast).

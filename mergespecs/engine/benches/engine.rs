@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use concast_aggregate::payload::Contribution;
 use concast_aggregate::{Aggregate, Sum};
-use concast_engine::ipv4::{self, FlowKey};
+use concast_engine::ipv4::{self, FlowId};
 use concast_engine::{
     Allocator, CpuLimit, Engine, EngineConfig, FlowConfig, Limits, Outputs, SpecRef,
 };
@@ -57,7 +57,7 @@ fn datagrams(count: usize) -> Vec<Vec<u8>> {
             };
             let header = ipv4::Header {
                 src: Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8),
-                flow: FlowKey::new(R, 7),
+                flow: FlowId::new(R, 7),
                 protocol: 17,
                 ttl: 64,
                 dont_fragment: false,
@@ -72,7 +72,7 @@ fn datagrams(count: usize) -> Vec<Vec<u8>> {
 
 /// Messages merged per second through one flow of `spec`.
 fn throughput(engine: &mut Engine, spec: SpecRef, messages: usize) -> f64 {
-    let mut cfg = FlowConfig::new(FlowKey::new(R, 7), spec);
+    let mut cfg = FlowConfig::new(FlowId::new(R, 7), spec);
     cfg.params = format!("fanin={FANIN} timeout_us=1000000").into_bytes();
     let flow = engine.add_flow(cfg, 0).unwrap();
     let input = datagrams(BATCH * 256);
@@ -107,7 +107,7 @@ fn instantiation_us(engine: &mut Engine, spec: &SpecRef, flows: u32) -> f64 {
     for g in 0..flows {
         engine
             .add_flow(
-                FlowConfig::new(FlowKey::new(R, 1_000_000 + g), spec.clone()),
+                FlowConfig::new(FlowId::new(R, 1_000_000 + g), spec.clone()),
                 0,
             )
             .unwrap();
@@ -180,7 +180,7 @@ fn loop_stop(cpu: CpuLimit) -> (Duration, Duration, Duration) {
     // Five fresh flows (a quarantined flow no longer runs its spec).
     for group in 0..5 {
         let flow = e
-            .add_flow(FlowConfig::new(FlowKey::new(R, group), spec.clone()), 0)
+            .add_flow(FlowConfig::new(FlowId::new(R, group), spec.clone()), 0)
             .unwrap();
         let d = datagrams(1);
         let (started, cpu_start) = (Instant::now(), thread_cpu());

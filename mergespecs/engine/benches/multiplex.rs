@@ -20,7 +20,7 @@ use std::time::Instant;
 use concast_engine::sdk::wire::build::MplexBuilder;
 use concast_engine::sdk::wire::ipv4::Params;
 use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
-use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, Outputs, SpecRef};
+use concast_engine::{Engine, EngineConfig, FlowConfig, FlowId, Outputs, SpecRef};
 use concast_spec_multiplex::Multiplex;
 
 #[path = "../tests/bursty/mod.rs"]
@@ -67,7 +67,7 @@ fn throughput(
     .unwrap();
     let spec = spec(&mut engine);
     let flow = engine
-        .add_flow(FlowConfig::new(FlowKey::new(R, 1), spec), 0)
+        .add_flow(FlowConfig::new(FlowId::new(R, 1), spec), 0)
         .unwrap();
     let input: Vec<Vec<u8>> = (0..SENDERS).map(|s| one_record(s, delays)).collect();
     let batches: Vec<&[Vec<u8>]> = input.chunks(BATCH).collect();

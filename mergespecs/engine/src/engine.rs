@@ -13,16 +13,17 @@ use crate::epoch::EpochTicker;
 use crate::fault::Fault;
 use crate::flow::{Env, Flow, FlowStats};
 use crate::host::{FlowCtx, FlowInfo, LogLine};
-use crate::ipv4::{self, FlowKey};
+use crate::ipv4::{self, FlowId};
 use crate::output::{OutputKind, Outputs, Unmerged};
 use crate::sandbox::{Sandbox, WasmSandbox};
 use crate::spec::{self, SpecError, SpecKind, SpecRef};
 use crate::gate::EgressGate;
 use crate::timers::{TimerKey, TimerWheel};
 
-/// A flow's handle; stale once the flow is removed.
+/// Where the engine keeps a flow: a handle, stale once the flow is removed (the flow itself
+/// is named by its [`FlowId`] (R, G)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowId {
+pub struct FlowSlot {
     index: u32,
     generation: u32,
 }
@@ -30,7 +31,7 @@ pub struct FlowId {
 /// How to set up a flow.
 #[derive(Debug, Clone)]
 pub struct FlowConfig {
-    pub key: FlowKey,
+    pub key: FlowId,
     pub spec: SpecRef,
     /// Path MTU toward R (what `flow_mtu` reports).
     pub path_mtu: u32,
@@ -41,7 +42,7 @@ pub struct FlowConfig {
 }
 
 impl FlowConfig {
-    pub fn new(key: FlowKey, spec: SpecRef) -> FlowConfig {
+    pub fn new(key: FlowId, spec: SpecRef) -> FlowConfig {
         FlowConfig {
             key,
             spec,
@@ -54,7 +55,7 @@ impl FlowConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FlowError {
-    Exists(FlowKey),
+    Exists(FlowId),
     TooManyFlows {
         limit: usize,
     },
@@ -112,7 +113,7 @@ pub struct Engine {
     flows: Vec<Option<Flow>>,
     generations: Vec<u32>,
     free: Vec<u32>,
-    by_key: HashMap<FlowKey, FlowId>,
+    by_key: HashMap<FlowId, FlowSlot>,
     timers: TimerWheel,
     due: Vec<(u64, TimerKey)>,
     ticker: Option<EpochTicker>,
@@ -223,7 +224,7 @@ impl Engine {
         self.specs.remove(sha256);
     }
 
-    pub fn add_flow(&mut self, cfg: FlowConfig, now: u64) -> Result<FlowId, FlowError> {
+    pub fn add_flow(&mut self, cfg: FlowConfig, now: u64) -> Result<FlowSlot, FlowError> {
         let limits = &self.config.limits;
         if self.by_key.contains_key(&cfg.key) {
             return Err(FlowError::Exists(cfg.key));
@@ -277,7 +278,7 @@ impl Engine {
             self.generations.push(0);
             (self.flows.len() - 1) as u32
         });
-        let id = FlowId {
+        let id = FlowSlot {
             index,
             generation: self.generations[index as usize],
         };
@@ -286,12 +287,12 @@ impl Engine {
         Ok(id)
     }
 
-    pub fn flow_id(&self, key: FlowKey) -> Option<FlowId> {
+    pub fn flow_slot(&self, key: FlowId) -> Option<FlowSlot> {
         self.by_key.get(&key).copied()
     }
 
-    pub fn flow_ids(&self) -> Vec<FlowId> {
-        let mut ids: Vec<FlowId> = self.by_key.values().copied().collect();
+    pub fn flow_slots(&self) -> Vec<FlowSlot> {
+        let mut ids: Vec<FlowSlot> = self.by_key.values().copied().collect();
         ids.sort();
         ids
     }
@@ -300,14 +301,14 @@ impl Engine {
         self.by_key.len()
     }
 
-    fn flow_mut(&mut self, id: FlowId) -> Result<&mut Flow, FlowError> {
+    fn flow_mut(&mut self, id: FlowSlot) -> Result<&mut Flow, FlowError> {
         match self.flows.get_mut(id.index as usize) {
             Some(Some(flow)) if self.generations[id.index as usize] == id.generation => Ok(flow),
             _ => Err(FlowError::UnknownFlow),
         }
     }
 
-    fn flow(&self, id: FlowId) -> Option<&Flow> {
+    fn flow(&self, id: FlowSlot) -> Option<&Flow> {
         match self.flows.get(id.index as usize) {
             Some(Some(flow)) if self.generations[id.index as usize] == id.generation => Some(flow),
             _ => None,
@@ -317,7 +318,7 @@ impl Engine {
     /// Runs `f` on one flow with the engine's shared parts lent to it.
     fn with_flow<R>(
         &mut self,
-        id: FlowId,
+        id: FlowSlot,
         now: u64,
         out: &mut Outputs,
         f: impl FnOnce(&mut Flow, &mut Env) -> R,
@@ -364,7 +365,7 @@ impl Engine {
                 .filter(|&(_, held)| held > 0)
                 .max_by_key(|&(_, held)| held);
             let Some((index, _)) = largest else { break };
-            let id = FlowId { index: index as u32, generation: self.generations[index] };
+            let id = FlowSlot { index: index as u32, generation: self.generations[index] };
             if !matches!(self.with_flow(id, now, out, |flow, env| flow.build_oldest(env)), Ok(true)) {
                 break;
             }
@@ -375,7 +376,7 @@ impl Engine {
     /// Datagrams later in the batch are the spec's pending queue while earlier ones merge.
     pub fn ingest<D: AsRef<[u8]>>(
         &mut self,
-        flow: FlowId,
+        flow: FlowSlot,
         batch: &[D],
         now: u64,
         out: &mut Outputs,
@@ -390,10 +391,10 @@ impl Engine {
     /// (R, G); ones that are not concast datagrams of a flow here come back as `NoFlow`.
     pub fn ingest_mixed<D: AsRef<[u8]>>(&mut self, batch: &[D], now: u64, out: &mut Outputs) {
         self.advance(now, out);
-        let mut groups: Vec<(FlowId, Vec<&[u8]>)> = Vec::new();
+        let mut groups: Vec<(FlowSlot, Vec<&[u8]>)> = Vec::new();
         for d in batch {
             let d = d.as_ref();
-            match ipv4::flow_key(d).ok().and_then(|key| self.flow_id(key)) {
+            match ipv4::flow_key(d).ok().and_then(|key| self.flow_slot(key)) {
                 Some(id) => match groups.iter_mut().find(|(g, _)| *g == id) {
                     Some((_, list)) => list.push(d),
                     None => groups.push((id, vec![d])),
@@ -405,7 +406,7 @@ impl Engine {
                         Ipv4Addr::UNSPECIFIED
                     };
                     out.push(
-                        FlowKey::new(dst, 0),
+                        FlowId::new(dst, 0),
                         now,
                         OutputKind::Unmerged(Unmerged::NoFlow),
                         d,
@@ -485,7 +486,7 @@ impl Engine {
     /// Builds and forwards every open state of a flow now.
     pub fn flush_flow(
         &mut self,
-        flow: FlowId,
+        flow: FlowSlot,
         now: u64,
         out: &mut Outputs,
     ) -> Result<(), FlowError> {
@@ -495,7 +496,7 @@ impl Engine {
     /// Flushes a flow, then forgets it.
     pub fn remove_flow(
         &mut self,
-        id: FlowId,
+        id: FlowSlot,
         now: u64,
         out: &mut Outputs,
     ) -> Result<FlowStats, FlowError> {
@@ -513,20 +514,20 @@ impl Engine {
         Ok(flow.stats())
     }
 
-    pub fn set_children(&mut self, flow: FlowId, children: u32) -> Result<(), FlowError> {
+    pub fn set_children(&mut self, flow: FlowSlot, children: u32) -> Result<(), FlowError> {
         self.flow_mut(flow).map(|f| f.set_children(children))
     }
 
-    pub fn set_path_mtu(&mut self, flow: FlowId, mtu: u32) -> Result<(), FlowError> {
+    pub fn set_path_mtu(&mut self, flow: FlowSlot, mtu: u32) -> Result<(), FlowError> {
         self.flow_mut(flow).map(|f| f.set_path_mtu(mtu))
     }
 
-    pub fn stats(&self, flow: FlowId) -> Option<FlowStats> {
+    pub fn stats(&self, flow: FlowSlot) -> Option<FlowStats> {
         self.flow(flow).map(Flow::stats)
     }
 
     /// The last lines the flow's spec logged (kept after quarantine).
-    pub fn logs(&self, flow: FlowId) -> Vec<LogLine> {
+    pub fn logs(&self, flow: FlowSlot) -> Vec<LogLine> {
         self.flow(flow).map(Flow::logs).unwrap_or_default()
     }
 

@@ -9,7 +9,7 @@ use concast_sdk::abi;
 use crate::config::Limits;
 use crate::fault::{Fault, Quarantine};
 use crate::host::{FlowCtx, Phase, StateCall, TimerOp};
-use crate::ipv4::{self, FlowKey};
+use crate::ipv4::{self, FlowId};
 use crate::output::{OutputKind, Outputs, Unmerged};
 use crate::sandbox::Sandbox;
 use crate::spec::SpecRef;
@@ -61,7 +61,7 @@ pub struct FlowCounters {
 /// A snapshot of one flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowStats {
-    pub key: FlowKey,
+    pub key: FlowId,
     pub spec_sha256: [u8; 32],
     pub counters: FlowCounters,
     pub open_states: usize,
@@ -85,7 +85,7 @@ pub(crate) struct Env<'a> {
 }
 
 pub(crate) struct Flow {
-    pub key: FlowKey,
+    pub key: FlowId,
     pub index: u32,
     pub spec: SpecRef,
     /// `None` once quarantined (the sandbox and its memory are dropped).
@@ -105,7 +105,7 @@ pub(crate) struct Flow {
 }
 
 impl Flow {
-    pub fn new(key: FlowKey, index: u32, spec: SpecRef, sandbox: Box<dyn Sandbox>) -> Flow {
+    pub fn new(key: FlowId, index: u32, spec: SpecRef, sandbox: Box<dyn Sandbox>) -> Flow {
         let ordered = sandbox.ordered_states();
         Flow {
             ordered,

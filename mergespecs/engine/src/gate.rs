@@ -5,12 +5,12 @@
 //! The embedder answers from whatever knows the link's transmitter (routerd: the link
 //! emulator's shared state file).
 
-use crate::ipv4::FlowKey;
+use crate::ipv4::FlowId;
 
 pub trait EgressGate: Send {
     /// When the transmitter that datagrams of `flow` leave by will have sent everything
     /// queued on it, on the engine's clock (µs); `None` when it is idle or unknown. A
     /// datagram built now would wait in that queue until then anyway, so the engine may keep
     /// the state open (still merging) until that time, never past the spec's hold limit.
-    fn busy_until(&mut self, flow: FlowKey, now: u64) -> Option<u64>;
+    fn busy_until(&mut self, flow: FlowId, now: u64) -> Option<u64>;
 }

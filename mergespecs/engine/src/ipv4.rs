@@ -12,24 +12,8 @@ pub const HEADER_LEN: usize = concast_wire::build::CONCAST_HEADER_LEN;
 /// Largest payload of an emitted datagram (its total length must fit in 16 bits).
 pub const MAX_PAYLOAD: usize = 65_535 - HEADER_LEN;
 
-/// A concast flow `(R, G)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowKey {
-    pub receiver: Ipv4Addr,
-    pub group: u32,
-}
-
-impl FlowKey {
-    pub fn new(receiver: Ipv4Addr, group: u32) -> FlowKey {
-        FlowKey { receiver, group }
-    }
-}
-
-impl fmt::Display for FlowKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "({}, {})", self.receiver, self.group)
-    }
-}
+/// A concast flow `(R, G)`: the wire crate's one type for it.
+pub use concast_wire::FlowId;
 
 /// Why a datagram belongs to no concast flow: a protocol error name of docs/protocol.md
 /// (`bad_ihl`, `option_overflow`, ...) or `not_concast` for a well-formed datagram without
@@ -52,10 +36,10 @@ impl fmt::Display for ParseError {
 }
 
 /// The flow of a concast datagram (MplexPkts included), with every check of the protocol.
-pub fn flow_key(datagram: &[u8]) -> Result<FlowKey, ParseError> {
+pub fn flow_key(datagram: &[u8]) -> Result<FlowId, ParseError> {
     match classify(datagram) {
         Ok(Datagram::Concast { ip, group } | Datagram::Mplex { ip, group, .. }) => {
-            Ok(FlowKey::new(ip.dst_addr(), group))
+            Ok(FlowId::new(ip.dst_addr(), group))
         }
         Ok(Datagram::Ipv4(_) | Datagram::Csp { .. }) => Err(ParseError::NOT_CONCAST),
         Err(e) => Err(ParseError(e.name())),
@@ -66,7 +50,7 @@ pub fn flow_key(datagram: &[u8]) -> Result<FlowKey, ParseError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub src: Ipv4Addr,
-    pub flow: FlowKey,
+    pub flow: FlowId,
     pub protocol: u8,
     pub ttl: u8,
     pub dont_fragment: bool,
@@ -104,7 +88,7 @@ mod tests {
 
     #[test]
     fn written_datagrams_parse_back_with_a_valid_checksum() {
-        let flow = FlowKey::new(Ipv4Addr::new(10, 0, 0, 9), 0xDEAD_BEEF);
+        let flow = FlowId::new(Ipv4Addr::new(10, 0, 0, 9), 0xDEAD_BEEF);
         let header = Header {
             src: Ipv4Addr::new(10, 0, 0, 1),
             flow,

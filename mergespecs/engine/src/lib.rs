@@ -19,10 +19,10 @@
 //! comes back as a fail-open "unmerged" output and the flow forwards unmerged from then on.
 //!
 //! ```no_run
-//! use concast_engine::{Engine, EngineConfig, FlowConfig, FlowKey, Outputs};
+//! use concast_engine::{Engine, EngineConfig, FlowConfig, FlowId, Outputs};
 //! let mut engine = Engine::new(EngineConfig::default()).unwrap();
 //! let spec = engine.load_spec(&std::fs::read("build/mergespecs/sum.wasm").unwrap()).unwrap();
-//! let key = FlowKey::new("10.0.0.9".parse().unwrap(), 7);
+//! let key = FlowId::new("10.0.0.9".parse().unwrap(), 7);
 //! let flow = engine.add_flow(FlowConfig::new(key, spec), 0).unwrap();
 //! let mut out = Outputs::new();
 //! # let batch: Vec<Vec<u8>> = Vec::new();
@@ -52,12 +52,12 @@ mod states;
 mod timers;
 
 pub use config::{Allocator, CpuLimit, EngineConfig, Limits};
-pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowId};
+pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot};
 pub use fault::{Fault, Quarantine};
 pub use gate::EgressGate;
 pub use flow::{FlowCounters, FlowStats};
 pub use host::LogLine;
-pub use ipv4::FlowKey;
+pub use ipv4::FlowId;
 pub use output::{Output, OutputKind, Outputs, Unmerged};
 pub use spec::{sha256, SpecError, SpecInfo, SpecRef};
 

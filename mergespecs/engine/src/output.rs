@@ -1,7 +1,7 @@
 //! What the engine hands back: datagrams to forward, merged or unmerged. They live in one
 //! reusable buffer so a batch costs no allocation per datagram.
 
-use crate::ipv4::FlowKey;
+use crate::ipv4::FlowId;
 
 /// Why a datagram leaves the engine unmerged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,7 +47,7 @@ impl OutputKind {
 /// One datagram to forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Output<'a> {
-    pub flow: FlowKey,
+    pub flow: FlowId,
     /// Engine clock of the call that produced it.
     pub at_us: u64,
     pub kind: OutputKind,
@@ -56,7 +56,7 @@ pub struct Output<'a> {
 
 #[derive(Debug, Clone)]
 struct Item {
-    flow: FlowKey,
+    flow: FlowId,
     at_us: u64,
     kind: OutputKind,
     start: usize,
@@ -103,14 +103,14 @@ impl Outputs {
     }
 
     /// Appends a datagram copied from `datagram`.
-    pub(crate) fn push(&mut self, flow: FlowKey, at_us: u64, kind: OutputKind, datagram: &[u8]) {
+    pub(crate) fn push(&mut self, flow: FlowId, at_us: u64, kind: OutputKind, datagram: &[u8]) {
         self.push_with(flow, at_us, kind, |bytes| bytes.extend_from_slice(datagram));
     }
 
     /// Appends a datagram written in place by `write` (which appends to the buffer).
     pub(crate) fn push_with(
         &mut self,
-        flow: FlowKey,
+        flow: FlowId,
         at_us: u64,
         kind: OutputKind,
         write: impl FnOnce(&mut Vec<u8>),

@@ -373,7 +373,7 @@ fn held_bytes_limit_quarantines() {
 
 /// Loads `spec` into a fresh engine and starts flow (R, 2) with it: what `concast_init` made
 /// of the flow.
-fn start_flow(spec: &TestSpec) -> Result<concast_engine::FlowId, FlowError> {
+fn start_flow(spec: &TestSpec) -> Result<concast_engine::FlowSlot, FlowError> {
     let mut engine = engine();
     let spec = engine.load_spec(&spec.wasm()).unwrap();
     engine.add_flow(concast_engine::FlowConfig::new(key(2), spec), 0)

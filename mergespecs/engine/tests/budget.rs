@@ -10,7 +10,7 @@ use bundled::*;
 use concast_engine::sdk::wire::build;
 use concast_engine::sdk::wire::ipv4::Params;
 use concast_engine::sdk::wire::{classify, Datagram};
-use concast_engine::{Engine, EngineConfig, FlowConfig, FlowId, FlowKey, OutputKind, Outputs};
+use concast_engine::{Engine, EngineConfig, FlowConfig, FlowSlot, FlowId, OutputKind, Outputs};
 use concast_speckit::test_host::make::host;
 
 const R2: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 10);
@@ -26,12 +26,12 @@ fn ack(n: u8, receiver: Ipv4Addr) -> Vec<u8> {
     buf
 }
 
-fn engine(budget: usize) -> (Engine, FlowId, FlowId) {
+fn engine(budget: usize) -> (Engine, FlowSlot, FlowSlot) {
     let mut e = Engine::new(EngineConfig { node: NODE, node_buffer_bytes: budget, ..EngineConfig::default() })
         .expect("engine starts");
     let spec = e.load_spec(&wasm("multiplex")).expect("spec loads");
     let mut add = |r| {
-        let mut cfg = FlowConfig::new(FlowKey::new(r, G), spec.clone());
+        let mut cfg = FlowConfig::new(FlowId::new(r, G), spec.clone());
         cfg.params = PARAMS.as_bytes().to_vec();
         e.add_flow(cfg, 0).expect("flow starts")
     };

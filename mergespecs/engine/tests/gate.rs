@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bundled::*;
 use concast_engine::sdk::wire::mplex::HeaderRepr;
 use concast_engine::sdk::wire::{classify, Datagram};
-use concast_engine::{EgressGate, FlowKey, OutputKind};
+use concast_engine::{EgressGate, FlowId, OutputKind};
 use concast_spec_multiplex::Multiplex;
 use concast_speckit::test_host::make::{self, host};
 
@@ -22,7 +22,7 @@ struct FakeGate {
 }
 
 impl EgressGate for FakeGate {
-    fn busy_until(&mut self, flow: FlowKey, now: u64) -> Option<u64> {
+    fn busy_until(&mut self, flow: FlowId, now: u64) -> Option<u64> {
         assert_eq!((flow.receiver, flow.group), (R, G));
         self.asked.fetch_add(1, Ordering::Relaxed);
         (self.until > now).then_some(self.until)

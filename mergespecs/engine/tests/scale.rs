@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use concast_engine::{FlowConfig, FlowKey, Outputs};
+use concast_engine::{FlowConfig, FlowId, Outputs};
 
 fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -25,7 +25,7 @@ fn ten_thousand_flows_fit_and_merge() {
     let ids: Vec<_> = (0..FLOWS)
         .map(|g| {
             engine
-                .add_flow(FlowConfig::new(FlowKey::new(R, g), spec.clone()), 0)
+                .add_flow(FlowConfig::new(FlowId::new(R, g), spec.clone()), 0)
                 .unwrap()
         })
         .collect();

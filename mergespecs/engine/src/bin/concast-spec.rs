@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use concast_engine::offline::{self, input, pcap, RunOptions, RunReport};
 use concast_engine::{
-    Engine, EngineConfig, FlowConfig, FlowKey, FlowStats, Limits, OutputKind, SpecInfo,
+    Engine, EngineConfig, FlowConfig, FlowId, FlowStats, Limits, OutputKind, SpecInfo,
 };
 use serde_json::{json, Value};
 
@@ -205,7 +205,7 @@ fn check(args: &Args) -> Result<(), String> {
     let spec = engine
         .load_spec(&bytes)
         .map_err(|e| format!("{name} is not a valid merge spec: {e}"))?;
-    let key = FlowKey::new(Ipv4Addr::new(10, 0, 0, 1), 1);
+    let key = FlowId::new(Ipv4Addr::new(10, 0, 0, 1), 1);
     let mut cfg = FlowConfig::new(key, spec.clone());
     cfg.params = args.params();
     engine

@@ -14,7 +14,7 @@ use std::net::Ipv4Addr;
 
 use serde_json::Value;
 
-use crate::ipv4::{self, FlowKey};
+use crate::ipv4::{self, FlowId};
 
 use super::pcap;
 
@@ -139,7 +139,7 @@ fn json_record(line: &str, t_prev: u64) -> Result<(u64, Vec<u8>), String> {
     let ttl = num_field("ttl", 255).transpose()?.unwrap_or(64) as u8;
     let header = ipv4::Header {
         src,
-        flow: FlowKey::new(dst, group),
+        flow: FlowId::new(dst, group),
         protocol,
         ttl,
         dont_fragment: false,
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(
             ipv4::flow_key(&records[0].datagram),
-            Ok(FlowKey::new("10.0.0.9".parse().unwrap(), 7))
+            Ok(FlowId::new("10.0.0.9".parse().unwrap(), 7))
         );
         assert_eq!(&records[0].datagram[28..], &[0xaa, 0xbb]);
         assert_eq!(

@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 use crate::config::{EngineConfig, Limits};
 use crate::engine::{Engine, FlowConfig};
 use crate::flow::FlowStats;
-use crate::ipv4::{self, FlowKey};
+use crate::ipv4::{self, FlowId};
 use crate::output::{OutputKind, Outputs};
 use crate::spec::{SpecError, SpecInfo};
 
@@ -49,7 +49,7 @@ impl Default for RunOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutput {
     pub t_us: u64,
-    pub flow: FlowKey,
+    pub flow: FlowId,
     pub kind: OutputKind,
     pub datagram: Vec<u8>,
 }
@@ -62,7 +62,7 @@ pub struct RunReport {
     /// Inputs that are not concast datagrams: (origin, protocol error name).
     pub not_concast: Vec<(String, String)>,
     /// Flows the spec refused to start: (flow, reason).
-    pub refused: Vec<(FlowKey, String)>,
+    pub refused: Vec<(FlowId, String)>,
     /// Virtual time at the end of the run.
     pub end_us: u64,
 }
@@ -131,7 +131,7 @@ pub fn run(spec: &[u8], records: &[Record], opts: &RunOptions) -> Result<RunRepo
                     .not_concast
                     .push((record.origin.clone(), e.name().to_string())),
                 Ok(key)
-                    if engine.flow_id(key).is_none()
+                    if engine.flow_slot(key).is_none()
                         && !report.refused.iter().any(|(k, _)| *k == key) =>
                 {
                     let cfg = FlowConfig {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use concast_engine::sdk::MergeSpec;
 use concast_engine::{
-    Engine, EngineConfig, FlowConfig, FlowId, FlowKey, FlowStats, Limits, LogLine, OutputKind,
+    Engine, EngineConfig, FlowConfig, FlowSlot, FlowId, FlowStats, Limits, LogLine, OutputKind,
     Outputs, SpecRef,
 };
 
@@ -64,7 +64,7 @@ impl Setup {
 /// One engine with one flow (R, G) of the spec under test, fed in virtual time.
 pub struct Run {
     pub engine: Engine,
-    pub flow: FlowId,
+    pub flow: FlowSlot,
     out: Outputs,
 }
 
@@ -76,7 +76,7 @@ impl Run {
             ..EngineConfig::default()
         })
         .expect("engine starts");
-        let mut cfg = FlowConfig::new(FlowKey::new(R, G), spec(&mut engine));
+        let mut cfg = FlowConfig::new(FlowId::new(R, G), spec(&mut engine));
         cfg.params = setup.params.as_bytes().to_vec();
         cfg.path_mtu = setup.mtu;
         cfg.children = setup.children;

@@ -15,7 +15,7 @@ use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::sdk::wire::{classify, Datagram};
 use std::sync::{Arc, Mutex};
 
-use concast_engine::{EgressGate, Engine, EngineConfig, FlowConfig, FlowKey, OutputKind, Outputs, SpecRef};
+use concast_engine::{EgressGate, Engine, EngineConfig, FlowConfig, FlowId, OutputKind, Outputs, SpecRef};
 
 pub const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 
@@ -118,7 +118,7 @@ impl Link {
 struct LinkGate(Arc<Mutex<Link>>);
 
 impl EgressGate for LinkGate {
-    fn busy_until(&mut self, _flow: FlowKey, now: u64) -> Option<u64> {
+    fn busy_until(&mut self, _flow: FlowId, now: u64) -> Option<u64> {
         let free_at = self.0.lock().unwrap().free_at;
         (free_at > now).then_some(free_at)
     }
@@ -147,7 +147,7 @@ pub fn run_over(
     })
     .unwrap();
     let spec = spec(&mut engine);
-    let flow = engine.add_flow(FlowConfig::new(FlowKey::new(R, 1), spec), 0).unwrap();
+    let flow = engine.add_flow(FlowConfig::new(FlowId::new(R, 1), spec), 0).unwrap();
     if let (Some(l), true) = (&link, queue_access) {
         engine.set_egress_gate(Some(Box::new(LinkGate(l.clone()))));
     }

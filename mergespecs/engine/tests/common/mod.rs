@@ -5,8 +5,8 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use concast_aggregate::payload::Contribution;
-use concast_engine::ipv4::{self, FlowKey};
-use concast_engine::{Engine, EngineConfig, FlowConfig, FlowId, OutputKind, Outputs};
+use concast_engine::ipv4::{self, FlowId};
+use concast_engine::{Engine, EngineConfig, FlowConfig, FlowSlot, OutputKind, Outputs};
 
 pub const NODE: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 254);
 pub const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
@@ -33,8 +33,8 @@ pub fn engine() -> Engine {
     .expect("engine starts")
 }
 
-pub fn key(group: u32) -> FlowKey {
-    FlowKey::new(R, group)
+pub fn key(group: u32) -> FlowId {
+    FlowId::new(R, group)
 }
 
 /// A concast datagram from `src` to R carrying `payload` as UDP.
@@ -77,7 +77,7 @@ pub fn merged(out: &Outputs) -> Vec<Vec<u8>> {
         .collect()
 }
 
-pub fn add(engine: &mut Engine, spec: &[u8], group: u32, params: &str) -> FlowId {
+pub fn add(engine: &mut Engine, spec: &[u8], group: u32, params: &str) -> FlowSlot {
     let spec = engine.load_spec(spec).expect("spec loads");
     let mut cfg = FlowConfig::new(key(group), spec);
     cfg.params = params.as_bytes().to_vec();
