@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use concast_engine::{params_section, Engine, EngineConfig, FlowConfig, FlowKey, Outputs};
+use concast_engine::{params_section, Engine, EngineConfig, FlowConfig, FlowId, Outputs};
 use libfuzzer_sys::fuzz_target;
 
 fn engine() -> &'static Mutex<Engine> {
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = params_section::embedded(data);
     let mut e = engine().lock().unwrap();
     let Ok(spec) = e.load_spec(data) else { return };
-    let key = FlowKey::new(std::net::Ipv4Addr::new(10, 0, 0, 9), 1);
+    let key = FlowId::new(std::net::Ipv4Addr::new(10, 0, 0, 9), 1);
     if let Ok(flow) = e.add_flow(FlowConfig::new(key, spec.clone()), 0) {
         let mut out = Outputs::new();
         let _ = e.remove_flow(flow, 0, &mut out);
