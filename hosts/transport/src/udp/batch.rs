@@ -1,10 +1,10 @@
 //! Batched datagram I/O for the UDP driver.
 //!
 //! Send: consecutive datagrams to one peer that have the same length (the last may be
-//! shorter) go out as one `sendmsg` with UDP_SEGMENT (generic segmentation offload: the
-//! kernel, or nobody at all on a veth or loopback path, cuts the buffer into datagrams). If
-//! the kernel refuses GSO (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP), the batch and every later
-//! one go out with one `sendmmsg` instead.
+//! shorter) form a group sent with UDP_SEGMENT (generic segmentation offload: the kernel, or
+//! nobody at all on a veth or loopback path, cuts the buffer into datagrams); up to
+//! `MAX_GROUPS` groups go in one `sendmmsg`. If the kernel refuses GSO (EIO, EINVAL,
+//! ENOPROTOOPT, EOPNOTSUPP), the batch and every later one go out one datagram per message.
 //!
 //! Receive: with UDP_GRO the kernel hands a run of same-size datagrams of one flow over as
 //! one buffer plus the segment size in a control message; without it (the option refused)
@@ -122,51 +122,66 @@ fn gso_refused(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP))
 }
 
-/// Datagrams queued for one peer, sent as one batch. They are sent from where they lie (one
-/// iovec each, no copy) and handed back in `spent` for the session to reuse.
+/// Datagrams queued for one peer, sent with one `sendmmsg`: each message of it one GSO
+/// group of same-size datagrams (a shorter one ends a group, as a message's last segment
+/// does), or with GSO off one datagram. They are sent from where they lie (one iovec each,
+/// no copy) and handed back in `spent` for the session to reuse.
 pub struct Tx {
     bufs: Vec<Vec<u8>>,
-    bytes: usize,
-    seg: usize,
-    /// The last datagram was shorter than `seg`: nothing may follow it in this batch.
-    closed: bool,
+    groups: Vec<Group>,
     to: Option<SocketAddr>,
     /// Buffers already sent, for `Session::recycle`.
     pub spent: Vec<Vec<u8>>,
     pub stats: IoStats,
 }
 
+/// `count` datagrams from `bufs[first]` on, all `seg` bytes but perhaps the last.
+struct Group {
+    first: usize,
+    count: usize,
+    seg: usize,
+    bytes: usize,
+    /// The last datagram was shorter than `seg`: nothing may follow it in this group.
+    closed: bool,
+}
+
+/// GSO groups per sendmmsg: 8 x 64 KB in one system call.
+pub const MAX_GROUPS: usize = 8;
+
 impl Tx {
     pub fn new(gso: bool) -> Tx {
         Tx {
             bufs: Vec::with_capacity(MAX_SEGS),
-            bytes: 0,
-            seg: 0,
-            closed: false,
+            groups: Vec::with_capacity(MAX_SEGS),
             to: None,
             spent: Vec::new(),
             stats: IoStats { gso, ..IoStats::default() },
         }
     }
 
-    /// Queue a datagram (`to`: None on a connected socket); sends the batch first when the
-    /// datagram cannot join it.
+    /// Queue a datagram (`to`: None on a connected socket); sends what is queued first when
+    /// it goes elsewhere or the batch is full.
     pub fn push(&mut self, fd: RawFd, d: Vec<u8>, to: Option<SocketAddr>) -> io::Result<()> {
-        if !self.bufs.is_empty()
-            && (to != self.to
-                || self.closed
-                || d.len() > self.seg
-                || self.bufs.len() == MAX_SEGS
-                || self.bytes + d.len() > MAX_BATCH_BYTES)
-        {
+        if !self.bufs.is_empty() && to != self.to {
             self.flush(fd)?;
         }
-        if self.bufs.is_empty() {
-            self.seg = d.len();
-            self.to = to;
+        self.to = to;
+        let gso = self.stats.gso;
+        let joins = self.groups.last().is_some_and(|g| {
+            gso && !g.closed && d.len() <= g.seg && g.count < MAX_SEGS && g.bytes + d.len() <= MAX_BATCH_BYTES
+        });
+        if joins {
+            let g = self.groups.last_mut().expect("joins a group");
+            g.count += 1;
+            g.bytes += d.len();
+            g.closed = d.len() < g.seg;
+        } else {
+            if self.groups.len() == if gso { MAX_GROUPS } else { MAX_SEGS } {
+                self.flush(fd)?;
+            }
+            let len = d.len();
+            self.groups.push(Group { first: self.bufs.len(), count: 1, seg: len, bytes: len, closed: false });
         }
-        self.closed = d.len() < self.seg;
-        self.bytes += d.len();
         self.bufs.push(d);
         Ok(())
     }
@@ -176,21 +191,9 @@ impl Tx {
         if self.bufs.is_empty() {
             return Ok(());
         }
-        let r = if self.bufs.len() > 1 && self.stats.gso {
-            match self.send_gso(fd) {
-                Err(e) if gso_refused(&e) => {
-                    self.stats.gso = false;
-                    self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
-                    self.send_each(fd)
-                }
-                r => r,
-            }
-        } else {
-            self.send_each(fd)
-        };
+        let r = self.send(fd);
         self.spent.append(&mut self.bufs);
-        self.bytes = 0;
-        self.closed = false;
+        self.groups.clear();
         r
     }
 
@@ -211,45 +214,75 @@ impl Tx {
         }
     }
 
-    fn iovecs(&mut self) -> Vec<libc::iovec> {
-        self.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut _, iov_len: b.len() }).collect()
-    }
-
-    fn send_gso(&mut self, fd: RawFd) -> io::Result<()> {
+    fn send(&mut self, fd: RawFd) -> io::Result<()> {
         let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
-        let mut iov = self.iovecs();
-        // room for one cmsg carrying a u16, 8-byte aligned
-        let mut ctrl = [0u64; 4];
-        let mut m: libc::msghdr = unsafe { zeroed() };
-        m.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
-        m.msg_namelen = name_len;
-        m.msg_iov = iov.as_mut_ptr();
-        m.msg_iovlen = iov.len() as _;
-        m.msg_control = ctrl.as_mut_ptr() as *mut _;
-        m.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&m);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, self.seg as u16);
+        let mut iovs: Vec<libc::iovec> = self
+            .bufs
+            .iter_mut()
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut _, iov_len: b.len() })
+            .collect();
+        // one cmsg carrying a u16 per group, 8-byte aligned; the Vec is not moved once filled
+        let mut ctrls = vec![[0u64; 4]; self.groups.len()];
+        let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(self.groups.len());
+        for (g, ctrl) in self.groups.iter().zip(ctrls.iter_mut()) {
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            let m = &mut h.msg_hdr;
+            m.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
+            m.msg_namelen = name_len;
+            m.msg_iov = unsafe { iovs.as_mut_ptr().add(g.first) };
+            m.msg_iovlen = g.count as _;
+            if g.count > 1 {
+                m.msg_control = ctrl.as_mut_ptr() as *mut _;
+                m.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
+                unsafe {
+                    let c = libc::CMSG_FIRSTHDR(m);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, g.seg as u16);
+                }
+            }
+            msgs.push(h);
         }
-        Tx::retrying(fd, || unsafe { libc::sendmsg(fd, &m, 0) })?;
-        self.stats.send_calls += 1;
-        self.stats.datagrams_sent += self.bufs.len() as u64;
-        self.stats.bytes_sent += self.bytes as u64;
+        let mut done = 0;
+        while done < msgs.len() {
+            let rest = &mut msgs[done..];
+            let r = Tx::retrying(fd, || unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize });
+            match r {
+                Ok(0) => break, // port closed: the rest would be refused as well
+                Ok(n) => {
+                    self.stats.send_calls += 1;
+                    for g in &self.groups[done..done + n] {
+                        self.stats.datagrams_sent += g.count as u64;
+                        self.stats.bytes_sent += g.bytes as u64;
+                    }
+                    done += n;
+                }
+                Err(e) if gso_refused(&e) && self.groups[done].count > 1 => {
+                    self.stats.gso = false;
+                    self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
+                    let first = self.groups[done].first;
+                    return self.send_plain(fd, &mut iovs[first..], &mut name, name_len);
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 
-    /// One sendmmsg for the batch (repeated until the kernel has taken every datagram).
-    fn send_each(&mut self, fd: RawFd) -> io::Result<()> {
-        let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
-        let mut iovs = self.iovecs();
+    /// The plain path after a refusal: one message per datagram, one sendmmsg for them all.
+    fn send_plain(
+        &mut self,
+        fd: RawFd,
+        iovs: &mut [libc::iovec],
+        name: &mut libc::sockaddr_storage,
+        name_len: libc::socklen_t,
+    ) -> io::Result<()> {
         let mut msgs: Vec<libc::mmsghdr> = iovs
             .iter_mut()
             .map(|iov| {
                 let mut h: libc::mmsghdr = unsafe { zeroed() };
-                h.msg_hdr.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
+                h.msg_hdr.msg_name = if name_len > 0 { name as *mut _ as *mut _ } else { std::ptr::null_mut() };
                 h.msg_hdr.msg_namelen = name_len;
                 h.msg_hdr.msg_iov = iov;
                 h.msg_hdr.msg_iovlen = 1;
@@ -260,10 +293,10 @@ impl Tx {
         while done < msgs.len() {
             let rest = &mut msgs[done..];
             let n = Tx::retrying(fd, || unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize })?;
-            self.stats.send_calls += 1;
             if n == 0 {
-                break; // port closed: the rest would be refused as well
+                break;
             }
+            self.stats.send_calls += 1;
             done += n;
         }
         self.stats.datagrams_sent += done as u64;
