@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 MPLEX_GROUP = 1
 QUERIES = ("status", "flows", "stats")
@@ -281,8 +283,22 @@ def cmd_router(ns: argparse.Namespace) -> int:
         reply = routerd.query(path, ns.what)
     except OSError as e:
         raise RuntimeError(f"cannot reach routerd at {path}: {e}") from None
+    if ns.what == "stats":
+        add_dataplane_stats(reply, Path(path))
     print(json.dumps(reply, indent=1, sort_keys=True))
     return 1 if "error" in reply else 0
+
+
+def add_dataplane_stats(reply: dict, socket: Path) -> None:
+    """An OVS router's stats also carry its data plane's own port counters (what OVS
+    received and never forwarded or diverted is counted nowhere routerd can see)."""
+    from concast.controller.ovs import ofctl, portstats
+    bridge = portstats.bridge_of(socket)
+    if bridge:
+        try:
+            reply["dataplane"] = portstats.dataplane_stats(bridge, reply.get("counters"))
+        except (ofctl.OvsError, OSError, subprocess.SubprocessError) as e:
+            reply["dataplane"] = {"bridge": bridge, "error": str(e)}
 
 
 # --- wiring --------------------------------------------------------------------------------

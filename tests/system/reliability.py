@@ -278,9 +278,10 @@ def judge_rounds(rounds, sums: dict[int, int], counts: dict[int, int],
     and the count says how many), or never. Anything above what was sent is a duplicate,
     which the service never allows."""
     out = {f"{p}_{w}": 0 for p in ("before", "during", "after") for w in ("whole", "short", "lost")}
-    out.update(duplicated=0, lost_contributions=0, sent_contributions=0)
+    out.update(duplicated=0, lost_contributions=0, sent_contributions=0, sent_rounds_outside=0)
     for t, key, n, total in rounds:
         phase = "before" if t < window[0] else "during" if t <= window[1] else "after"
+        out["sent_rounds_outside"] += phase != "during"
         got_n, got_sum = counts.get(key, 0), sums.get(key, 0)
         out["sent_contributions"] += n
         if got_n > n:

@@ -23,6 +23,9 @@ pub struct CpuPort {
     /// reaches them (most frames touch the first page of their slot).
     rx: Vec<u8>,
     rx_len: [usize; BATCH],
+    /// Frames the kernel dropped because this socket's receive buffer was full, so far
+    /// (PACKET_STATISTICS resets on every read; this adds them up).
+    kernel_drops: std::cell::Cell<u64>,
 }
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -100,6 +103,7 @@ impl CpuPort {
             batch: BATCH,
             rx: vec![0; FRAME_MAX * BATCH],
             rx_len: [0; BATCH],
+            kernel_drops: std::cell::Cell::new(0),
         })
     }
 
@@ -126,6 +130,20 @@ impl CpuPort {
             self.rx_len[i] = hdrs[i].msg_len as usize;
         }
         Ok(n as usize)
+    }
+
+    /// Frames the kernel could not queue for this socket (its buffer was full) since it
+    /// was opened: the part of a flood the data plane handed over that routerd never saw.
+    pub fn kernel_drops(&self) -> u64 {
+        // struct tpacket_stats { tp_packets, tp_drops } (u32 each), read and reset.
+        let mut st = [0u32; 2];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // PACKET_STATISTICS = 6
+        let r = unsafe { libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, 6, st.as_mut_ptr() as *mut libc::c_void, &mut len) };
+        if r == 0 {
+            self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
+        }
+        self.kernel_drops.get()
     }
 
     /// Frame `i` of the last batch.

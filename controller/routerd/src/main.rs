@@ -325,6 +325,7 @@ fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<Static
                     let mut answer = router.answer(cmd);
                     if let Some(c) = answer.get_mut("counters") {
                         add_egress_counters(c, egress.as_ref());
+                        c["cpu_port_kernel_drops"] = port.kernel_drops().into();
                     }
                     answer
                 }
