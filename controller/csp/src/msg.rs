@@ -1,7 +1,7 @@
 //! CSP messages as owned values: what the state machines consume and produce.
 //! Byte encoding lives in `concast-wire`; see docs/protocol.md section 2.
 
-pub type SpecHash = [u8; 32];
+pub use concast_wire::csp::SpecHash;
 pub const NO_HASH: SpecHash = [0; 32];
 
 /// A concast flow (R, G): the wire crate's one type for it.

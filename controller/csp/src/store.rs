@@ -4,17 +4,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use crate::msg::{Body, FlowId, Msg, SpecHash};
 
-pub const CHUNK_SIZE: usize = 1024;
-pub const MAX_SPEC_SIZE: usize = 1 << 20;
+pub use concast_wire::csp::{sha256, CHUNK_SIZE};
+/// The wire's bound (`concast_wire::csp::MAX_SPEC_SIZE`) as a size.
+pub const MAX_SPEC_SIZE: usize = concast_wire::csp::MAX_SPEC_SIZE as usize;
 
-pub fn sha256(bytes: &[u8]) -> SpecHash {
-    Sha256::digest(bytes).into()
-}
-
+/// Chunks of a spec of `size` bytes (callers check the size against the bound first).
 pub fn chunk_count(size: u32) -> u16 {
     (size as usize).div_ceil(CHUNK_SIZE) as u16
 }

@@ -437,6 +437,4 @@ fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
     })
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use concast_wire::hex;

@@ -32,6 +32,13 @@ pub const MAX_REASON_LEN: usize = 200;
 /// A SHA-256 spec hash; all zero in JOIN means "holds no spec".
 pub type SpecHash = [u8; HASH_LEN];
 
+/// The hash a merge spec is named by everywhere: SHA-256 of its module bytes.
+#[cfg(feature = "hash")]
+pub fn sha256(spec: &[u8]) -> SpecHash {
+    use sha2::Digest;
+    sha2::Sha256::digest(spec).into()
+}
+
 /// Length of an Ed25519 public key.
 pub const KEY_LEN: usize = 32;
 /// Length of an Ed25519 signature.

@@ -42,6 +42,24 @@ pub use error::{BuildError, Error};
 /// The well-known multiplex group (`G = 1`).
 pub const MPLEX_GROUP: u32 = 1;
 
+/// Lower-case hex of some bytes, written by `{}` without allocating: how every crate shows
+/// spec hashes, keys and payloads.
+#[derive(Debug, Clone, Copy)]
+pub struct Hex<'a>(pub &'a [u8]);
+
+impl core::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// `Hex(bytes)` as a String.
+#[cfg(feature = "std")]
+pub fn hex(bytes: &[u8]) -> std::string::String {
+    use std::string::ToString;
+    Hex(bytes).to_string()
+}
+
 // Big-endian field access. Callers have checked lengths; these index like slices do.
 
 #[inline]

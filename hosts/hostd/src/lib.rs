@@ -22,6 +22,4 @@ pub mod udp;
 
 pub use host::{Event, Host, Wire};
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use concast_wire::hex;

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use concast_sdk::{abi, MergeSpec};
-use sha2::{Digest, Sha256};
 use wasmtime::{ExternType, FuncType, Module, ValType};
 
 use crate::config::Limits;
@@ -115,13 +114,10 @@ pub struct SpecInfo {
 
 impl SpecInfo {
     pub fn sha256_hex(&self) -> String {
-        hex(&self.sha256)
+        concast_wire::hex(&self.sha256)
     }
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 pub(crate) enum SpecKind {
     Wasm(WasmSpec),
@@ -185,9 +181,7 @@ impl fmt::Debug for SpecRef {
     }
 }
 
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
+pub use concast_wire::csp::sha256;
 
 /// A Wasm function type in the ABI's notation: `(i32, i64) -> i32`, `() -> ()`.
 fn signature(ty: &FuncType) -> String {

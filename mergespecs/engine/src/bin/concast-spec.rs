@@ -9,6 +9,7 @@ use concast_engine::offline::{self, input, pcap, RunOptions, RunReport};
 use concast_engine::{
     Engine, EngineConfig, FlowConfig, FlowId, FlowStats, Limits, OutputKind, SpecInfo,
 };
+use concast_wire::hex;
 use serde_json::{json, Value};
 
 const USAGE: &str = "\
@@ -179,10 +180,6 @@ fn embed(args: &Args) -> Result<(), String> {
 
 fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn limits_text(l: &Limits) -> String {
