@@ -164,7 +164,8 @@ class Bench:
         elif mode == "multiplex":
             extra = ["--flow", f"{RECEIVER},1,{SPECS/'multiplex.wasm'},254"]
             kind = "mplex"
-        p, sock = self.start_routerd(extra, batch)
+        # The benchmark's one flow is meant to use the whole core: no per-flow CPU budget.
+        p, sock = self.start_routerd([*extra, "--flow-cpu-ms", "0"], batch)
         try:
             blast = ["ip", "netns", "exec", self.ns, *self.nice, "taskset", "-c", str(a.blast_cpu), str(BLAST),
                      "--iface", "bl0", "--duration", str(a.duration), "--kind", kind,
