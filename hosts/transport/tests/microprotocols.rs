@@ -24,6 +24,9 @@ fn data(n: usize, seed: u64) -> Vec<u8> {
 
 const RELIABLE: &str = "sequenced-segments+virtual-circuit+rtt-estimation+positive-ack+duplicate-ack+retransmit";
 
+/// Bulk with Negative ACK in place of Duplicate ACK (the two conflict).
+const NAK_BULK: &str = "sequenced-segments+virtual-circuit+keep-alive+rtt-estimation+positive-ack+retransmit+windowed-flow+windowed-congestion+reliable-fifo+negative-ack";
+
 fn cfg(composite: &str, seed: u64) -> Config {
     let mut c = Config::new(Composite::parse(composite).unwrap_or_else(|r| panic!("{composite}: {r}")));
     c.seed = seed;
@@ -196,16 +199,15 @@ fn negative_ack_resends_a_loss_without_waiting_for_a_timeout() {
         assert_eq!(p.delivered_b, vec![d], "{composite}");
         (p.a.stats().timeouts, p.a.stats().retransmits, p.now)
     };
-    let bulk = format!("{RELIABLE}+windowed-congestion+reliable-fifo");
-    let (timeouts, _, slow) = run(&bulk);
+    let (timeouts, _, slow) = run(&format!("{RELIABLE}+windowed-congestion+reliable-fifo"));
     assert!(timeouts >= 1);
-    let (timeouts, resent, fast) = run(&format!("{bulk}+negative-ack"));
+    let (timeouts, resent, fast) = run(NAK_BULK);
     assert_eq!((timeouts, resent), (0, 1));
     assert!(fast * 3 < slow, "with NAK done at {fast} us, without at {slow} us");
 }
 
 #[test]
-fn negative_ack_keeps_a_lossy_bulk_transfer_intact() {
+fn negative_ack_in_place_of_duplicate_ack_recovers_a_lossy_transfer_with_one_resend_per_loss() {
     let run = |composite: &str| {
         let mut p = pair(composite, 24);
         p.ab.loss = 0.05;
@@ -213,12 +215,15 @@ fn negative_ack_keeps_a_lossy_bulk_transfer_intact() {
         let d = data(1 << 20, 24);
         p.transfer(&d, 8192, 300_000_000);
         assert_eq!(Sha256::digest(p.delivered_b.concat()), Sha256::digest(&d), "{composite}");
-        p.a.stats().timeouts
+        let st = p.a.stats();
+        (st.timeouts, st.retransmits, p.now)
     };
-    let bulk = format!("{RELIABLE}+windowed-congestion+reliable-fifo");
-    let without = run(&bulk);
-    let with = run(&format!("{bulk}+negative-ack"));
-    assert!(with <= without, "timeouts with NAK {with}, without {without}");
+    let dup = run(&format!("{RELIABLE}+windowed-congestion+reliable-fifo"));
+    let nak = run(NAK_BULK);
+    // NAKs in place of duplicate ACKs: about one resend per loss (its once-per-RTT rule keeps
+    // its repeats from resending twice), and about as fast (measured: 38 vs 39 resent)
+    assert!(nak.1 * 10 <= dup.1 * 13, "resent: duplicate ACKs {dup:?}, NAKs {nak:?}");
+    assert!(nak.2 <= 2 * dup.2, "took: duplicate ACKs {dup:?}, NAKs {nak:?}");
 }
 
 // ---------------------------------------------------------------- Out of Band
