@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import random
 import time
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from signing import R_KEY
 
 MPLEX_SPEC = ROOT / "build" / "mergespecs" / "multiplex.wasm"
 HOLD_S = 300                  # what our child asks for: no expiry during a run
-_groups = itertools.count(1000)
+# Groups start at a random point of each run: a device (or one of our routers) tested twice
+# within a hold time still has the first run's flows, which a reused group would meet.
+_groups = itertools.count(random.SystemRandom().randrange(1 << 16, 1 << 31, 1 << 12))
 
 
 def fresh_group() -> int:

@@ -22,6 +22,9 @@ from concast.topologies import line
 
 pytestmark = pytest.mark.mininet
 IFACES = {"s1": "s1-eth0", "rx": "rx-eth0"}
+# A cross-section of the router tests (about 30: forwarding and TTL, joins, malformed JOINs,
+# signed offers, MplexPkt ageing), to keep CI short; docs/conformance.md gives whole runs.
+SUBSET = "(forwarded or join or refresh or aged) and not sender and not receiver"
 
 
 def ip(*args: str) -> None:
@@ -74,17 +77,15 @@ def test_the_suite_on_two_interfaces_tells_a_concast_router_from_a_plain_forward
                                                                                   tmp_path):
     kind, tester, flags = device
     junit = tmp_path / "conform.xml"
-    r = conform(tester, *flags, "--junit", str(junit), "--pcaps", str(tmp_path))
+    r = conform(tester, *flags, "-k", SUBSET, "--junit", str(junit), "--pcaps", str(tmp_path))
     out = r.stdout + r.stderr
     assert "device on s1=s1-eth0, rx=rx-eth0" in r.stdout, out
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     ran = [c for c in cases if c.find("skipped") is None]
-    assert len(ran) >= 50, f"only {len(ran)} tests ran on the device\n{out}"
+    assert len(ran) >= 25, f"only {len(ran)} tests ran on the device\n{out}"
     if kind == "ours":
         assert r.returncode == 0, out
         assert "the target conforms" in r.stdout
-        # the receiver's tests check our hostd, not a device: skipped, saying why
-        assert "--ports tests a router" in r.stdout
     else:
         assert r.returncode == 1, out
         assert "the target does NOT conform" in r.stdout
