@@ -229,7 +229,7 @@ def test_spec_chunks_breaking_the_range_or_length_rules_are_not_used(wire, mangl
         "the router put a spec in force from malformed SPEC_CHUNKs"
 
 
-@pytest.mark.spec("2.8-5", "2.7-8")
+@pytest.mark.spec("2.8-5", "2.7-8", "2.8-13")
 def test_a_flow_whose_spec_traps_is_quarantined_and_forwarded_unmerged(wire, tmp_path):
     from hostdtools import wasm_from_wat
     from scapy.layers.inet import UDP
@@ -243,6 +243,9 @@ def test_a_flow_whose_spec_traps_is_quarantined_and_forwarded_unmerged(wire, tmp
     err = wire.child_csp(g, 8, timeout=10)
     assert err is not None, "the child was not sent FLOW_QUARANTINED"
     assert decode(err)[CSP_Error].error_code == 6
+    told = wire.rx.first(lambda d: is_csp(d, g, 8) and decode(d)[CSP_Error].error_code == 6
+                         and decode(d).dst == wire.RX, 5)
+    assert told is not None, "R was not sent FLOW_QUARANTINED too (2.8-13)"
     wire.s1.send(dgram)
     got = wire.rx.first(lambda d: b"quarantine-me" in d, 5)
     assert got is not None, "a quarantined flow's datagram was not forwarded"

@@ -22,8 +22,6 @@ WHY = {
     "4-7": "says what OVS cannot do; nothing a router must do",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
-    "2.8-13": ("R is told by the router that quarantined; needs a spec that traps behind a "
-               "Scapy R: tests/system/test_reliability_abuse.py checks ours"),
     "2.9-10": EXPLAINS,
     "2.9-11": "about nodes that predate signatures: none to test against",
     "2.9-15": "about nodes that predate signatures: none to test against",
