@@ -2,7 +2,7 @@
 a host's namespace by the system tests: `recv PORT COMPOSITE CC BYTES IDLE` prints what arrived
 ({"bytes", "sha256"}) once BYTES came or nothing came for IDLE seconds; `send ADDR COMPOSITE
 CC BYTES MBIT` sends BYTES seeded pseudo-random bytes as 1400-byte messages paced at MBIT
-Mbit/s (an unreliable composite has no congestion control to pace it), closes, and prints
+Mbit/s at most (an unreliable composite has no congestion control to pace it), closes, and prints
 the same for what it sent."""
 from __future__ import annotations
 
@@ -28,21 +28,25 @@ def recv(port: int, composite: str, cc: str, want: int, idle: float) -> dict:
                 h.update(r[1])
                 got += len(r[1])
                 last = time.monotonic()
+        stats = srv.stats()
         srv.free()  # not close(): the client ends its session
-    return {"bytes": got, "sha256": h.hexdigest()}
+    return {"bytes": got, "sha256": h.hexdigest(), "stats": stats}
 
 
 def send(addr: str, composite: str, cc: str, total: int, mbit: float) -> dict:
     data = random.Random(total).randbytes(total)
     gap = MSG * 8 / (mbit * 1e6)
     with ctp.Client(addr, composite=composite, cc=cc) as cli:
-        start = time.monotonic()
-        for k, i in enumerate(range(0, total, MSG)):
-            while time.monotonic() < start + k * gap:
+        due = time.monotonic()
+        for i in range(0, total, MSG):
+            while time.monotonic() < due:
                 cli.recv(timeout=0)  # keeps the session working while it waits
             cli.send(data[i:i + MSG])
+            # from the last send, not from the start: a stall is not made up with a burst
+            due = max(due, time.monotonic()) + gap
         cli.flush(timeout=20)
-    return {"bytes": total, "sha256": hashlib.sha256(data).hexdigest()}
+        stats = cli.stats()
+    return {"bytes": total, "sha256": hashlib.sha256(data).hexdigest(), "stats": stats}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """`concast perf` between two Mininet hosts (issue #10's "done means"): a two-host ConcastNet
 on userspace Open vSwitch; every congestion-control algorithm moving a few hundred kilobytes
 of pseudo-random bytes through Bulk with concast-perf, every preset doing the same through the
-Python binding (paced, since the unreliable presets have no congestion control and userspace
+Python binding (paced at 10 Mbit/s, since the unreliable presets have no congestion control and
 OVS drops bursts), SHA-256 compared at both ends; and `concast perf --mininet`'s own table for
 one case each of ctp, TCP and UDP.
 
@@ -76,14 +76,14 @@ def test_the_hosts_are_mininet_hosts_of_a_concast_network(path):
 
 
 def binding_transfer(path: MininetPath, composite: str) -> tuple[dict, dict]:
-    """BYTES from a to b through concast.hosts.ctp at 50 Mbit/s; (sent, got) records."""
+    """BYTES from a to b through concast.hosts.ctp at 10 Mbit/s; (sent, got) records."""
     port = next(_ports)
     args = [composite, "newreno", str(BYTES)]
     rx = path.popen("b", [sys.executable, str(CTPFLOW), "recv", str(port), *args, "5"])
     try:
         assert rx.stdout.readline().strip() == "ready", rx.stderr.read()
         tx = path.popen("a", [sys.executable, str(CTPFLOW), "send", f"{path.addr['b']}:{port}",
-                              *args, "50"])
+                              *args, "10"])
         out, err = tx.communicate(timeout=120)
         assert tx.returncode == 0, err
         rout, rerr = rx.communicate(timeout=60)
@@ -98,6 +98,12 @@ def binding_transfer(path: MininetPath, composite: str) -> tuple[dict, dict]:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_moves_the_bytes_between_mininet_hosts(path, preset):
     sent, got = binding_transfer(path, preset)
+    if preset != "Bulk" and got["bytes"] < BYTES:
+        # An unreliable preset cannot repair a datagram userspace OVS dropped while the
+        # loaded machine starved it; a second transfer tells that from a transport that
+        # loses data itself, which fails both.
+        print(f"{preset}: {got['bytes']} of {BYTES} bytes arrived; once more")
+        sent, got = binding_transfer(path, preset)
     assert sent["bytes"] == BYTES
     assert got["bytes"] == BYTES and got["sha256"] == sent["sha256"], (preset, sent, got)
 
