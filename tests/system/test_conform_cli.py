@@ -38,7 +38,9 @@ def test_our_routers_on_ovs_conform_to_the_whole_suite_with_a_junit_report(tmp_p
 
 
 def test_a_router_without_concast_fails_section_2_8_with_the_right_ids(tmp_path):
-    r = conform("linux", "--section", "2.8", "--target", "plain", "--pcaps", str(tmp_path))
+    # the sender's and receiver's tests check our hostd, whatever r1 is: left out (CI time)
+    r = conform("linux", "--section", "2.8", "--target", "plain", "--pcaps", str(tmp_path),
+                "-k", "not test_sender and not test_receiver")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "the target does NOT conform" in r.stdout
     for spec in ("[2.8-1]", "[2.8-2]", "[2.8-4]"):
