@@ -14,7 +14,7 @@ from concast.scapy import CSP, CSP_Error, CSP_JoinAck, concast_option, csp_datag
 from conform_target import HOLD_S, decode, fresh_group, is_csp, on_net
 
 pytestmark = pytest.mark.mininet
-RETRY_MS = 250          # hostd's first JOIN retransmission (--join-retry-ms; default 1 s)
+RETRY_MS = 400          # hostd's first JOIN retransmission (--join-retry-ms; default 1 s)
 H = 3                   # hostd's hold time (--hold): it refreshes every H/3 = 1 s
 TRIES = 5
 
@@ -115,7 +115,7 @@ def test_an_unanswered_join_is_sent_5_times_with_doubling_gaps_then_falls_back(s
     assert len({decode(d)[CSP].seq for _, d in joins}) == 1, "a retransmission changed seq"
     gaps = [b[0] - a[0] for a, b in zip(joins, joins[1:])]
     for before, after in zip(gaps, gaps[1:]):
-        assert 1.4 <= after / before <= 2.8, f"gaps {gaps} do not double"
+        assert 1.3 <= after / before <= 3.0, f"gaps {gaps} do not double"
     ev = fell_back.get("ev") or app.wait_settled(s.RX, g, 5)
     assert ev is not None and ev["event"] == "fallback", "no fallback after the last try"
     assert not seen_at_r(s, g, 1, 1.0), "a JOIN after the sender gave up"
