@@ -1,8 +1,9 @@
 //! Fixed-Rate jitter control. The sender keeps a running mean of the gap between the messages
 //! the user hands it and puts it on every segment (JGAP); the receiver plays messages out on a
 //! clock of that period: the first after the playout delay (`Config::playout_us`), each next
-//! one a gap after the one before, or at once when it arrives later than that. When the buffer
-//! has run dry and the clock is behind, it starts again after the playout delay (rebuffering).
+//! one a gap after the one before (at once if it arrives after its slot while others still
+//! wait). A message that finds the buffer empty and its slot passed restarts the clock after
+//! the playout delay (rebuffering).
 use crate::attr::JGAP;
 use crate::composite::MicroId;
 use crate::event::{Arg, Event};
