@@ -1,5 +1,8 @@
 //! Timer settings of one CSP node (docs/protocol.md section 2.8). All times in microseconds.
 
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Hold time this node asks of its upstream node and grants children who ask for 0.
@@ -26,6 +29,9 @@ pub struct Config {
     /// Longest hold time granted to a child, in seconds: a JOIN asking for more gets this
     /// (the JOIN_ACK says so), so one JOIN cannot pin state here for up to 18 hours.
     pub max_hold_s: u16,
+    /// Receivers' spec keys known in advance (section 2.9): a flow to such an R starts with
+    /// its key pinned, so no first offer can pin another.
+    pub receiver_keys: BTreeMap<Ipv4Addr, [u8; 32]>,
 }
 
 impl Default for Config {
@@ -42,6 +48,7 @@ impl Default for Config {
             leave_delay_us: 100_000,
             verify_specs: true,
             max_hold_s: 300,
+            receiver_keys: BTreeMap::new(),
         }
     }
 }

@@ -297,6 +297,7 @@ impl Node {
         }
         let seq = self.next_seq();
         let mut up = Upstream::new(selector);
+        up.key = self.cfg.receiver_keys.get(&flow.receiver).copied();
         up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
         let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector, hash: NO_HASH });
         send(&mut out, flow.receiver, Msg { flow, seq, body });
@@ -466,6 +467,7 @@ impl Node {
                     // A new flow (or state lost in a restart, rebuilt from a refresh).
                     let seq = self.next_seq();
                     let mut up = Upstream::new(b.selector);
+                    up.key = self.cfg.receiver_keys.get(&flow.receiver).copied();
                     up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
                     let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector: b.selector, hash: NO_HASH });
                     send(&mut out, flow.receiver, Msg { flow, seq, body });

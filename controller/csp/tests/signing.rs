@@ -278,3 +278,20 @@ fn r_logs_a_childs_refusal_of_its_spec() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_receiver_key_configured_in_advance_leaves_no_first_use_to_win() {
+    let evil = sign::key_from_secret([66; 32]);
+    let real = sign::key_from_secret([9; 32]).verifying_key().to_bytes();
+    let cfg = Config { receiver_keys: [(r(), real)].into_iter().collect(), ..Config::default() };
+    let mut lab = pending_lab(cfg);
+    // The attacker answers first, with a valid signature by its own key: refused.
+    let forged_spec = spec(400, 9);
+    let fhash = sha256(&forged_spec);
+    lab.feed_a(r(), ack(400, fhash, Some(sign::sign(&evil, flow(), 400, &fhash))));
+    assert_eq!((lab.a.counters.specs_rejected, lab.activated(), lab.state()), (1, 0, "pending"));
+    // R's own answer is still taken.
+    let genuine = lab.genuine_ack(7);
+    lab.feed_a(r(), genuine);
+    assert_eq!((lab.state(), lab.activated()), ("active", 1));
+}

@@ -96,6 +96,23 @@ struct Args {
     /// Longest hold time (s) granted to a child's JOIN; longer requests get this.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u16).range(1..))]
     max_hold: u16,
+    /// A receiver's spec key known in advance, R=HEX (64 hex digits, what `concast host status`
+    /// shows as spec_key; repeatable): flows to R start with it pinned (docs/protocol.md 2.9).
+    #[arg(long = "receiver-key", value_parser = parse_receiver_key)]
+    receiver_keys: Vec<(Ipv4Addr, [u8; 32])>,
+}
+
+fn parse_receiver_key(s: &str) -> Result<(Ipv4Addr, [u8; 32]), String> {
+    let (r, hex) = s.split_once('=').ok_or("expected R=HEX")?;
+    let r: Ipv4Addr = r.parse().map_err(|_| format!("{r:?} is not an IPv4 address"))?;
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("the key must be 64 hex digits (an Ed25519 public key)".into());
+    }
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("checked hex");
+    }
+    Ok((r, key))
 }
 
 fn parse_batch(s: &str) -> Result<usize, String> {
@@ -376,6 +393,7 @@ fn main() -> ExitCode {
         leave_delay_us: args.leave_delay_ms * 1000,
         verify_specs: !args.accept_unsigned_specs,
         max_hold_s: args.max_hold,
+        receiver_keys: args.receiver_keys.iter().copied().collect(),
         ..Default::default()
     };
     match run(s, csp, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
