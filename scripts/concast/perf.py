@@ -138,6 +138,7 @@ def summarize(run: dict) -> dict:
             s["stability"] = sum(stab) / len(stab)
         secs = max((c.get("secs", 0) for c in cli), default=0) or 1
         s["cpu_per_flow"] = sum(c.get("cpu_secs", 0) for c in cli) / max(len(cli), 1) / secs
+        s.update(io_path(cli, srv))
     elif run["mode"] == "pingpong" and cli:
         s["median_us"] = cli[0]["rtt"].get("median_us")
         s["p99_us"] = cli[0]["rtt"].get("p99_us")
@@ -146,6 +147,23 @@ def summarize(run: dict) -> dict:
         sent = sum(c.get("sent", 0) for c in cli)
         s["on_time"] = sum(r.get("stream_on_time", 0) for r in srv) / sent if sent else 0.0
     return s
+
+
+def io_path(cli: list[dict], srv: list[dict]) -> dict:
+    """Which UDP path the transport's driver (or the UDP peer) took, from concast-perf's "io"
+    records: GSO sends and GRO receives, or the plain sendmmsg/recvmsg fallback (and why),
+    with the sender's send calls per MB sent."""
+    ios = [c["io"] for c in cli if c.get("io")]
+    if not ios:
+        return {}
+    sent = sum(i["bytes_sent"] for i in ios)
+    out = {"io": ("gso" if all(i["gso"] for i in ios) else "sendmmsg") + "+" +
+                  ("gro" if all(r.get("io", {}).get("gro", True) for r in srv) else "recvmsg"),
+           "send_calls_per_mb": sum(i["send_calls"] for i in ios) / max(sent / 1e6, 1e-9)}
+    why = [i["fallback"] for i in ios if i.get("fallback")]
+    if why:
+        out["io_fallback"] = why[0]
+    return out
 
 
 def add_ratios(rows: list[dict]) -> None:
@@ -179,14 +197,14 @@ def table(rows: list[dict]) -> str:
             continue
         if mode == "bulk":
             lines.append(f"{'bulk':24} {'bneck':>5} {'loss':>5} {'flows':>5} {'Mbit/s':>9} {'/TCP':>6} "
-                         f"{'/UDP':>6} {'fair':>5} {'stab':>5} {'cpu/flow':>8}")
+                         f"{'/UDP':>6} {'fair':>5} {'stab':>5} {'cpu/flow':>8} {'io':>8}")
             for r in sel:
                 lines.append(f"{r['proto'] + ' ' + r['what']:24} {f(r.get('rate_mbit') or None, '5.0f')} "
                              f"{r['loss'] * 100:4.0f}% {r['flows']:5} "
                              f"{f(r.get('mbps'), '9.1f')} {f(r.get('vs_tcp'), '6.3f')} "
                              f"{f(r.get('vs_udp'), '6.3f')} {f(r.get('fairness'), '5.2f')} "
                              f"{f(r.get('stability'), '5.2f')} "
-                             f"{f(r.get('cpu_per_flow'), '8.2f')}")
+                             f"{f(r.get('cpu_per_flow'), '8.2f')} {r.get('io', '-'):>8}")
         elif mode == "pingpong":
             lines.append(f"{'ping-pong':24} {'loss':>5} {'median us':>10} {'p99 us':>9} {'+us/UDP':>8} {'+us/TCP':>8}")
             for r in sel:

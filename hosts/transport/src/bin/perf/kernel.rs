@@ -166,10 +166,10 @@ fn udp_server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), S
     let mut rx = Rx::new();
     let mut tallies: HashMap<SocketAddr, Tally> = HashMap::new();
     let mut done = 0;
-    let finish = |t: &mut HashMap<SocketAddr, Tally>, a: SocketAddr, why: &str| {
+    let finish = |t: &mut HashMap<SocketAddr, Tally>, a: SocketAddr, why: &str, io: &IoStats| {
         let tally = t.remove(&a).unwrap_or_default();
         let mut extra = labels(c);
-        report::merge(&mut extra, json!({"peer": a.to_string(), "end": why}));
+        report::merge(&mut extra, json!({"peer": a.to_string(), "end": why, "io": crate::ctp::io_json(io)}));
         report::print(&tally.json(extra));
     };
     while done < flows {
@@ -178,7 +178,7 @@ fn udp_server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), S
             for d in rx.datagrams() {
                 if d == END {
                     if tallies.contains_key(&from) {
-                        finish(&mut tallies, from, "end");
+                        finish(&mut tallies, from, "end", &io);
                         done += 1;
                     }
                     continue;
@@ -196,7 +196,7 @@ fn udp_server(listen: &str, flows: usize, idle: f64, c: &Common) -> Result<(), S
             .map(|(a, _)| *a)
             .collect();
         for a in quiet {
-            finish(&mut tallies, a, "idle");
+            finish(&mut tallies, a, "idle", &io);
             done += 1;
         }
     }
