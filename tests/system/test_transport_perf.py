@@ -75,3 +75,17 @@ def test_aggregate_of_flows_is_all_bytes_over_the_whole_span():
            {"mbps": 80.0, "bytes": 10_000_000, "first_us": 1_000_000, "last_us": 2_000_000}]
     row = perf.summarize(_run("bulk", "tcp", srv, [{"secs": 2}, {"secs": 2}], "reno", flows=2))
     assert row["mbps"] == pytest.approx(80.0)   # not 160: they took turns
+
+
+def test_rows_say_which_udp_path_ran_and_why_gso_was_refused():
+    io = {"gso": True, "gro": True, "fallback": None, "send_calls": 40, "bytes_sent": 10_000_000}
+    fell = {**io, "gso": False, "fallback": "UDP GSO refused: Invalid argument (os error 22)"}
+    fast = perf.summarize(_run("bulk", "ctp", [{"mbps": 9.0, "io": {"gro": True}}],
+                               [{"secs": 5, "io": io}], "Bulk/newreno"))
+    plain = perf.summarize(_run("bulk", "ctp", [{"mbps": 9.0, "io": {"gro": False}}],
+                                [{"secs": 5, "io": fell}], "Bulk/newreno"))
+    assert (fast["io"], fast["send_calls_per_mb"], "io_fallback" in fast) == ("gso+gro", 4.0, False)
+    assert plain["io"] == "sendmmsg+recvmsg" and "os error 22" in plain["io_fallback"]
+    tcp = perf.summarize(_run("bulk", "tcp", [{"mbps": 9.0}], [{"secs": 5}], "cubic"))
+    assert "io" not in tcp
+    assert "gso+gro" in perf.table([fast])
