@@ -31,6 +31,9 @@ pub struct ClientConfig {
     pub cc: String,
     /// Refuse objects larger than this (bytes).
     pub max_object: u32,
+    /// Requests in flight at most, whatever the window algorithm says (ours: 1024, 1.4 MB;
+    /// random loss never shrinks MTP's window, so on a path without a queue only this does).
+    pub max_window: u32,
     pub seed: u64,
 }
 
@@ -42,6 +45,7 @@ impl Default for ClientConfig {
             expire_us: 30_000_000,
             cc: "mtp".into(),
             max_object: 1 << 30,
+            max_window: 1024,
             seed: 1,
         }
     }
@@ -168,6 +172,9 @@ impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Client, String> {
         if cfg.min_size == 0 || cfg.max_size > MAX_PAYLOAD || cfg.min_size > cfg.max_size {
             return Err(format!("sizes must satisfy 0 < min_size <= max_size <= {MAX_PAYLOAD}"));
+        }
+        if cfg.max_window == 0 {
+            return Err("max_window must be at least 1".into());
         }
         let mut cc: Box<dyn Ccc> =
             if cfg.cc == "mtp" { Box::new(MtpWindow::default()) } else { cc::by_name(&cfg.cc, 1e7)? };
@@ -526,6 +533,7 @@ impl Client {
         self.size.answered(p.len as usize);
         self.observe(now);
         self.cc.on_ack(&mut self.ctl, p.sendno as u32);
+        self.ctl.cwnd = self.ctl.cwnd.min(self.cfg.max_window as f64);
         // requests sent FAST_REPEAT sends before this one and still unanswered are lost
         while let Some((&no, &(tid, off))) = self.by_send.iter().next() {
             if no + FAST_REPEAT > sent_no {

@@ -10,21 +10,27 @@ pub const INITIAL_WINDOW: f64 = 4.0;
 /// The window never shrinks below this (ours): MTP keeps pulling through random loss.
 pub const MIN_WINDOW: f64 = 2.0;
 
+/// Queueing delay that marks a loss as congestion: a tenth of the path's minimum RTT, at
+/// least 1 ms (ours).
+pub const QUEUE_FLOOR_US: f64 = 1_000.0;
+
 /// MTP's window rules (all "ours", docs/transport.md): one more datagram per reply in slow
-/// start, one more per window of replies after; a loss halves the window at most once per
-/// flowtimeout, so a burst of losses in one round costs one halving; a silent flowtimeout
-/// (nothing answered at all) drops to the minimum.
+/// start, one more per window of replies after. A loss halves the window only when it comes
+/// with a queue (smoothed RTT above the minimum by a tenth, at least 1 ms): that loss is
+/// congestion; a loss on an empty path is random and costs only its repeat. At most one
+/// halving per smoothed RTT, so a burst of losses in one round costs one. A silent
+/// flowtimeout (nothing answered at all) drops the window to the minimum.
+#[derive(Default)]
 pub struct MtpWindow {
-    ssthresh: f64,
+    ssthresh: Option<f64>,
     last_cut_us: Option<u64>,
-    /// The current flowtimeout, set by the client before each callback.
-    pub flowtimeout_us: u64,
+    /// Losses taken as random (no queue), for the record.
+    pub random_losses: u64,
 }
 
-impl Default for MtpWindow {
-    fn default() -> Self {
-        MtpWindow { ssthresh: f64::INFINITY, last_cut_us: None, flowtimeout_us: INITIAL_FLOWTIMEOUT_US }
-    }
+/// Whether the path is queueing: the smoothed RTT stands above the minimum.
+pub fn congested(c: &CcCtl) -> bool {
+    c.min_rtt_us <= 0.0 || c.rtt_us > c.min_rtt_us + (0.1 * c.min_rtt_us).max(QUEUE_FLOOR_US)
 }
 
 impl Ccc for MtpWindow {
@@ -37,23 +43,27 @@ impl Ccc for MtpWindow {
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, _ack: u32) {
-        crate::cc::reno_increase(c, self.ssthresh, 1.0);
+        crate::cc::reno_increase(c, self.ssthresh.unwrap_or(f64::INFINITY), 1.0);
     }
 
     fn on_loss(&mut self, c: &mut CcCtl, _l: &[(u32, u32)]) {
+        if !congested(c) {
+            self.random_losses += 1;
+            return;
+        }
+        // once per round trip at most: the smoothed RTT, as TCP cuts once per window
         let rtt = (c.rtt_us as u64).max(1);
-        // once per round trip at most (ours; the flowtimeout is the round trip's upper bound,
-        // the smoothed RTT its expectation: cutting once per RTT reacts as TCP does per window)
         if self.last_cut_us.is_some_and(|t| c.now_us < t + rtt) {
             return;
         }
         self.last_cut_us = Some(c.now_us);
-        self.ssthresh = (c.cwnd / 2.0).max(MIN_WINDOW);
-        c.cwnd = self.ssthresh;
+        let half = (c.cwnd / 2.0).max(MIN_WINDOW);
+        self.ssthresh = Some(half);
+        c.cwnd = half;
     }
 
     fn on_timeout(&mut self, c: &mut CcCtl) {
-        self.ssthresh = (c.cwnd / 2.0).max(MIN_WINDOW);
+        self.ssthresh = Some((c.cwnd / 2.0).max(MIN_WINDOW));
         c.cwnd = MIN_WINDOW;
         self.last_cut_us = Some(c.now_us);
     }
@@ -111,9 +121,34 @@ mod tests {
     use super::*;
     use crate::cc::testkit::{ack_round, ctl, lose};
 
+    /// A path whose smoothed RTT stands 30% above its minimum: a queue.
+    fn queueing() -> CcCtl {
+        let mut c = ctl();
+        c.min_rtt_us = 10_000.0;
+        c.rtt_us = 13_000.0;
+        c
+    }
+
+    #[test]
+    fn a_loss_on_an_empty_path_is_random_and_keeps_the_window() {
+        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        c.cwnd = 40.0;
+        for _ in 0..50 {
+            c.now_us += 20_000;
+            lose(&mut w, &mut c);
+        }
+        assert_eq!((c.cwnd, w.random_losses), (40.0, 50));
+        c.rtt_us = 10_900.0; // under a tenth above: still no queue
+        lose(&mut w, &mut c);
+        assert_eq!(c.cwnd, 40.0);
+        c.rtt_us = 11_100.0;
+        lose(&mut w, &mut c);
+        assert_eq!(c.cwnd, 20.0);
+    }
+
     #[test]
     fn slow_start_doubles_per_round_then_one_per_round_after_a_loss() {
-        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        let (mut w, mut c) = (MtpWindow::default(), queueing());
         w.init(&mut c);
         assert_eq!(c.cwnd, 4.0);
         ack_round(&mut w, &mut c);
@@ -128,12 +163,12 @@ mod tests {
 
     #[test]
     fn losses_within_one_rtt_cut_once_and_never_below_two() {
-        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        let (mut w, mut c) = (MtpWindow::default(), queueing());
         c.cwnd = 32.0;
         c.now_us = 1_000_000;
         for _ in 0..5 {
             lose(&mut w, &mut c);
-            c.now_us += 1_000; // RTT is 10 ms
+            c.now_us += 1_000; // smoothed RTT is 13 ms
         }
         assert_eq!(c.cwnd, 16.0);
         for _ in 0..10 {
