@@ -95,6 +95,7 @@ class Tally:
         self.sums: dict[int, int] = collections.Counter()
         self.counts: dict[int, int] = collections.Counter()
         self.kinds: dict[str, int] = collections.Counter()
+        self.arrived: dict[int, float] = {}      # key -> when its last datagram arrived
         self.events: list[dict] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -115,6 +116,7 @@ class Tally:
                     if c is not None:
                         self.sums[c.key] += c.value
                         self.counts[c.key] += c.count
+                        self.arrived[c.key] = time.monotonic()
                     self.kinds[ev.get("kind", "?")] += 1
                 else:
                     self.events.append(ev)

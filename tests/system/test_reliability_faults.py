@@ -50,7 +50,8 @@ def net(tmp_path_factory):
     if ROWS:
         write_table("faults", ["fault (mid-flow)", "rounds before: whole", "inside the fault: whole / short / lost",
                                "after: whole", "contributions lost of sent", "duplicates",
-                               "merging resumed after", "why anything was lost"], ROWS)
+                               "merging resumed after", "whole rounds again after",
+                               "why anything was lost"], ROWS)
 
 
 class Case:
@@ -71,22 +72,29 @@ class Case:
                  f"{router} did not merge again")
         return time.monotonic() - after
 
-    def finish(self, window: tuple[float, float]) -> dict:
+    def finish(self, window: tuple[float, float], repaired: float) -> dict:
+        """Judges every round (see judge_rounds), plus `whole_after`: seconds from
+        `repaired` (the restart, the link coming up) until the first round sent after it
+        had arrived whole."""
         time.sleep(1.5)                        # rounds after recovery
         self.feeder.finish()
         rounds = self.feeder.rounds()
-        want = {key: n for _, key, n, _ in rounds}
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:     # until the rounds after recovery are in
             sums, counts = self.totals()
-            if all(counts.get(k, 0) >= n for _, k, n, _ in rounds if _ > window[1]):
+            if all(counts.get(k, 0) >= n for t, k, n, _total in rounds if t > window[1]):
                 break
             time.sleep(0.1)
         time.sleep(0.5)                        # late duplicates would show now
         sums, counts = self.totals()
+        arrived = {k: t for tally in self.tallies for k, t in tally.arrived.items()}
         self.close()
-        assert want, "no rounds sent"
-        return judge_rounds(rounds, sums, counts, (window[0] - IN_FLIGHT, window[1]))
+        assert rounds, "no rounds sent"
+        j = judge_rounds(rounds, sums, counts, (window[0] - IN_FLIGHT, window[1]))
+        whole = [arrived[k] for t, k, n, total in rounds
+                 if t > repaired and counts.get(k) == n and sums.get(k) == total]
+        j["whole_after"] = min(whole) - repaired if whole else None
+        return j
 
     def totals(self):
         sums: dict[int, int] = {}
@@ -107,9 +115,10 @@ class Case:
 
 def row(name: str, j: dict, resumed: str, why: str) -> None:
     during = f"{j['during_whole']} / {j['during_short']} / {j['during_lost']}"
+    whole = "–" if j["whole_after"] is None else f"{j['whole_after']:.2f} s"
     ROWS.append([name, j["before_whole"], during, j["after_whole"],
                  f"{j['lost_contributions']} of {j['sent_contributions']}", j["duplicated"],
-                 resumed, why])
+                 resumed, whole, why])
 
 
 def check(j: dict) -> None:
@@ -137,7 +146,7 @@ def test_routerd_killed(net):
         net["r2"].enable_diversion()
         t_restart = time.monotonic()
         since_restart = case.resumed("r2", t_restart)
-        j = case.finish((t0, t_restart + since_restart))
+        j = case.finish((t0, t_restart + since_restart), t_restart)
     finally:
         case.close()
     row("routerd on r2: kill -9, bypass, restart", j, f"{since_restart:.2f} s after the restart",
@@ -156,7 +165,7 @@ def test_sender_hostd_killed(net):
         wait_for(lambda: s1 not in (router_flow(net, "r2", 72) or {}).get("children", []),
                  4 * float(HOLD), "r2 never dropped s1 as a child")
         forgot = time.monotonic() - t0
-        j = case.finish((t0, t0 + 0.2))
+        j = case.finish((t0, t0 + 0.2), t0)
     finally:
         case.close()
         net.hd.update(net.start_hostd(HOSTD_ARGV, hosts=["s1"]))
@@ -179,11 +188,11 @@ def test_receiver_hostd_killed(net):
         case.tallies.append(Tally(net, 74, tolerant("sum"), port=5074))
         t_back = time.monotonic()
         since = case.resumed("r1", t_back)
-        j = case.finish((t0, t_back + since))
+        j = case.finish((t0, t_back + since), t_back)
     finally:
         case.close()
     row("hostd on the receiver: kill -9, restart, spec installed again", j,
-        f"{since:.2f} s after the restart",
+        f"r1 never stopped ({since:.2f} s to its next merge after the restart)",
         "what reached rx while its hostd was down (the kernel had no socket for it), "
         "and the final merge's open rounds, which died with it")
     check(j)
@@ -205,12 +214,13 @@ def test_link_down_and_up(net):
         t_up = time.monotonic()
         since = case.resumed("r1", t_up)
         send_errors = errors() - errors_before
-        j = case.finish((t0, t_up + since))
+        j = case.finish((t0, t_up + since), t_up)
     finally:
         for i in ends:
             subprocess.run(["ip", "link", "set", "dev", i, "up"], check=False)
         case.close()
-    row("link r1-r2 down for 2 s, then up", j, f"{since:.2f} s after the link came up",
+    row("link r1-r2 down for 2 s, then up", j,
+        f"r1 never stopped (r3's side); {since:.2f} s to its next merge after the link came up",
         f"what r2 sent toward r1 while the link was down: {send_errors} sends failed "
         "(egress_send_errors); the rounds arrived short, their counts saying so")
     check(j)
@@ -238,7 +248,7 @@ def test_router_restarted_with_a_different_spec(net, tmp_path):
         wait_for(lambda: (router_flow(net, "r2", 78) or {}).get("spec") == new, 15,
                  "r2 did not fetch the new spec")
         since = case.resumed("r2", t_restart)
-        j = case.finish((t0, t_restart + since))
+        j = case.finish((t0, t_restart + since), t_restart)
     finally:
         case.close()
     row("routerd on r2 restarted after R changed the spec", j, f"{since:.2f} s after the restart",
@@ -248,7 +258,7 @@ def test_router_restarted_with_a_different_spec(net, tmp_path):
 
 
 def test_ovs_vswitchd_is_not_killed_here():
-    ROWS.append(["ovs-vswitchd: kill -9", "–", "–", "–", "–", "–", "–",
+    ROWS.append(["ovs-vswitchd: kill -9", "–", "–", "–", "–", "–", "–", "–",
                  "not run: every network on this machine (and every other test run) shares "
                  "the one ovs-vswitchd that scripts/setup.sh starts with ovs-ctl"])
     pytest.skip("the project's networks share the machine's ovs-vswitchd (scripts/setup.sh); "

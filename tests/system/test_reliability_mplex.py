@@ -1,7 +1,7 @@
 """The multiplex service through a fault (#15 item 3, docs/reliability.md): `concast exp
-mplex`'s dumbbell (eight clients download from sv with their ACKs multiplexed), and in the
-middle of the downloads r1's routerd is killed with SIGKILL, bypassed by the control
-plane, and restarted. Every ACK a client's kernel sent is matched against sv's captures:
+mplex`'s dumbbell (eight clients download 12 MB each from sv with their ACKs multiplexed),
+and in the middle of the downloads r1's routerd is killed with SIGKILL, bypassed by the
+control plane, and restarted. Every ACK a client's kernel sent is matched against sv's captures:
 none may reach sv's TCP twice or unsent, every download must be intact (TCP recovers
 what was lost), and what was lost is counted and explained.
 
@@ -20,7 +20,7 @@ from concast.hosts import routerd
 from concast.topologies.experiments import mplex
 
 pytestmark = pytest.mark.mininet
-SETTINGS = mplex.Settings(clients=8, size=3_000_000, max_local_delay_ms=2.0,
+SETTINGS = mplex.Settings(clients=8, size=12_000_000, max_local_delay_ms=2.0,
                           max_total_delay_ms=10.0)
 
 
@@ -52,8 +52,11 @@ def test_acks_through_a_routerd_killed_mid_download_arrive_at_most_once(tmp_path
             net.start_concast(hold=float(HOLD), routers=["r1"], hosts=(), timeout=10)
             net["r1"].enable_diversion()
             t1 = time.monotonic()
-            wait_for(lambda: r1_merged_in(net) > 0, 30, "r1 did not bundle again")
-            fault["resumed_s"] = time.monotonic() - t1
+            # It bundles again once a REFRESH rebuilds the flow, if the downloads last.
+            deadline = t1 + 30
+            while time.monotonic() < deadline and r1_merged_in(net) == 0:
+                time.sleep(0.05)
+            fault["resumed_s"] = time.monotonic() - t1 if r1_merged_in(net) else None
         except Exception as e:          # reported by the main thread
             fault["error"] = repr(e)
 
@@ -72,7 +75,9 @@ def test_acks_through_a_routerd_killed_mid_download_arrive_at_most_once(tmp_path
         "lost in the network", "downloads intact", "bypassed after", "bundling resumed after"],
         [["routerd on r1: kill -9, bypass, restart", acc["sent"], acc["arrived"], acc["extra"],
           acc["lost_in_network"], f"{phase.intact} of {len(phase.downloads)}",
-          f"{fault['bypass_s']:.2f} s", f"{fault['resumed_s']:.2f} s after the restart"]],
+          f"{fault['bypass_s']:.2f} s",
+          "not before the downloads ended" if fault["resumed_s"] is None
+          else f"{fault['resumed_s']:.2f} s after the restart"]],
         note="Lost in the network: ACKs diverted to r1's CPU port between the kill and the "
              "bypass, which no routerd read, and those r1 held in open bundles when it died; "
              "TCP needs none of them back (a later cumulative ACK covers each).")
