@@ -590,7 +590,8 @@ impl Client {
             self.send_one(now, id);
             let pace = self.pace_us();
             if pace > 0 {
-                self.next_send_at = self.next_send_at.max(now) + pace;
+                // a late wake-up may catch up by a few requests, not by a burst
+                self.next_send_at = self.next_send_at.max(now.saturating_sub(4 * pace)) + pace;
             }
         }
     }

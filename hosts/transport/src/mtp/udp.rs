@@ -25,6 +25,7 @@ impl Endpoint {
     pub fn new(client: Client, server: SocketAddr) -> io::Result<Endpoint> {
         let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
         let sock = UdpSocket::bind(bind)?;
+        sock.set_nonblocking(true)?;
         Ok(Endpoint { client, sock, server, start: Instant::now(), foreign: 0, buf: vec![0; 65536] })
     }
 
@@ -71,24 +72,52 @@ impl Endpoint {
                 self.client.on_timer(now);
                 continue;
             }
-            let wait = Duration::from_micros(due - now).min(IDLE_WAIT).max(Duration::from_micros(1));
-            self.sock.set_read_timeout(Some(wait))?;
-            match self.sock.recv_from(&mut self.buf) {
-                Ok((n, from)) if from == self.server => {
-                    let now = self.now();
-                    self.client.on_datagram(now, &self.buf[..n]);
+            let wait = Duration::from_micros(due - now).min(IDLE_WAIT);
+            if !readable(&self.sock, wait)? {
+                let now = self.now();
+                if self.client.next_timer().is_some_and(|t| t <= now) {
+                    self.client.on_timer(now);
                 }
-                Ok(_) => self.foreign += 1,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
-                // an ICMP port unreachable from a server not (yet) running: requests repeat
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e),
+                continue;
+            }
+            // everything queued, a bounded batch at a time so timers are not starved
+            for _ in 0..64 {
+                match self.sock.recv_from(&mut self.buf) {
+                    Ok((n, from)) if from == self.server => {
+                        let now = self.now();
+                        self.client.on_datagram(now, &self.buf[..n]);
+                    }
+                    Ok(_) => self.foreign += 1,
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                    // an ICMP port unreachable from a server not (yet) running: requests repeat
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    Err(e) => return Err(e),
+                }
             }
             let now = self.now();
             if self.client.next_timer().is_some_and(|t| t <= now) {
                 self.client.on_timer(now);
             }
         }
+    }
+}
+
+/// Waits up to `wait` for a datagram. ppoll, not a socket read timeout: those round up to the
+/// kernel's tick (4 ms here), which would cap paced requests at 250 a second.
+fn readable(sock: &UdpSocket, wait: Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };
+    match unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } {
+        n if n < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        n => Ok(n > 0),
     }
 }
 
