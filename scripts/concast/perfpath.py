@@ -139,6 +139,7 @@ class MininetPath(Path):
             self.ns[h] = self.net.netns(name)
             self.addr[h] = self.net.ip(name)
             if self.loss:
+                self._wire_sized(h, self.net.iface(name))
                 self._drop(h, self.loss)
             if self.rate_mbit:
                 self._shape(h, self.net.iface(name))
