@@ -252,11 +252,16 @@ impl Router {
         self.counters.quarantined_flows += 1;
         let reason = q.to_string();
         emit(Level::Warn, "flow_quarantined", &[("flow", &flow), ("reason", &reason)]);
-        let mut actions = self.node.quarantine(flow, &reason);
+        self.quarantine_flow(now, flow, &reason, sink);
+    }
+
+    /// CSP learns the flow is quarantined (it tells the children), and so does R.
+    fn quarantine_flow(&mut self, now: u64, flow: FlowId, reason: &str, sink: &mut impl Sink) {
+        let mut actions = self.node.quarantine(flow, reason);
         // The receiver uploaded the spec: it hears that the spec failed here, not only the
         // children the CSP node tells (it is not a router's child, and no ERROR on the way
         // up is intercepted, so this reaches R's hostd unchanged).
-        let err = concast_csp::Msg::error(flow, 0, concast_csp::ErrorCode::FlowQuarantined, 0, &reason);
+        let err = concast_csp::Msg::error(flow, 0, concast_csp::ErrorCode::FlowQuarantined, 0, reason);
         actions.push(Action::Send { to: flow.receiver, msg: err });
         self.apply(now, actions, sink);
     }
@@ -336,8 +341,7 @@ impl Router {
                 // A spec that does not load quarantines its flow: datagrams go on unmerged.
                 emit(Level::Warn, "spec_rejected", &[("flow", &flow), ("reason", &reason)]);
                 self.counters.quarantined_flows += 1;
-                let actions = self.node.quarantine(flow, &format!("spec rejected: {reason}"));
-                self.apply(now, actions, sink);
+                self.quarantine_flow(now, flow, &format!("spec rejected: {reason}"), sink);
             }
         }
     }

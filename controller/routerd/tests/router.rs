@@ -71,6 +71,8 @@ struct Lab {
     router: Router,
     receiver: Node,
     now: u64,
+    /// Every CSP message the router sent to R (R's node handles them too).
+    to_rx: Vec<Msg>,
 }
 
 impl Lab {
@@ -84,7 +86,7 @@ impl Lab {
         let mut receiver = Node::new(ip(RX), Role::Host, Config::default());
         receiver.set_signing_key(concast_csp::sign::key_from_secret([9; 32]));
         receiver.install_spec(7, spec_bytes("sum"));
-        Lab { router, receiver, now: 1_000 }
+        Lab { router, receiver, now: 1_000, to_rx: Vec::new() }
     }
 
     /// Feeds frames to the router; CSP the router sends to the receiver is answered until quiet.
@@ -99,6 +101,7 @@ impl Lab {
             for (f, o) in sink.iter().zip(decode(&sink)) {
                 match o {
                     Out::Csp(src, dst, msg) if dst == ip(RX) => {
+                        self.to_rx.push(msg.clone());
                         for a in self.receiver.handle(self.now, src, dst, msg) {
                             if let Action::Send { to, msg } = a {
                                 inbox.push(csp_frame(RX, &to.to_string(), &msg));
@@ -224,6 +227,11 @@ fn a_spec_that_fails_to_load_quarantines_the_flow_and_datagrams_flow_on() {
         })
         .collect();
     assert_eq!(errors, vec![6], "FLOW_QUARANTINED to the child");
+    let to_rx: Vec<u16> = lab.to_rx.iter().filter_map(|m| match m.body {
+        Body::Error { code, .. } => Some(code),
+        _ => None,
+    }).collect();
+    assert_eq!(to_rx, vec![6], "and to R, which uploaded the spec");
     let good = contribution(C1, 1, 5);
     assert_eq!(lab.feed(vec![good.clone()]), vec![good]);
     assert_eq!(lab.router.counters.quarantined_flows, 1);
