@@ -124,9 +124,23 @@ fn fit_window(s: &UdpSocket, cfg: &mut Config) {
     }
 }
 
+/// Datagrams per GSO group: what the flow sends in about a millisecond (cwnd / srtt, as
+/// Linux sizes TSO bursts), so a slow flow does not hit a bottleneck queue with 64 KB at
+/// once (a drop-tail queue then loses the whole burst); a flow without a window or an RTT
+/// yet takes the most.
+fn group_limit(s: &Session) -> usize {
+    let sh = s.shared();
+    if !sh.cwnd.is_finite() || sh.srtt_us <= 0.0 {
+        return batch::MAX_SEGS;
+    }
+    let per_ms = sh.cwnd * 1000.0 / sh.srtt_us;
+    (per_ms as usize).clamp(1, batch::MAX_SEGS)
+}
+
 /// Queues the session's datagrams into `io`'s batch and sends it; returns its other outputs.
 fn flush(s: &mut Session, io: &mut Io, to: Option<SocketAddr>, out: &mut Vec<Output>) -> io::Result<()> {
     let fd = io.sock.as_raw_fd();
+    io.tx.max_group = group_limit(s);
     while let Some(o) = s.poll() {
         match o {
             Output::Transmit(d) => io.tx.push(fd, d, to)?,
@@ -417,6 +431,22 @@ mod tests {
         let (got, srv_io) = h.join().unwrap();
         assert!(got == data, "{} of {} bytes, or not the same", got.len(), data.len());
         (c.io_stats(), srv_io)
+    }
+
+    #[test]
+    fn gso_groups_are_sized_to_a_millisecond_of_the_flow() {
+        let fresh = Session::connect(Config::preset(Preset::Bulk), 0);
+        assert_eq!(group_limit(&fresh), batch::MAX_SEGS, "no window or RTT yet: the most");
+        // 10 Mbit/s with 20 ms each way: about one 1.4 kB segment per millisecond
+        let mut p = crate::sim::Pair::new(Config::preset(Preset::Bulk), Config::preset(Preset::Bulk), 3);
+        for l in [&mut p.ab, &mut p.ba] {
+            l.delay_us = 20_000;
+            l.rate_bps = Some(10e6);
+        }
+        p.transfer(&vec![1u8; 1 << 20], 64 * 1024, 60_000_000);
+        let sh = p.a.shared();
+        let g = group_limit(&p.a);
+        assert!((1..=4).contains(&g), "{g} from cwnd {} and srtt {} us", sh.cwnd, sh.srtt_us);
     }
 
     #[test]

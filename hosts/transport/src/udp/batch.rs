@@ -127,6 +127,8 @@ fn gso_refused(e: &io::Error) -> bool {
 /// does), or with GSO off one datagram. They are sent from where they lie (one iovec each,
 /// no copy) and handed back in `spent` for the session to reuse.
 pub struct Tx {
+    /// Most datagrams per GSO group (the driver sizes it to the flow's rate).
+    pub max_group: usize,
     bufs: Vec<Vec<u8>>,
     groups: Vec<Group>,
     to: Option<SocketAddr>,
@@ -151,6 +153,7 @@ pub const MAX_GROUPS: usize = 8;
 impl Tx {
     pub fn new(gso: bool) -> Tx {
         Tx {
+            max_group: MAX_SEGS,
             bufs: Vec::with_capacity(MAX_SEGS),
             groups: Vec::with_capacity(MAX_SEGS),
             to: None,
@@ -168,7 +171,10 @@ impl Tx {
         self.to = to;
         let gso = self.stats.gso;
         let joins = self.groups.last().is_some_and(|g| {
-            gso && !g.closed && d.len() <= g.seg && g.count < MAX_SEGS && g.bytes + d.len() <= MAX_BATCH_BYTES
+            gso && !g.closed
+                && d.len() <= g.seg
+                && g.count < self.max_group.clamp(1, MAX_SEGS)
+                && g.bytes + d.len() <= MAX_BATCH_BYTES
         });
         if joins {
             let g = self.groups.last_mut().expect("joins a group");
