@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 
 use crate::api::{ClientId, Request};
 use crate::counters::Counters;
-use crate::mplex::FlowChange;
 use crate::receiver::{self, Kind, Receiver, Served, Subscription};
 use crate::sender::{self, Phase, Route, Senders};
 use crate::udp::{self, Addressing};
@@ -38,6 +37,13 @@ impl Wire for Vec<Vec<u8>> {
 pub struct Event {
     pub client: ClientId,
     pub line: String,
+}
+
+/// A join's fate, as [`Host`] reports it to the multiplex module (`mplex.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowChange {
+    Active(FlowId),
+    Fallback(FlowId, String),
 }
 
 pub struct Host {

@@ -24,18 +24,11 @@ use concast_wire::ipv4::protocol;
 use serde_json::{json, Map, Value};
 
 use crate::api::ClientId;
-use crate::host::{Event, Host, Wire};
+use crate::host::{Event, FlowChange, Host, Wire};
 use crate::sender::Phase;
 
 /// Routers divert every datagram to R with protocol 254 (any port).
 pub const MPLEX_SELECTOR: Selector = Selector { proto: protocol::MPLEX, dport: 0 };
-
-/// A join's fate, as [`Host`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FlowChange {
-    Active(FlowId),
-    Fallback(FlowId, String),
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MplexRequest {

@@ -17,15 +17,21 @@ pub enum CpuLimit {
     Fuel(u64),
 }
 
+/// How many times the per-call budget a spec's `concast_init` gets (at least
+/// [`INIT_MIN_BUDGET`]): it runs once per flow and may set up storage (the multiplex spec
+/// writes its bundles' arena there), which is no reason to let `merge` run that long.
+pub const INIT_BUDGET_FACTOR: u32 = 20;
+pub const INIT_MIN_BUDGET: Duration = Duration::from_millis(20);
+
 impl CpuLimit {
     pub fn describe(&self) -> String {
         match self {
             CpuLimit::Epoch { tick, budget } => {
                 format!("{budget:?} of CPU time per call (concast_init: {:?}), checked every {tick:?}",
-                    (*budget * crate::cpu::INIT_BUDGET_FACTOR).max(crate::cpu::INIT_MIN_BUDGET))
+                    (*budget * INIT_BUDGET_FACTOR).max(INIT_MIN_BUDGET))
             }
             CpuLimit::Fuel(fuel) => format!("{fuel} fuel per call (concast_init: {}x)",
-                                             crate::cpu::INIT_BUDGET_FACTOR),
+                                             INIT_BUDGET_FACTOR),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use wasmtime::{Store, UpdateDeadline};
 
-use crate::config::CpuLimit;
+use crate::config::{CpuLimit, INIT_BUDGET_FACTOR, INIT_MIN_BUDGET};
 use crate::fault::Fault;
 use crate::host::FlowCtx;
 
@@ -25,25 +25,6 @@ pub(crate) fn thread_cpu_time() -> Duration {
     // SAFETY: clock_gettime writes into the timespec we own; the clock id is valid on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// How many times the per-call budget a spec's `concast_init` gets (at least
-/// [`INIT_MIN_BUDGET`]): it runs once per flow and may set up storage (the multiplex spec
-/// writes its bundles' arena there), which is no reason to let `merge` run that long.
-pub const INIT_BUDGET_FACTOR: u32 = 20;
-pub const INIT_MIN_BUDGET: Duration = Duration::from_millis(20);
-
-/// Per-store bookkeeping of the call being timed.
-#[derive(Debug, Default)]
-pub(crate) struct CallClock {
-    /// Calls made so far (tells one call's callbacks from the next call's).
-    calls: u64,
-    /// (call, thread CPU time) at the call's first deadline callback.
-    mark: Option<(u64, Duration)>,
-    /// The CPU budget of the call in progress.
-    budget: Duration,
-    /// The engine's ticker, told of every call (None: no ticker, e.g. fuel or a probe).
-    pub activity: Option<std::sync::Arc<crate::epoch::Activity>>,
 }
 
 /// Sets up a new store for `cpu`.

@@ -100,7 +100,7 @@ pub(crate) struct FlowCtx {
     /// The sandbox's exported memory (Wasm only), for the imports that read or write it.
     pub memory: Option<wasmtime::Memory>,
     /// CPU-time bookkeeping of the current call (epoch limit).
-    pub clock: crate::cpu::CallClock,
+    pub clock: crate::call_clock::CallClock,
 }
 
 impl FlowCtx {
@@ -124,7 +124,7 @@ impl FlowCtx {
             memory_limit: limits.memory_bytes,
             fault: None,
             memory: None,
-            clock: crate::cpu::CallClock::default(),
+            clock: crate::call_clock::CallClock::default(),
         }
     }
 

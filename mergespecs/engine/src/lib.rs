@@ -31,6 +31,7 @@
 //! ```
 
 mod budget;
+mod call_clock;
 mod config;
 mod cpu;
 mod engine;
