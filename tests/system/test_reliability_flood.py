@@ -152,3 +152,17 @@ def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, r
     assert port_rx >= sent["total"], "the data plane's ports saw every frame sent"
     if rate:
         assert counted == {k: sent["sent"][k] for k in NAMES}, "paced: routerd counted every one"
+
+
+def test_router_stats_show_the_data_planes_own_counters(net):
+    """`concast router stats` on an OVS router carries the bridge's port counters."""
+    r = subprocess.run([PYTHON, "-m", "concast.cli", "router", "stats", "r2", "--run", net.tag],
+                       capture_output=True, text=True, cwd=str(ROOT), timeout=30)
+    assert r.returncode == 0, r.stderr
+    reply = json.loads(r.stdout)
+    dp = reply["dataplane"]
+    assert dp["bridge"] == portstats.bridge_of(net.routerd_socket("r2"))
+    cpu = dp["ports"][str(CPU_OFPORT)]
+    assert cpu["tx_pkts"] > 0, "OVS diverted frames to routerd"
+    assert dp["rx_pkts"] == sum(p["rx_pkts"] for p in dp["ports"].values())
+    assert dp["not_forwarded"] >= 0 and "cpu_port_kernel_drops" in reply["counters"]
