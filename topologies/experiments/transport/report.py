@@ -36,7 +36,12 @@ def table(rows: list[dict]) -> str:
             if r is None:
                 vals.append("—")
                 continue
-            mark = "" if r["complete"] and r["hash_ok"] else (" (partial)" if r["hash_ok"] else " (BAD)")
+            if r["complete"] and r["hash_ok"]:
+                mark = ""
+            elif r["bytes"] == 0:
+                mark = " (none in time)"        # the client gave no result before the limit
+            else:
+                mark = " (partial)" if r["hash_ok"] else " (BAD)"
             vals.append(f"{r['kbytes_per_s']:.1f}{mark}")
         ratio = by.get("mtp", {}).get("ratio_to_tcp")
         lines.append(f"| {rate:g} | {loss:g} | " + " | ".join(vals) + f" | {'—' if ratio is None else f'{ratio:.2f}'} |")
