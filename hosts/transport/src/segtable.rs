@@ -99,6 +99,10 @@ impl<T> SegTable<T> {
     pub fn len(&self) -> usize {
         self.live
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +127,6 @@ mod tests {
         assert_eq!(t.remove(b), Some("B"));
         assert_eq!(t.get(SegId(99)), None);
         assert_eq!(t.len(), 1);
+        assert!(!t.is_empty());
     }
 }

@@ -93,7 +93,7 @@ impl Runs {
 /// The runs `(first, end)` (end exclusive) an Ack payload names, checked against `limit`
 /// (nothing at or beyond it was sent). None when malformed.
 pub fn decode_blocks(cum: u32, payload: &[u8], limit: u32) -> Option<Vec<(u32, u32)>> {
-    if payload.len() % BLOCK != 0 || payload.len() > MAX_BLOCKS * BLOCK {
+    if !payload.len().is_multiple_of(BLOCK) || payload.len() > MAX_BLOCKS * BLOCK {
         return None;
     }
     payload
