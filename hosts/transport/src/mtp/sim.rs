@@ -9,6 +9,9 @@ use super::client::{Client, Output};
 use super::server::{Responder, Server};
 use crate::sim::Link;
 
+/// A datagram on the wire: arrival time, order sent, toward the server, bytes.
+type InFlight = (u64, u64, bool, Vec<u8>);
+
 pub struct Net<R: Responder> {
     pub now: u64,
     pub client: Client,
@@ -22,7 +25,7 @@ pub struct Net<R: Responder> {
     /// Every reply the server sent, in order (tests replay them as duplicates).
     pub replies_sent: Vec<Vec<u8>>,
     pub outputs: Vec<Output>,
-    wire: BinaryHeap<Reverse<(u64, u64, bool, Vec<u8>)>>,
+    wire: BinaryHeap<Reverse<InFlight>>,
     order: u64,
 }
 
