@@ -428,17 +428,9 @@ impl Router {
     }
 }
 
-/// A flow's merge-engine counters as JSON (names as in `concast_engine::FlowCounters`).
+/// A flow's merge-engine counters as JSON, under their field names.
 fn engine_counters(c: &concast_engine::FlowCounters) -> Value {
-    json!({
-        "received": c.received, "merged": c.merged, "taken": c.taken, "dropped": c.dropped,
-        "passed": c.passed, "malformed": c.malformed, "fail_open": c.fail_open,
-        "unmerged_forwarded": c.unmerged_forwarded, "out": c.out, "out_bytes": c.out_bytes,
-        "built_from": c.built_from, "builds": c.builds, "states_created": c.states_created,
-        "timer_fires": c.timer_fires, "traps": c.traps,
-        "gate_held": c.gate_held, "gate_hold_us": c.gate_hold_us,
-        "budget_builds": c.budget_builds, "cpu_us": c.cpu_us,
-    })
+    serde_json::to_value(c).expect("counters serialize")
 }
 
 pub use concast_wire::hex;

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
-/// A sender flow (this host multiplexing its ACKs toward one receiver).
-#[derive(Debug, Default, Clone)]
+/// A sender flow (this host multiplexing its ACKs toward one receiver). Each field is shown
+/// under its own name, plus `passed_untouched` (the sum of `passed`).
+#[derive(Debug, Default, Clone, Serialize)]
 pub struct SenderCounters {
     /// Packets the queue handed us for this flow.
     pub captured: u64,
@@ -30,19 +32,15 @@ impl SenderCounters {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({
-            "captured": self.captured,
-            "encapsulated": self.encapsulated,
-            "sent": self.sent,
-            "send_errors": self.send_errors,
-            "passed_untouched": self.passed_untouched(),
-            "passed": self.passed,
-        })
+        let mut v = serde_json::to_value(self).expect("counters serialize");
+        v["passed_untouched"] = self.passed_untouched().into();
+        v
     }
 }
 
-/// A receiver group (this host unbundling MplexPkts of group G).
-#[derive(Debug, Default, Clone)]
+/// A receiver group (this host unbundling MplexPkts of group G). Each field is shown under
+/// its own name, plus `mean_bundle` (records per MplexPkt).
+#[derive(Debug, Default, Clone, Serialize)]
 pub struct ReceiverCounters {
     /// MplexPkts of the group that arrived well-formed.
     pub mplex_received: u64,
@@ -64,7 +62,9 @@ pub struct ReceiverCounters {
     pub late_records: u64,
     /// The largest overshoot seen (DelayedSoFar - MaxTotalDelay, µs).
     pub max_late_us: u32,
-    /// Late MplexPkts by overshoot: [`LATE_BUCKETS`] upper bounds in µs, then the rest.
+    /// Late MplexPkts by overshoot: [`LATE_BUCKETS`] upper bounds in µs, then the rest
+    /// (shown as `{"0-10us": n, ..., ">100000us": n}`).
+    #[serde(serialize_with = "named_buckets")]
     pub late_hist: [u64; LATE_BUCKETS.len() + 1],
 }
 
@@ -88,45 +88,35 @@ impl ReceiverCounters {
         self.late_hist[bucket] += 1;
     }
 
-    fn late_hist_json(&self) -> BTreeMap<String, u64> {
-        let mut lower = 0;
-        let mut out = BTreeMap::new();
-        for (i, n) in self.late_hist.iter().enumerate() {
-            let name = match LATE_BUCKETS.get(i) {
-                Some(&upper) => format!("{lower}-{upper}us"),
-                None => format!(">{lower}us"),
-            };
-            out.insert(name, *n);
-            lower = LATE_BUCKETS.get(i).copied().unwrap_or(lower);
-        }
-        out
-    }
-
     pub fn to_json(&self) -> Value {
         let mean = if self.mplex_received == 0 {
             0.0
         } else {
             self.records as f64 / self.mplex_received as f64
         };
-        json!({
-            "mplex_received": self.mplex_received,
-            "records": self.records,
-            "delivered": self.delivered,
-            "expired_ttl": self.expired_ttl,
-            "malformed_dropped": self.malformed_dropped,
-            "inject_errors": self.inject_errors,
-            "mean_bundle": (mean * 100.0).round() / 100.0,
-            "bundle_sizes": self.bundle_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
-            "late_packets": self.late_packets,
-            "late_records": self.late_records,
-            "max_late_us": self.max_late_us,
-            "late_hist": self.late_hist_json(),
-        })
+        let mut v = serde_json::to_value(self).expect("counters serialize");
+        v["mean_bundle"] = ((mean * 100.0).round() / 100.0).into();
+        v
     }
 }
 
+/// The lateness histogram by bucket name: `lower-upperus`, then `>lowerus` for the rest.
+fn named_buckets<S: Serializer>(hist: &[u64; LATE_BUCKETS.len() + 1], s: S) -> Result<S::Ok, S::Error> {
+    let mut lower = 0;
+    let mut out = BTreeMap::new();
+    for (i, n) in hist.iter().enumerate() {
+        let name = match LATE_BUCKETS.get(i) {
+            Some(&upper) => format!("{lower}-{upper}us"),
+            None => format!(">{lower}us"),
+        };
+        out.insert(name, *n);
+        lower = LATE_BUCKETS.get(i).copied().unwrap_or(lower);
+    }
+    out.serialize(s)
+}
+
 /// What belongs to no enabled flow.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize)]
 pub struct Unmatched {
     /// Queued packets toward a receiver with no capturing flow (a rule left behind): passed.
     pub queued_no_flow: u64,
@@ -138,11 +128,7 @@ pub struct Unmatched {
 
 impl Unmatched {
     pub fn to_json(&self) -> Value {
-        json!({
-            "queued_no_flow": self.queued_no_flow,
-            "mplex_other_group": self.mplex_other_group,
-            "malformed": self.malformed,
-        })
+        serde_json::to_value(self).expect("counters serialize")
     }
 }
 

@@ -19,7 +19,8 @@ use crate::timers::{TimerKey, TimerWheel};
 /// Per-flow counters. Every datagram handed in ends up in exactly one of `merged`,
 /// `dropped`, `passed`, `malformed` or `fail_open` (the last also counts datagrams that were
 /// merged but never built when the flow was quarantined, so those appear in both).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Serialized under the field names (routerd's `concast router flows`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FlowCounters {
     /// Datagrams handed to the engine for this flow.
     pub received: u64,
