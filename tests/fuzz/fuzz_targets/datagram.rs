@@ -3,22 +3,7 @@
 //! a datagram it accepts holds together.
 #![no_main]
 
-use concast_wire::{classify, Datagram};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(d) = classify(data) else { return };
-    match d {
-        Datagram::Csp { message, .. } => {
-            let _ = message.msg_type();
-        }
-        Datagram::Mplex { mplex, .. } => {
-            // A checked MplexPkt's records cover its record bytes exactly.
-            let covered: usize = mplex.records().map(|r| r.as_bytes().len()).sum();
-            assert_eq!(covered, mplex.records_bytes().len());
-        }
-        Datagram::Concast { ip, .. } | Datagram::Ipv4(ip) => {
-            assert!(usize::from(ip.total_len()) <= data.len());
-        }
-    }
-});
+// The check itself lives in tests/fuzz-checks, shared with the stable smoke run.
+fuzz_target!(|data: &[u8]| concast_fuzz_checks::datagram(data));

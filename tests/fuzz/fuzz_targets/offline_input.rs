@@ -1,13 +1,7 @@
 //! The offline runner's input files (`concast-spec run --input`): JSON lines or a pcap.
 #![no_main]
 
-use concast_engine::offline::{input, pcap};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if pcap::is_pcap(data) {
-        let _ = pcap::read(data);
-    } else {
-        let _ = input::read(data);
-    }
-});
+// The check itself lives in tests/fuzz-checks, shared with the stable smoke run.
+fuzz_target!(|data: &[u8]| concast_fuzz_checks::offline_input(data));
