@@ -3,6 +3,7 @@
 
 pub mod linkmtu;
 pub mod log;
+pub mod sys;
 pub mod wait;
 
 use std::io;

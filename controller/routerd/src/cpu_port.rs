@@ -5,6 +5,8 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use concast_daemon::sys::check;
+
 /// Largest frame read: an Ethernet header and the largest IPv4 datagram, so bundles built
 /// for a jumbo path MTU arrive whole.
 pub const FRAME_MAX: usize = 14 + 65_535;
@@ -26,14 +28,6 @@ pub struct CpuPort {
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
-}
-
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }
 
 fn ifindex(name: &str) -> io::Result<i32> {

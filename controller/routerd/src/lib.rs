@@ -3,6 +3,7 @@
 
 pub mod counters;
 pub mod cpu_port;
+pub mod daemon;
 pub mod dataplane;
 pub mod egress;
 pub mod linkgate;

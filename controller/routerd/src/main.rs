@@ -4,25 +4,20 @@
 //! merged, forwarded and signalling datagrams back, and answers `concast router ...` on a
 //! Unix socket. Stops cleanly on SIGTERM or SIGINT, removing the diversions it installed.
 
+//! This file turns the flags and `--config` into the daemon's settings; the loop is
+//! `daemon.rs` in the library.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::Parser;
-use serde_json::{json, Value};
-use concast_engine::{Engine, EngineConfig};
 
-use concast_routerd::cpu_port::{parse_mac, CpuPort};
-use concast_routerd::dataplane;
-use concast_routerd::egress::{self, Egress};
-use concast_routerd::linkgate::{self, LinkGate, LinkRoute};
-use concast_routerd::linkstate::{monotonic_ns, LinkState};
+use concast_routerd::cpu_port::parse_mac;
+use concast_routerd::daemon::{self, Settings, StaticFlow};
+use concast_routerd::egress;
+use concast_routerd::linkgate;
 use concast_routerd::log::{emit, Level};
-use concast_routerd::mgmt::Mgmt;
-use concast_routerd::tc::Tc;
-use concast_routerd::{Router, Sink};
 
 #[derive(Parser, Debug)]
 #[command(name = "concast-routerd", version, about = "The per-router concast daemon: CSP and merging behind a data plane's CPU port")]
@@ -123,13 +118,6 @@ fn parse_batch(s: &str) -> Result<usize, String> {
     }
 }
 
-#[derive(Clone, Debug)]
-struct StaticFlow {
-    flow: concast_csp::FlowId,
-    selector: concast_csp::Selector,
-    spec: PathBuf,
-}
-
 fn parse_static_flow(s: &str) -> Result<StaticFlow, String> {
     let usage = "expected RECEIVER,GROUP,SPEC.wasm[,PROTO[,DPORT]], e.g. 10.1.1.2,7,build/mergespecs/sum.wasm,17,5000";
     let parts: Vec<&str> = s.split(',').collect();
@@ -145,25 +133,6 @@ fn parse_static_flow(s: &str) -> Result<StaticFlow, String> {
         selector: concast_csp::Selector { proto, dport },
         spec: PathBuf::from(parts[2]),
     })
-}
-
-/// The settings routerd runs with, from `--config` and the flags.
-struct Settings {
-    cpu_iface: String,
-    addr: Ipv4Addr,
-    router_mac: [u8; 6],
-    bridge: Option<String>,
-    dataplane_cmd: Option<String>,
-    /// Linux data plane: the namespace's tc filter block and the CPU port's kernel end.
-    tc: Option<(u32, String)>,
-    mgmt: PathBuf,
-    /// Direct egress: the routes and their port interfaces.
-    egress: Option<(egress::Table, Vec<String>)>,
-    timer_lead_us: u64,
-    node_buffer_bytes: usize,
-    flow_cpu_ms: u64,
-    /// Queue access: the link emulator's state file and the routes' link slots.
-    link_state: Option<(PathBuf, Vec<LinkRoute>)>,
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
@@ -212,171 +181,16 @@ fn settings(a: &Args) -> Result<Settings, String> {
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
         _ => None,
     };
-    Ok(Settings { cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, timer_lead_us: a.timer_lead_us, node_buffer_bytes: a.node_buffer_bytes as usize, flow_cpu_ms: a.flow_cpu_ms, link_state })
-}
-
-/// How CSP finds the MTU of this router's link toward an address (docs/protocol.md 2.3): by
-/// the direct-egress route's port, else, inside a Linux router's namespace, by the kernel's
-/// route. An OVS or BMv2 router without egress routes runs outside the router's ports and
-/// cannot tell: its links count as unknown.
-fn link_mtu(s: &Settings) -> concast_csp::LinkMtu {
-    use concast_daemon::linkmtu;
-    match (&s.egress, &s.tc) {
-        (Some((table, ifaces)), _) => {
-            let (table, ifaces) = (table.clone(), ifaces.clone());
-            Box::new(move |to| ifaces.get(table.lookup(to)?.port).and_then(|i| linkmtu::iface_mtu(i)))
-        }
-        (None, Some(_)) => Box::new(linkmtu::route_mtu),
-        (None, None) => Box::new(|_| None),
-    }
-}
-
-/// Where frames routerd writes go: out of their port when direct egress routes them, else
-/// back through the CPU port.
-struct PortSink<'a> {
-    port: &'a CpuPort,
-    egress: Option<&'a mut Egress>,
-    queue: Vec<Vec<u8>>,
-}
-
-impl Sink for PortSink<'_> {
-    fn frame(&mut self, frame: &[u8]) {
-        if let Some(e) = self.egress.as_deref_mut() {
-            if e.take(frame) {
-                return;
-            }
-        }
-        self.queue.push(frame.to_vec());
-    }
-}
-
-impl PortSink<'_> {
-    fn flush(&mut self) {
-        if let Some(e) = self.egress.as_deref_mut() {
-            if let Err(err) = e.flush() {
-                emit(Level::Error, "send_failed", &[("path", &"egress"), ("error", &err)]);
-            }
-        }
-        if !self.queue.is_empty() {
-            if let Err(e) = self.port.send_batch(&self.queue) {
-                emit(Level::Error, "send_failed", &[("error", &e), ("frames", &self.queue.len())]);
-            }
-            self.queue.clear();
-        }
-    }
-}
-
-fn run(s: Settings, csp: concast_csp::Config, cpu_ofport: u32, flows: Vec<StaticFlow>, flow_params: &str, batch: usize) -> Result<(), String> {
-    let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
-    port.batch = batch;
-    let mut limits = concast_engine::Limits::default();
-    limits.cpu_per_second = Some(std::time::Duration::from_millis(s.flow_cpu_ms)).filter(|d| !d.is_zero());
-    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, limits, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
-    let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
-        (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
-        (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),
-        (None, None, Some(b)) => Box::new(dataplane::Ovs::new(b, cpu_ofport)),
-        (None, None, None) => Box::new(dataplane::Static),
-    };
-    let mut router = Router::new(s.addr, s.router_mac, port.mac, csp, engine, dataplane);
-    router.node.set_link_mtu(link_mtu(&s));
-    let mut egress = match &s.egress {
-        Some((table, ifaces)) => Some(Egress::open(table.clone(), ifaces)?),
-        None => None,
-    };
-    let egress_desc = egress.as_ref().map_or("cpu port".to_string(), |e| format!("{} ports", e.ports()));
-    // Switched by the management command `egress ports|cpu` (benchmarks compare both).
-    let mut use_egress = egress.is_some();
-    if let Err(e) = router.dataplane().clear() {
-        emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
-    }
-    for f in flows {
-        let bytes = std::fs::read(&f.spec).map_err(|e| format!("--flow: cannot read {}: {e}", f.spec.display()))?;
-        router.add_static_flow(0, f.flow, f.selector, bytes, flow_params.as_bytes()).map_err(|e| format!("--flow: {e}"))?;
-    }
-    let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
-    concast_daemon::stop_on_signals();
-    let desc = router.dataplane().describe();
-    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("egress", &egress_desc), ("mgmt", &s.mgmt.display())]);
-
-    let origin_ns = monotonic_ns(); // the engine's time 0, on the link emulator's clock
-    let clock = Instant::now();
-    let now = || clock.elapsed().as_micros() as u64;
-    if let Some((path, routes)) = &s.link_state {
-        // Without the file nothing is ever held: datagrams leave as without queue access.
-        match LinkState::open(path).map_err(|e| e.to_string()).and_then(|st| LinkGate::new(st, routes.clone(), origin_ns)) {
-            Ok(gate) => {
-                router.engine.set_egress_gate(Some(Box::new(gate)));
-                emit(Level::Info, "queue_access", &[("link_state", &path.display()), ("routes", &routes.len())]);
-            }
-            Err(e) => emit(Level::Warn, "queue_access_off", &[("link_state", &path.display()), ("error", &e)]),
-        }
-    }
-    concast_daemon::wait::fine_timer_slack();
-    while !concast_daemon::stopping() {
-        // To the µs: the engine's next deadline already has the timer lead taken off.
-        let wait_us = concast_daemon::wait::timeout_us(router.next_deadline(), now(), 100_000);
-        let mut fds = [
-            libc::pollfd { fd: port.raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: mgmt.raw_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        concast_daemon::wait::poll_us(&mut fds, wait_us).map_err(|e| format!("poll: {e}"))?;
-        loop {
-            let n = port.recv_batch().map_err(|e| format!("reading the CPU port: {e}"))?;
-            if n == 0 {
-                break;
-            }
-            // Frames are read in place from the port's receive buffers; sending needs only a
-            // shared borrow of the port too.
-            let mut sink = PortSink { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::with_capacity(n) };
-            router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
-            sink.flush();
-        }
-        let mut sink = PortSink { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::new() };
-        router.tick(now(), &mut sink);
-        sink.flush();
-        if fds[1].revents != 0 {
-            mgmt.serve(|cmd| match cmd.strip_prefix("egress ") {
-                Some(mode) => switch_egress(mode, egress.is_some(), &mut use_egress),
-                None => {
-                    let mut answer = router.answer(cmd);
-                    if let Some(c) = answer.get_mut("counters") {
-                        add_egress_counters(c, egress.as_ref());
-                        c["cpu_port_kernel_drops"] = port.kernel_drops().into();
-                    }
-                    answer
-                }
-            });
-        }
-    }
-    if let Err(e) = router.dataplane().clear() {
-        emit(Level::Warn, "clear_diversions_failed", &[("error", &e)]);
-    }
-    let mut counters = router.counters.to_json();
-    add_egress_counters(&mut counters, egress.as_ref());
-    emit(Level::Info, "stopped", &[("counters", &counters)]);
-    Ok(())
-}
-
-/// The management command `egress ports|cpu`: where routerd's frames go from now on.
-fn switch_egress(mode: &str, have_routes: bool, use_egress: &mut bool) -> Value {
-    match (mode.trim(), have_routes) {
-        ("cpu", _) => *use_egress = false,
-        ("ports", true) => *use_egress = true,
-        ("ports", false) => return json!({"error": "no egress routes: started with --egress cpu or without egress_routes"}),
-        (other, _) => return json!({"error": format!("egress {other:?}: say ports or cpu")}),
-    }
-    emit(Level::Info, "egress_switched", &[("egress", &mode.trim())]);
-    json!({"egress": mode.trim()})
-}
-
-/// Adds direct egress's counters to routerd's `counters` (nothing without direct egress).
-fn add_egress_counters(counters: &mut Value, egress: Option<&Egress>) {
-    if let (Some(e), Some(c)) = (egress, counters.as_object_mut()) {
-        c.insert("egress_sent".into(), json!(e.sent));
-        c.insert("egress_ttl_expired".into(), json!(e.ttl_expired));
-        c.insert("egress_send_errors".into(), json!(e.send_errors));
-    }
+    Ok(Settings {
+        cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, link_state,
+        timer_lead_us: a.timer_lead_us,
+        node_buffer_bytes: a.node_buffer_bytes as usize,
+        flow_cpu_ms: a.flow_cpu_ms,
+        cpu_ofport: a.cpu_ofport,
+        batch: a.batch,
+        flows: a.flows.clone(),
+        flow_params: a.flow_params.clone(),
+    })
 }
 
 fn main() -> ExitCode {
@@ -396,7 +210,7 @@ fn main() -> ExitCode {
         receiver_keys: args.receiver_keys.iter().copied().collect(),
         ..Default::default()
     };
-    match run(s, csp, args.cpu_ofport, args.flows.clone(), &args.flow_params, args.batch) {
+    match daemon::run(s, csp) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             emit(Level::Error, "fatal", &[("error", &e)]);

@@ -12,6 +12,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
+use concast_daemon::sys::check;
+
 use crate::netlink::{self, Builder, NLM_F_ACK, NLM_F_REQUEST};
 
 const NETLINK_NETFILTER: libc::c_int = 12;
@@ -88,14 +90,6 @@ pub struct Queue {
     buf: Vec<u8>,
     verdicts: Builder,
     pub stats: QueueStats,
-}
-
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }
 
 const fn msg_type(t: u16) -> u16 {

@@ -17,17 +17,11 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use concast_daemon::sys::check;
+
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
-
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
 
 fn ifreq_with_name(name: &str) -> io::Result<libc::ifreq> {
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
