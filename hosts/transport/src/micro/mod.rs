@@ -35,6 +35,7 @@ pub(crate) fn take_data(arg: &Arg, cx: &mut Cx) -> Option<(SegId, u32)> {
     Some((id, seq?))
 }
 
+pub mod cchost;
 pub mod ccwin;
 pub mod coalesce;
 pub mod driver;
