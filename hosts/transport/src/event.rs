@@ -24,6 +24,10 @@ pub enum Event {
     Timer(MicroId),
 }
 
+/// Timer tag of the end-of-batch flush `Session::end_batch` raises for Positive ACK (beside
+/// its delayed-ACK timer's 0).
+pub const FLUSH: u64 = u64::MAX;
+
 /// What an event is about: a segment, a user message, or a tag chosen by whoever raised it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Arg {

@@ -7,7 +7,6 @@ use crate::segtable::SegTable;
 use crate::attr;
 use crate::composite::{Composite, MicroId, Preset, Refusal};
 use crate::event::{Arg, Barrier, Delayed, Event, SegId, TimerId};
-use crate::micro;
 use crate::segment::{Kind, Malformed, Segment};
 
 /// A microprotocol: a set of handlers bound to events at priorities (lower runs first).
@@ -415,9 +414,8 @@ fn event_slot(ev: Event) -> Option<usize> {
 }
 
 impl Session {
-    fn build(cfg: Config, client: bool, now: u64) -> Session {
+    fn build(cfg: Config, client: bool, now: u64, micros: Vec<Box<dyn Micro>>) -> Session {
         let composite = cfg.composite;
-        let micros = micro::instantiate(&cfg);
         let mut bound: HashMap<Event, Vec<(u8, usize)>> = HashMap::new();
         for (i, m) in micros.iter().enumerate() {
             for (ev, prio) in m.bindings() {
@@ -463,23 +461,27 @@ impl Session {
         Session { micros, bindings, cx, spare: Vec::new() }
     }
 
-    /// Open a connection: the composite is announced in the first segment.
-    pub fn connect(cfg: Config, now: u64) -> Session {
-        let mut s = Session::build(cfg, true, now);
+    // `Session::connect` and `Session::accept`, which build the composite's microprotocols,
+    // are in micro/mod.rs: the microprotocols build on this module, not the other way round.
+
+    /// Open a connection with these microprotocols: the composite is announced in the first
+    /// segment.
+    pub(crate) fn connect_with(cfg: Config, now: u64, micros: Vec<Box<dyn Micro>>) -> Session {
+        let mut s = Session::build(cfg, true, now, micros);
         s.cx.shared.conn = s.cx.rand_u32() | 1;
         s.cx.shared.announce = !s.cx.composite.has(MicroId::VirtualCircuit);
         s.dispatch(Event::OpenSession, Arg::default());
         s
     }
 
-    /// Accept a connection from its first datagram. `serve` restricts the composites this end
-    /// accepts (None: any valid one). On refusal, the Err holds the reason and the Refuse
-    /// datagram to send back.
-    pub fn accept(
+    /// Accept a connection from its first datagram, with the microprotocols `micros` builds
+    /// for the composite the peer announced.
+    pub(crate) fn accept_with(
         template: &Config,
         serve: Option<Composite>,
         first: &[u8],
         now: u64,
+        micros: fn(&Config) -> Vec<Box<dyn Micro>>,
     ) -> Result<Session, (String, Vec<u8>)> {
         let seg = Segment::decode(first, None).map_err(|m| (format!("malformed: {m:?}"), vec![]))?;
         let refuse = |why: String| {
@@ -498,7 +500,8 @@ impl Session {
         }
         let mut cfg = template.clone();
         cfg.composite = theirs;
-        let mut s = Session::build(cfg, false, now);
+        let m = micros(&cfg);
+        let mut s = Session::build(cfg, false, now, m);
         s.cx.shared.conn = seg.conn;
         s.dispatch(Event::OpenSession, Arg::default());
         s.on_datagram(first, now);
@@ -624,7 +627,7 @@ impl Session {
         self.cx.now = now;
         self.cx.shared.batching = false;
         if !self.cx.shared.closed && self.cx.composite.has(MicroId::PositiveAck) {
-            self.dispatch(Event::Timer(MicroId::PositiveAck), Arg::tag(micro::posack::FLUSH));
+            self.dispatch(Event::Timer(MicroId::PositiveAck), Arg::tag(crate::event::FLUSH));
         }
     }
 
@@ -635,7 +638,7 @@ impl Session {
     }
 
     /// `send` with `tag` on the MSG FROM USER event: flags for microprotocols (Out of Band
-    /// reads `micro::oob::URGENT`).
+    /// reads its `URGENT` flag).
     pub fn send_tagged(&mut self, msg: &[u8], tag: u64, now: u64) -> Result<(), SendError> {
         self.cx.now = now;
         if self.cx.shared.closed || self.cx.shared.closing {

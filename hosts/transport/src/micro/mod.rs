@@ -16,10 +16,10 @@
 //! | SEGMENT DONE | windowed-congestion 10, transport-driver 90 |
 //! | CLOSE SESSION | resize 5, coalesce 10, windowed/rate-congestion 30, transport-driver 100 |
 use crate::attr::SEQ;
-use crate::composite::MicroId;
+use crate::composite::{Composite, MicroId};
 use crate::event::{Arg, SegId};
 use crate::segment::Kind;
-use crate::session::{Config, Cx, Micro};
+use crate::session::{Config, Cx, Micro, Session};
 
 /// The FIFOs' first step on a segment from the net: a data segment is taken off the event
 /// (consumed) and returned with its sequence number; one without a number is counted as
@@ -96,4 +96,26 @@ pub fn instantiate(cfg: &Config) -> Vec<Box<dyn Micro>> {
             }
         })
         .collect()
+}
+
+/// The constructors that build a session's microprotocols: here, above both, because the
+/// microprotocols build on `session.rs` and not the other way round.
+impl Session {
+    /// Open a connection: the composite is announced in the first segment.
+    pub fn connect(cfg: Config, now: u64) -> Session {
+        let micros = instantiate(&cfg);
+        Session::connect_with(cfg, now, micros)
+    }
+
+    /// Accept a connection from its first datagram. `serve` restricts the composites this end
+    /// accepts (None: any valid one). On refusal, the Err holds the reason and the Refuse
+    /// datagram to send back.
+    pub fn accept(
+        template: &Config,
+        serve: Option<Composite>,
+        first: &[u8],
+        now: u64,
+    ) -> Result<Session, (String, Vec<u8>)> {
+        Session::accept_with(template, serve, first, now, instantiate)
+    }
 }

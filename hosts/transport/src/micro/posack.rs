@@ -11,8 +11,7 @@ use crate::event::{Arg, Barrier, Event, TimerId};
 use crate::segment::{Kind, Segment};
 use crate::session::{Cx, Micro};
 
-/// Timer tag of the end-of-batch flush (`Session::end_batch`), beside the delayed-ACK timer's 0.
-pub const FLUSH: u64 = u64::MAX;
+pub use crate::event::FLUSH;
 /// In a batch, in-order data is still acknowledged at least every this many segments.
 pub const BATCH_ACK_SEGS: u32 = 64;
 
