@@ -172,7 +172,7 @@ def describe(plan: Plan, tag: str | None = None) -> str:
     lines = []
     for r in plan.routers.values():
         kind = "capable" if r.capable else "oblivious"
-        br = f"  bridge {naming.bridge(tag, r.name)}" if tag else ""
+        br = f"  node {naming.node(tag, r.name)}" if tag else ""
         lines.append(f"router {r.name:<7} {kind:<9} id {str(r.router_id):<12} mac {r.mac}{br}")
         for p in r.ports:
             addr = f"{p.address}/{p.subnet.prefixlen}"

@@ -18,7 +18,7 @@ IFNAMSIZ = 15
 CPU_OFPORT = 1000        # OpenFlow port number of every router's CPU port
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*$")
-# Our root-namespace names: bridge, bridge-<ofport>, bridge-cpu, bridge-rd.
+# Our root-namespace names: node (the bridge on OVS), node-<ofport>, node-cpu, node-rd.
 OUR_IFACE = re.compile(rf"^{PREFIX}([0-9a-z]{{2}})[a-z][a-z0-9]*(-(\d+|cpu|rd))?$")
 
 
@@ -33,12 +33,13 @@ def run_prefix(tag: str) -> str:
     return f"{PREFIX}{tag}"
 
 
-def bridge(tag: str, router: str) -> str:
+def node(tag: str, router: str) -> str:
+    """A router's Mininet node name, the prefix of its interfaces' names (on OVS, the bridge)."""
     return f"{PREFIX}{tag}{router}"
 
 
 def port_iface(tag: str, router: str, ofport: int) -> str:
-    name = f"{bridge(tag, router)}-{ofport}"
+    name = f"{node(tag, router)}-{ofport}"
     if len(name) > IFNAMSIZ:
         raise ValueError(f"interface name {name} is longer than {IFNAMSIZ} characters")
     return name
@@ -46,12 +47,12 @@ def port_iface(tag: str, router: str, ofport: int) -> str:
 
 def cpu_switch_iface(tag: str, router: str) -> str:
     """The CPU port's switch end (a port of the bridge)."""
-    return f"{bridge(tag, router)}-cpu"
+    return f"{node(tag, router)}-cpu"
 
 
 def cpu_routerd_iface(tag: str, router: str) -> str:
     """The CPU port's other end, which routerd opens with AF_PACKET."""
-    return f"{bridge(tag, router)}-rd"
+    return f"{node(tag, router)}-rd"
 
 
 def host_iface(host: str) -> str:

@@ -230,11 +230,14 @@ class RunningNet:
     def router_fields(self, router: str) -> dict:
         """What a routerd command line may refer to, as {field} in start_routerd()."""
         r = self.routers[router]
-        return {"router": router, "bridge": r.bridge, "cpu_iface": r.cpu_iface,
-                "cpu_ofport": r.cpu_ofport, "router_id": str(r.router_id),
-                "router_mac": r.mac, "cpu_mac": r.plan.cpu_routerd_mac,
-                "run_dir": str(self.run_dir), "tag": self.tag,
-                "config": str(self.run_dir / "routers" / f"{router}.json")}
+        fields = {"router": router, "node": r.node, "cpu_iface": r.cpu_iface,
+                  "cpu_ofport": r.cpu_ofport, "addr": str(r.router_id),
+                  "router_mac": r.mac, "cpu_mac": r.plan.cpu_routerd_mac,
+                  "run_dir": str(self.run_dir), "tag": self.tag,
+                  "config": str(self.run_dir / "routers" / f"{router}.json")}
+        if self.dataplane_name == "ovs":      # the bridge whose selectors routerd manages
+            fields["bridge"] = r.bridge
+        return fields
 
     def _write_router_configs(self) -> None:
         """<run_dir>/routers/<router>.json: everything routerd needs to know about its

@@ -38,7 +38,7 @@ class LinuxDataplane:
         self.routers: dict[str, LinuxRouter] = {}
         for r in plan.routers.values():
             self.routers[r.name] = LinuxRouter(
-                r, naming.bridge(tag, r.name), naming.netns(tag, r.name),
+                r, naming.node(tag, r.name), naming.netns(tag, r.name),
                 naming.cpu_switch_iface(tag, r.name) if r.capable else None,
                 naming.cpu_routerd_iface(tag, r.name) if r.capable else None, tag)
 
@@ -56,7 +56,7 @@ class LinuxDataplane:
             self.record.extend("netns", [r.netns for r in self.routers.values()])
         nodes = {}
         for r in self.routers.values():
-            nodes[r.name] = node = mn.addHost(r.bridge, cls=cls)
+            nodes[r.name] = node = mn.addHost(r.node, cls=cls)
             subprocess.run(["ip", "netns", "attach", r.netns, str(node.pid)],
                            check=True, capture_output=True, timeout=10)
         return nodes

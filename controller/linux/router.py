@@ -31,7 +31,7 @@ GONE = ("not found", "Cannot find")
 @dataclass
 class LinuxRouter:
     plan: RouterPlan
-    bridge: str                     # name prefix of its interfaces (as OVS's bridge name)
+    node: str                       # Mininet node name = prefix of its interfaces' names
     netns: str                      # under /run/netns
     cpu_switch_iface: str | None    # CPU port, kernel end: diversion's mirred target
     cpu_iface: str | None           # its peer: the end routerd opens with AF_PACKET
@@ -111,7 +111,7 @@ class LinuxRouter:
 
     def egress_routes(self) -> list[dict]:
         """routerd's direct-egress table: the port names are the same inside the namespace."""
-        return egress_table(self.routes, self.bridge)
+        return egress_table(self.routes, self.node)
 
     def routerd_config(self) -> dict:
         """What routerd's config carries for this data plane (routerd calls tc itself)."""

@@ -22,7 +22,7 @@ class OvsDataplane:
         self.routers: dict[str, OvsRouter] = {}
         for r in plan.routers.values():
             self.routers[r.name] = OvsRouter(
-                r, naming.bridge(tag, r.name),
+                r, naming.node(tag, r.name),
                 naming.cpu_switch_iface(tag, r.name) if r.capable else None,
                 naming.cpu_routerd_iface(tag, r.name) if r.capable else None)
 

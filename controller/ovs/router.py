@@ -14,11 +14,12 @@ from concast.topologies.naming import CPU_OFPORT
 @dataclass
 class OvsRouter:
     plan: RouterPlan
-    bridge: str
+    bridge: str                     # the OVS bridge, also its Mininet node name
     cpu_switch_iface: str | None    # the CPU port, a port of the bridge (OpenFlow port 1000)
     cpu_iface: str | None           # its peer: the end routerd opens with AF_PACKET
     routes: list[Route] = field(default_factory=list)   # as last programmed
 
+    node = property(lambda self: self.bridge)
     name = property(lambda self: self.plan.name)
     capable = property(lambda self: self.plan.capable)
     router_id = property(lambda self: self.plan.router_id)

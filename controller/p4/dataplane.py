@@ -57,7 +57,7 @@ class Bmv2Router:
     """One BMv2 router: names (as OvsRouter has them, for router_fields), the switch and
     its P4Runtime handle (`p4`: a P4Router, primary controller with election id 1)."""
     plan: RouterPlan
-    bridge: str                     # Mininet node name = prefix of the port names
+    node: str                       # Mininet node name = prefix of the port names
     cpu_switch_iface: str | None    # the CPU port, BMv2 port 255
     cpu_iface: str | None           # its peer: the end routerd opens with AF_PACKET
     switch: object = None           # concast.controller.p4.switch.Switch
@@ -123,7 +123,7 @@ class Bmv2Dataplane:
         self.routers: dict[str, Bmv2Router] = {}
         for r in plan.routers.values():
             self.routers[r.name] = Bmv2Router(
-                r, naming.bridge(tag, r.name),
+                r, naming.node(tag, r.name),
                 naming.cpu_switch_iface(tag, r.name) if r.capable else None,
                 naming.cpu_routerd_iface(tag, r.name) if r.capable else None)
 
@@ -138,7 +138,7 @@ class Bmv2Dataplane:
 
     def add_routers(self, mn) -> dict:
         cls = _node_class()
-        return {r.name: mn.addSwitch(r.bridge, cls=cls) for r in self.routers.values()}
+        return {r.name: mn.addSwitch(r.node, cls=cls) for r in self.routers.values()}
 
     def configure(self, owner_pid: int, owner_start: int | None) -> dict[str, Bmv2Router]:
         from concast.controller.p4.p4rt import P4RuntimeClient
@@ -163,11 +163,11 @@ class Bmv2Dataplane:
             disable_ipv6(list(ports.values()) + ([r.cpu_iface] if r.cpu_iface else []))
             # Thrift (unused here, but always opened) on a free loopback port: the
             # switches share the root namespace, where 9090 may be taken.
-            r.switch = Switch(r.bridge, ports, rundir=self.dir, thrift_port=_free_port())
+            r.switch = Switch(r.node, ports, rundir=self.dir, thrift_port=_free_port())
             try:
                 r.switch.start(timeout=30)
             except RuntimeError as e:
-                out = self.dir / f"{r.bridge}.out"
+                out = self.dir / f"{r.node}.out"
                 tail = out.read_text(errors="replace")[-1500:] if out.exists() else ""
                 raise RuntimeError(f"{r.name}: {e}: {tail}") from None
             if self.record is not None:

@@ -35,7 +35,7 @@ def net(tmp_path_factory):
 
 def node(net, router: str):
     """The Mininet node (shell) of a router's namespace."""
-    return net.mn[net[router].bridge]
+    return net.mn[net[router].node]
 
 
 def cpu_capture(net, router: str, name: str, bpf: str = "") -> Capture:

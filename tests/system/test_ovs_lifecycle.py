@@ -31,7 +31,7 @@ def test_daemons_run_per_router_and_stop_leaves_nothing_behind(tmp_path):
     try:
         tag = n.tag
         daemons = n.start_routerd(["sh", "-c", "echo {router} {bridge} {cpu_iface} "
-                                   "{cpu_ofport} {router_id}; exec sleep 60"])
+                                   "{cpu_ofport} {addr}; exec sleep 60"])
         assert sorted(daemons) == ["r1", "r2"]
         background = int(n["rx"].cmd("sleep 60 & echo $!").split()[-1])
         shells = [h.pid for h in n.hosts.values()]

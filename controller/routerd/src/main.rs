@@ -22,7 +22,7 @@ use concast_routerd::log::{emit, Level};
 #[derive(Parser, Debug)]
 #[command(name = "concast-routerd", version, about = "The per-router concast daemon: CSP and merging behind a data plane's CPU port")]
 struct Args {
-    /// Router description written by the control plane (JSON: router_id, cpu_iface, bridge, router_mac, cpu_mac, run_dir, ...); flags override it.
+    /// Router description written by the control plane (JSON: addr, cpu_iface, bridge on OVS, router_mac, cpu_mac, run_dir, ...); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// routerd's end of the CPU port (opened with AF_PACKET).
@@ -141,10 +141,10 @@ fn settings(a: &Args) -> Result<Settings, String> {
     let cpu_iface = a.cpu_iface.clone().or_else(|| s("cpu_iface")).ok_or("no CPU port: give --cpu-iface or --config")?;
     let addr = match a.addr {
         Some(x) => x,
-        None => s("router_id")
+        None => s("addr")
             .ok_or("no router address: give --addr or --config")?
             .parse()
-            .map_err(|_| "router_id in --config is not an IPv4 address")?,
+            .map_err(|_| "addr in --config is not an IPv4 address")?,
     };
     let router_mac = match a.router_mac {
         Some(m) => m,
@@ -155,8 +155,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         s("p4_switch").filter(|_| bmv2).map(|sw| format!("python3 -m concast.controller.p4 --switch {sw}"))
     });
     let linux = s("dataplane").as_deref() == Some("linux");
-    // On BMv2 and Linux the config's `bridge` is only a name prefix, not an OVS bridge.
-    let bridge = a.bridge.clone().or_else(|| if bmv2 || linux { None } else { s("bridge") });
+    let bridge = a.bridge.clone().or_else(|| s("bridge"));
     let tc = match linux {
         true => {
             let block = cfg.get("tc_block").and_then(|v| v.as_u64()).and_then(|b| u32::try_from(b).ok()).ok_or("--config: dataplane linux needs tc_block")?;

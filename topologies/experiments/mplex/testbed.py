@@ -144,7 +144,7 @@ class Testbed:
         # length: it keeps tcpdump's default, or batches are cut short.
         root = _RootNode()
         # Router ports are in the root namespace, except on Linux routers (their own).
-        at = lambda r: net.mn[net[r].bridge] if self.s.dataplane == "linux" else root  # noqa: E731
+        at = lambda r: net.mn[net[r].node] if self.s.dataplane == "linux" else root  # noqa: E731
         caps: dict[str, list[Capture]] = collections.defaultdict(list)
         for h in self.clients:
             iface = naming.port_iface(tag, "r1", plan.hosts[h].ofport)
