@@ -2,12 +2,7 @@
 into a datagram with its IHL, total length and header checksum made right again."""
 from __future__ import annotations
 
-
-def checksum(header: bytes) -> int:
-    s = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+from concast.inet import checksum
 
 
 def with_options(datagram, area: bytes) -> bytes:

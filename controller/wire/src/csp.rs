@@ -405,12 +405,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> JoinBody<T> {
     pub fn set_spec_hash(&mut self, h: &SpecHash) {
         self.buffer.as_mut()[join_field::SPEC_HASH].copy_from_slice(h);
     }
-    /// Zeroes the reserved fields (sent as zero, ignored on receipt).
-    pub fn clear_reserved(&mut self) {
-        let b = self.buffer.as_mut();
-        b[join_field::RESERVED1] = 0;
-        b[join_field::RESERVED2].fill(0);
-    }
 }
 
 /// Offsets of the JOIN_ACK body (section 2.3).
@@ -516,9 +510,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SpecRequestBody<T> {
             spec_request_field::CHUNK_INDEX.start,
             v,
         );
-    }
-    pub fn clear_reserved(&mut self) {
-        self.buffer.as_mut()[spec_request_field::RESERVED].fill(0);
     }
 }
 
@@ -699,9 +690,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ErrorBody<T> {
     }
     pub fn set_offending_type(&mut self, v: u8) {
         self.buffer.as_mut()[error_field::OFFENDING_TYPE] = v;
-    }
-    pub fn clear_reserved(&mut self) {
-        self.buffer.as_mut()[error_field::RESERVED] = 0;
     }
     pub fn reason_mut(&mut self) -> &mut [u8] {
         let b = self.buffer.as_mut();

@@ -71,9 +71,7 @@ impl Pattern {
     }
 }
 
-pub fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use concast_wire::hex;
 
 pub const PLAYOUT_US: u64 = 3_000_000;
 
