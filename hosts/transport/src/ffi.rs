@@ -43,6 +43,23 @@ pub struct Endpoint {
     ended: Option<String>,
 }
 
+impl Endpoint {
+    fn new(kind: Kind) -> Endpoint {
+        Endpoint { kind, inbox: VecDeque::new(), opened: false, ended: None }
+    }
+}
+
+/// A new endpoint as a handle for C, or null with the reason written to `err`.
+fn handle_or_error(r: Result<Endpoint, String>, err: *mut c_char, cap: usize) -> *mut Endpoint {
+    match r {
+        Ok(e) => Box::into_raw(Box::new(e)),
+        Err(e) => {
+            write_err(err, cap, &e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
 fn write_err(err: *mut c_char, cap: usize, msg: &str) {
     if err.is_null() || cap == 0 {
         return;
@@ -241,15 +258,9 @@ pub unsafe extern "C" fn ctp_client(
         let cfg = config(text(composite, "composite")?, text(cc, "congestion control")?, mss)?;
         let addr = text(addr, "address")?;
         let conn = Conn::connect(addr, cfg).map_err(|e| format!("{addr}: {e}"))?;
-        Ok(Endpoint { kind: Kind::Client(Box::new(conn)), inbox: VecDeque::new(), opened: false, ended: None })
+        Ok(Endpoint::new(Kind::Client(Box::new(conn))))
     })();
-    match r {
-        Ok(e) => Box::into_raw(Box::new(e)),
-        Err(e) => {
-            write_err(err, cap, &e);
-            std::ptr::null_mut()
-        }
-    }
+    handle_or_error(r, err, cap)
 }
 
 /// Listen on `addr`; `composite` null serves any valid composite, else only that one (others
@@ -272,15 +283,9 @@ pub unsafe extern "C" fn ctp_server(
         let only = (!composite.is_null()).then_some(cfg.composite);
         let addr = text(addr, "address")?;
         let srv = Server::bind(addr, cfg, only).map_err(|e| format!("{addr}: {e}"))?;
-        Ok(Endpoint { kind: Kind::Server(Box::new(srv)), inbox: VecDeque::new(), opened: false, ended: None })
+        Ok(Endpoint::new(Kind::Server(Box::new(srv))))
     })();
-    match r {
-        Ok(e) => Box::into_raw(Box::new(e)),
-        Err(e) => {
-            write_err(err, cap, &e);
-            std::ptr::null_mut()
-        }
-    }
+    handle_or_error(r, err, cap)
 }
 
 /// The UDP port a server listens on (after binding port 0); -1 on error.
