@@ -251,7 +251,8 @@ class RunningNet:
             if self.dataplane_name == "bmv2":
                 # No direct egress: simple_switch also reads the frames sent on its ports,
                 # so they would loop through it until their TTL ran out (measured).
-                cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line())
+                cfg.update(p4_switch=r.address, dataplane_cmd=r.command_line(),
+                           port_routes=r.port_routes())
             elif self.dataplane_name == "linux":
                 if r.capable:   # routerd runs in the router's namespace and calls tc itself
                     cfg.update(r.routerd_config())

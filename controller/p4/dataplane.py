@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from concast.controller.p4 import pipeline as P
-from concast.controller.routes import all_routes
+from concast.controller.routes import Route, all_routes, egress_table
 from concast.topologies import naming, procs
 from concast.topologies.addressing import Plan, RouterPlan
 from concast.topologies.sysfs import disable_ipv6
@@ -63,6 +63,7 @@ class Bmv2Router:
     switch: object = None           # concast.controller.p4.switch.Switch
     client: object = None           # P4RuntimeClient
     p4: object = None               # P4Router
+    routes: list[Route] = field(default_factory=list)   # as installed
 
     name = property(lambda self: self.plan.name)
     capable = property(lambda self: self.plan.capable)
@@ -74,6 +75,12 @@ class Bmv2Router:
     def address(self) -> str:
         """The switch's P4Runtime address (unix:PATH)."""
         return self.switch.address
+
+    def port_routes(self) -> list[dict]:
+        """The forwarding routes with the interface each leaves by, in routerd's egress-route
+        format. routerd reads its links' MTUs from them (docs/protocol.md 2.3); it never
+        sends on these ports (simple_switch reads what is sent on them too)."""
+        return egress_table(self.routes, self.node)
 
     def ports_map(self, tag: str) -> dict[int, str]:
         ports = {p.ofport: naming.port_iface(tag, self.name, p.ofport) for p in self.plan.ports}
@@ -179,6 +186,7 @@ class Bmv2Dataplane:
             r.client = P4RuntimeClient(r.switch.address, 0, 1)
             r.client.set_pipeline(P.P4INFO_PATH, P.JSON_PATH)
             r.p4 = P4Router(r.client)
+            r.routes = list(routes[r.name])
             if r.capable:
                 r.p4.install(r.plan, routes[r.name])
             else:

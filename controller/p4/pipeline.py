@@ -1,4 +1,4 @@
-"""Names and numbers of p4src/concast.p4, and the table entries of one router.
+"""Names and numbers of p4src/concast.p4 (and its p4src/include/ files), and the table entries of one router.
 
 Nothing here talks to a switch: entries are plain `Entry` values that `P4Router` writes
 over P4Runtime, so they can be unit-tested without BMv2.
@@ -11,23 +11,24 @@ from ipaddress import IPv4Address, IPv4Network
 from concast import ROOT
 
 P4_SOURCE = ROOT / "p4src" / "concast.p4"
+P4_INCLUDES = sorted((ROOT / "p4src" / "include").glob("*.p4"))
 BUILD_DIR = ROOT / "build" / "p4"
 JSON_PATH = BUILD_DIR / "concast.json"
 P4INFO_PATH = BUILD_DIR / "concast.p4info.txtpb"
 
-CPU_PORT = 255          # CPU_PORT_NUM in concast.p4 (v1model ports are 9 bits, 511 = drop)
+CPU_PORT = 255          # CPU_PORT_NUM in headers.p4 (v1model ports are 9 bits, 511 = drop)
 PROTO_CSP = 253
 
-# Fully qualified names, as p4c writes them into the P4Info.
-T_IPV4_LPM = "ConcastIngress.ipv4_lpm"
-T_DIVERT_STATIC = "ConcastIngress.divert_static"
-T_CONCAST_FLOWS = "ConcastIngress.concast_flows"
-T_ARP_ANSWER = "ConcastIngress.arp_answer"
-A_SET_NHOP = "ConcastIngress.set_nhop"
-A_LOCAL_DROP = "ConcastIngress.local_drop"
-A_DROP = "ConcastIngress.drop"
-A_DIVERT = "ConcastIngress.divert_to_cpu"
-A_ARP_REPLY = "ConcastIngress.arp_reply"
+# Fully qualified names, as p4c writes them into the P4Info: a table or action is named
+# after the control instance that holds it (ingress.p4), the counters after ConcastIngress.
+T_ARP_ANSWER = "ConcastIngress.arp.arp_answer"
+A_ARP_REPLY = "ConcastIngress.arp.arp_reply"
+T_DIVERT_STATIC = "ConcastIngress.divert.divert_static"
+T_CONCAST_FLOWS = "ConcastIngress.divert.concast_flows"
+A_DIVERT = "ConcastIngress.divert.divert_to_cpu"
+T_IPV4_LPM = "ConcastIngress.forward.ipv4_lpm"
+A_SET_NHOP = "ConcastIngress.forward.set_nhop"
+A_LOCAL_DROP = "ConcastIngress.forward.local_drop"
 
 C_MALFORMED = "ConcastIngress.malformed"
 C_DIVERTED = "ConcastIngress.diverted"
@@ -36,7 +37,7 @@ C_FORWARDED = "ConcastIngress.forwarded"
 C_DROPPED = "ConcastIngress.dropped"
 C_ARP = "ConcastIngress.arp_answered"
 
-# Index -> name of the indexed counters (ERR_*, DIV_*, DROP_* in concast.p4).
+# Index -> name of the indexed counters (ERR_*, DIV_*, DROP_* in headers.p4).
 MALFORMED_KINDS = (
     None, "truncated", "bad_version", "bad_ihl", "header_overflow", "bad_total_length",
     "option_truncated", "option_bad_length", "option_overflow",

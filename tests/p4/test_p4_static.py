@@ -1,5 +1,5 @@
 """Checks of the P4 part that need no compiler or switch (they run in CI too):
-the numbers in p4src/concast.p4 agree with concast.controller.p4.pipeline, the test
+the numbers in p4src/concast.p4 and its includes agree with concast.controller.p4.pipeline, the test
 packets of test_bmv2_dataplane.py are what they claim to be, and table entries are built
 as P4Runtime wants them."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from concast.scapy import ERRORS, classify
 
 from .test_bmv2_dataplane import CONCAST_AREAS, GROUP, OPTION_AREAS, header_ok, ipv4
 
-SOURCE = P.P4_SOURCE.read_text()
+SOURCE = "\n".join(p.read_text() for p in [P.P4_SOURCE, *P.P4_INCLUDES])
 
 
 def _consts(prefix: str) -> dict[str, int]:
@@ -45,12 +45,21 @@ def test_divert_and_drop_indexes_agree():
 
 
 def test_names_used_by_the_client_are_in_the_source():
+    """Each name is pipeline-control.instance.member: the instance is declared in the
+    pipeline control with a control type, and that control declares the member."""
     for full in (P.T_IPV4_LPM, P.T_DIVERT_STATIC, P.T_CONCAST_FLOWS, P.T_ARP_ANSWER,
-                 P.A_SET_NHOP, P.A_LOCAL_DROP, P.A_DIVERT, P.A_ARP_REPLY, P.C_MALFORMED,
-                 P.C_DIVERTED, P.C_REINJECTED, P.C_FORWARDED, P.C_DROPPED, P.C_ARP):
+                 P.A_SET_NHOP, P.A_LOCAL_DROP, P.A_DIVERT, P.A_ARP_REPLY):
+        pipe, instance, name = full.split(".")
+        ctype = re.search(rf"\b(\w+)\(\) {instance};", SOURCE)
+        assert f"control {pipe}(" in SOURCE and ctype, full
+        body = SOURCE[SOURCE.index(f"control {ctype[1]}("):]
+        body = body[:body.index("\ncontrol ")] if "\ncontrol " in body else body
+        assert re.search(rf"\b(table|action) {name}\b", body), full
+    for full in (P.C_MALFORMED, P.C_DIVERTED, P.C_REINJECTED, P.C_FORWARDED, P.C_DROPPED,
+                 P.C_ARP):
         control, name = full.split(".")
         assert f"control {control}(" in SOURCE
-        assert re.search(rf"\b(table|action|\)) ?{name}\b", SOURCE), full
+        assert re.search(rf"\) {name};", SOURCE), full
     for key in ('@name("R")', '@name("G")', '@name("dst")', '@name("protocol")',
                 '@name("ingress_port")', '@name("tpa")'):
         assert key in SOURCE

@@ -53,9 +53,23 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
-fn read_mac(name: &str) -> io::Result<[u8; 6]> {
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))?;
-    parse_mac(text.trim()).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+/// The interface's MAC, asked of the kernel through the socket (SIOCGIFHWADDR) rather than
+/// read from /sys, which shows the namespace /sys was mounted in, not the caller's.
+fn hardware_address(fd: RawFd, name: &str) -> io::Result<[u8; 6]> {
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= req.ifr_name.len() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {name:?} is too long")));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    check(unsafe { libc::ioctl(fd, libc::SIOCGIFHWADDR, &mut req) })?;
+    let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+    let mut mac = [0u8; 6];
+    for (m, d) in mac.iter_mut().zip(data) {
+        *m = d as u8;
+    }
+    Ok(mac)
 }
 
 impl CpuPort {
@@ -71,8 +85,11 @@ impl CpuPort {
 
     fn open_with(name: &str, protocol: u16) -> io::Result<CpuPort> {
         let ifindex = ifindex(name)?;
-        let proto = protocol.to_be() as libc::c_int;
-        let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto) })?;
+        // Protocol 0 at socket(): a packet socket made with a protocol gets that protocol's
+        // frames from EVERY interface of the namespace until bind() narrows it to one, and
+        // a restarted routerd forwarded such frames, sniffed off the router's other ports,
+        // a second time. bind() below sets the protocol and the interface in one step.
+        let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -89,11 +106,11 @@ impl CpuPort {
             // Best effort: a bigger buffer only absorbs bursts.
             unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, opt, &buf as *const _ as *const libc::c_void, 4) };
         }
+        let mac = hardware_address(fd.as_raw_fd(), name)?;
         Ok(CpuPort {
             fd,
             ifindex,
-
-            mac: read_mac(name)?,
+            mac,
             batch: BATCH,
             rx: vec![0; FRAME_MAX * BATCH],
             rx_len: [0; BATCH],

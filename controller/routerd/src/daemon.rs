@@ -39,6 +39,9 @@ pub struct Settings {
     pub mgmt: PathBuf,
     /// Direct egress: the routes and their port interfaces.
     pub egress: Option<(egress::Table, Vec<String>)>,
+    /// Without direct egress: the routes and their port interfaces, read only for link MTUs
+    /// (the config's `port_routes`, written for BMv2 routers).
+    pub mtu_ports: Option<(egress::Table, Vec<String>)>,
     pub timer_lead_us: u64,
     pub node_buffer_bytes: usize,
     pub flow_cpu_ms: u64,
@@ -54,12 +57,12 @@ pub struct Settings {
 }
 
 /// How CSP finds the MTU of this router's link toward an address (docs/protocol.md 2.3): by
-/// the direct-egress route's port, else, inside a Linux router's namespace, by the kernel's
-/// route. An OVS or BMv2 router without egress routes runs outside the router's ports and
-/// cannot tell: its links count as unknown.
+/// the port of the route toward it (direct egress, or BMv2's port routes), else, inside a
+/// Linux router's namespace, by the kernel's route. A router given neither runs outside its
+/// router's ports and cannot tell: its links count as unknown.
 fn link_mtu(s: &Settings) -> concast_csp::LinkMtu {
     use concast_daemon::linkmtu;
-    match (&s.egress, &s.tc) {
+    match (s.egress.as_ref().or(s.mtu_ports.as_ref()), &s.tc) {
         (Some((table, ifaces)), _) => {
             let (table, ifaces) = (table.clone(), ifaces.clone());
             Box::new(move |to| ifaces.get(table.lookup(to)?.port).and_then(|i| linkmtu::iface_mtu(i)))

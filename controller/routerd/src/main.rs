@@ -174,6 +174,11 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
         (None, None) => None,
     };
+    // Without direct egress (BMv2), the ports' routes still tell each link's MTU.
+    let mtu_ports = match (&egress, cfg.get("port_routes").filter(|v| !v.is_null())) {
+        (None, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
+        _ => None,
+    };
     let link_state = match (s("link_state"), routes) {
         (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?))
             .filter(|(_, routes)| !routes.is_empty()),
@@ -181,7 +186,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         _ => None,
     };
     Ok(Settings {
-        cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, link_state,
+        cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, mtu_ports, link_state,
         timer_lead_us: a.timer_lead_us,
         node_buffer_bytes: a.node_buffer_bytes as usize,
         flow_cpu_ms: a.flow_cpu_ms,

@@ -18,7 +18,6 @@ WHY = {
     "1.2-12": "what the Linux kernel's IP input does, not the router under test",
     "1.2-13": "says what OVS and BMv2 do not do; nothing a router must do",
     "3-9": "says which component makes the checks; the checks themselves are 3-4..3-8",
-    "3-10": "says what a data plane does not do; nothing a router must do",
     "4-7": "says what OVS cannot do; nothing a router must do",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
