@@ -167,16 +167,17 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
+    let port_table = |v| egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"));
     let routes = cfg.get("egress_routes").filter(|v| !v.is_null());
     let egress = match (a.egress.as_deref(), routes) {
         (Some("cpu"), _) => None,
         (Some(_), None) => return Err("--egress ports needs egress_routes in --config".into()),
-        (_, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
+        (_, Some(v)) => Some(port_table(v)?),
         (None, None) => None,
     };
     // Without direct egress (BMv2), the ports' routes still tell each link's MTU.
     let mtu_ports = match (&egress, cfg.get("port_routes").filter(|v| !v.is_null())) {
-        (None, Some(v)) => Some(egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"))?),
+        (None, Some(v)) => Some(port_table(v)?),
         _ => None,
     };
     let link_state = match (s("link_state"), routes) {
