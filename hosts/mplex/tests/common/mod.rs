@@ -167,13 +167,9 @@ pub struct Sniffer(i32);
 impl Sniffer {
     pub fn open(dev: &str) -> Sniffer {
         let proto = (libc::ETH_P_IP as u16).to_be();
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK,
-                i32::from(proto),
-            )
-        };
+        // Protocol 0 until bind(): made with ETH_P_IP, the socket would also hear the
+        // namespace's other devices (the veth) until it is bound to `dev`.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0) };
         assert!(fd >= 0, "AF_PACKET socket");
         let name = std::ffi::CString::new(dev).unwrap();
         let index = unsafe { libc::if_nametoindex(name.as_ptr()) };

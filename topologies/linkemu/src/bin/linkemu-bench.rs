@@ -61,7 +61,9 @@ fn packet_socket(iface: &str) -> io::Result<i32> {
     if index == 0 {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("no interface {iface}")));
     }
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, (ETHERTYPE.to_be()) as i32) };
+    // Protocol 0 until bind(): with the ethertype, the socket would hear it on every
+    // interface of the namespace until bound to this one (as routerd's CpuPort once did).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
