@@ -1,6 +1,7 @@
 """`concast exp transport`, short: two Mininet hosts, a 10 Mbit/s HTB bottleneck, 0 and 3 %
-random loss; MTP, kernel TCP and Bulk each move two 100 kB objects, every byte hash-checked;
-then a two-second third-party run. Counts and hashes are asserted, never speeds.
+random loss; MTP, kernel TCP (CUBIC and BBR, each set on the connection) and Bulk each move two
+100 kB objects, every byte hash-checked; then a two-second third-party run. Counts and hashes
+are asserted, never speeds.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.skipif(exp.missing_prerequisites() is not None,
 
 
 def test_short_loss_sweep_and_third_party_complete_hash_checked(tmp_path):
-    s = exp.Settings(rates=[10.0], losses=[0.0, 3.0], size=100_000, count=2, limit_s=30.0,
+    s = exp.Settings(rates=[10.0], losses=[0.0, 3.0], sizes=[100_000], count=2, limit_s=30.0,
                      third_party_s=2.0)
     res = exp.run(s, tmp_path)
     rows = res["rows"]
@@ -28,4 +29,4 @@ def test_short_loss_sweep_and_third_party_complete_hash_checked(tmp_path):
     tp = res["third_party"][0]
     assert tp["mtp_shared"] > 0 and tp["tcp_shared"] > 0, tp
     table = exp.table(rows)
-    assert "dissertation" in table and "MTP / TCP" in table
+    assert "dissertation" in table and "MTP / cubic" in table and "MTP / bbr" in table

@@ -129,7 +129,7 @@ fn the_window_grows_per_reply_and_random_loss_on_an_empty_path_does_not_shrink_i
 }
 
 #[test]
-fn losses_at_a_full_queue_halve_the_window_at_most_once_per_round_trip() {
+fn losses_at_a_full_queue_cut_the_window_to_the_pipe_at_most_once_per_round_trip() {
     let mut n = net(8);
     for l in [&mut n.up, &mut n.down] {
         l.delay_us = 10_000;
@@ -139,8 +139,10 @@ fn losses_at_a_full_queue_halve_the_window_at_most_once_per_round_trip() {
     n.client.request(0, b"size:20000000", RequestOpts::default()).unwrap();
     let cuts = cuts_until(&mut n, all_done);
     assert!(cuts.len() >= 3, "the queue overflowed several times: {cuts:?}");
+    // the cut is min RTT / smoothed RTT: never below a half, and a real cut (a loss counts as
+    // congestion only with the smoothed RTT a tenth above the minimum)
     for (_, before, after) in &cuts {
-        assert!(*after >= before / 2.0 && *after <= (before + 1.0) / 2.0, "halved: {cuts:?}");
+        assert!(*after >= before / 2.0 - 1e-9 && *after <= before / 1.1 + 1e-9, "cut: {cuts:?}");
     }
     for w in cuts.windows(2) {
         assert!(w[1].0 - w[0].0 >= 20_000, "at most one cut per round trip (20 ms): {cuts:?}");
@@ -432,14 +434,14 @@ fn paced_requests_let_later_transactions_through_a_shallow_queue_without_loss() 
         l.queue_pkts = 16;
     }
     let mut repeats = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..5 {
         n.client.request(n.now, b"size:256000", RequestOpts::default()).unwrap();
         assert!(n.run_until(600_000_000, all_done));
         repeats.push(n.client.stats().repeats);
     }
-    // slow start overshoots, the window settles below what the queue takes; from then on
-    // each new transaction's window leaves paced and nothing is lost
+    // slow start overshoots and the first cuts take the window to what the path holds; from
+    // then on each new transaction's window leaves paced at the path's rate and nothing is lost
     assert!(repeats[0] > 0, "{repeats:?}");
-    assert_eq!(repeats[3], repeats[1], "{repeats:?} {:?}", n.client.stats());
-    assert_eq!(done_objects(&n).len(), 4);
+    assert_eq!(repeats[4], repeats[2], "{repeats:?} {:?}", n.client.stats());
+    assert_eq!(done_objects(&n).len(), 5);
 }

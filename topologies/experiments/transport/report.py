@@ -5,31 +5,38 @@ import csv
 import json
 from pathlib import Path
 
-from .settings import DISSERTATION, GOAL_RATIO
+from .settings import DISSERTATION, GOAL_RATIO, REFERENCE_TCP
 
-COLUMNS = ["rate_mbit", "loss_pct", "proto", "kbytes_per_s", "ratio_to_tcp", "bytes", "wanted_bytes",
-           "secs", "complete", "hash_ok", "repairs", "dropped"]
+COLUMNS = ["rate_mbit", "size", "loss_pct", "proto", "kbytes_per_s", "ratio_to_tcp", "bytes",
+           "partial_bytes", "wanted_bytes", "secs", "complete", "hash_ok", "repairs", "dropped"]
+
+
+def _key(r: dict) -> tuple:
+    return r["rate_mbit"], r["size"], r["loss_pct"]
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:
-    tcp = {(r["rate_mbit"], r["loss_pct"]): r["kbytes_per_s"] for r in rows if r["proto"] == "tcp"}
+    """Each row's goodput over the reference TCP's (loss-based CUBIC) in the same cell."""
+    tcp = {_key(r): r["kbytes_per_s"] for r in rows if r["proto"] == REFERENCE_TCP}
     out = []
     for r in rows:
-        t = tcp.get((r["rate_mbit"], r["loss_pct"]))
+        t = tcp.get(_key(r))
         out.append({**r, "ratio_to_tcp": r["kbytes_per_s"] / t if t else None})
     return out
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: one line per rate and loss, KB/s per protocol and MTP / TCP."""
-    rows = with_ratios(rows)
+    """Markdown: one line per rate, object size and loss; KB/s per protocol; MTP over each
+    kernel TCP measured."""
     protos = list(dict.fromkeys(r["proto"] for r in rows))
-    head = ["Mbit/s", "loss %"] + [f"{p} KB/s" for p in protos] + ["MTP / TCP"]
+    tcps = [p for p in protos if p.startswith("tcp-")]
+    head = (["Mbit/s", "object", "loss %"] + [f"{p} KB/s" for p in protos]
+            + [f"MTP / {p.removeprefix('tcp-')}" for p in tcps])
     lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
     cells = {}
     for r in rows:
-        cells.setdefault((r["rate_mbit"], r["loss_pct"]), {})[r["proto"]] = r
-    for (rate, loss), by in cells.items():
+        cells.setdefault(_key(r), {})[r["proto"]] = r
+    for (rate, size, loss), by in cells.items():
         vals = []
         for p in protos:
             r = by.get(p)
@@ -43,21 +50,28 @@ def table(rows: list[dict]) -> str:
             else:
                 mark = " (partial)" if r["hash_ok"] else " (BAD)"
             vals.append(f"{r['kbytes_per_s']:.1f}{mark}")
-        ratio = by.get("mtp", {}).get("ratio_to_tcp")
-        lines.append(f"| {rate:g} | {loss:g} | " + " | ".join(vals) + f" | {'—' if ratio is None else f'{ratio:.2f}'} |")
+        mtp = by.get("mtp", {}).get("kbytes_per_s")
+        for p in tcps:
+            t = by.get(p, {}).get("kbytes_per_s")
+            vals.append(f"{mtp / t:.2f}" if mtp is not None and t else "—")
+        lines.append(f"| {rate:g} | {_size(size)} | {loss:g} | " + " | ".join(vals) + " |")
     d = DISSERTATION
-    lines.append(f"| dissertation | ~{d['loss_pct']:g} | {d['mtp_kbytes_per_s']} (MTP) | {d['tcp_kbytes_per_s']} (TCP) | "
-                 + " | " * max(len(protos) - 2, 0)
+    lines.append(f"| dissertation | | ~{d['loss_pct']:g} | {d['mtp_kbytes_per_s']} (MTP) | {d['tcp_kbytes_per_s']} (TCP) | "
+                 + " | " * max(len(protos) + len(tcps) - 3, 0)
                  + f"{d['mtp_kbytes_per_s'] / d['tcp_kbytes_per_s']:.1f} (goal ≥ {GOAL_RATIO:g}) |")
     return "\n".join(lines)
 
 
+def _size(n: int) -> str:
+    return f"{n / 1e6:g} MB" if n >= 1_000_000 else f"{n / 1e3:g} kB"
+
+
 def third_party_table(tp: list[dict]) -> str:
-    lines = ["| Mbit/s | loss % | MTP alone | TCP alone | MTP shared | TCP shared | TCP's share | Jain |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| Mbit/s | loss % | TCP | MTP alone | TCP alone | MTP shared | TCP shared | TCP's share | Jain |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     f = lambda v, spec=".1f": "—" if v is None else format(v, spec)
     for r in tp:
-        lines.append(f"| {r['rate_mbit']:g} | {r['loss_pct']:g} | {f(r['mtp_alone'])} | {f(r['tcp_alone'])} | "
+        lines.append(f"| {r['rate_mbit']:g} | {r['loss_pct']:g} | {r.get('tcp_cc', '?')} | {f(r['mtp_alone'])} | {f(r['tcp_alone'])} | "
                      f"{f(r['mtp_shared'])} | {f(r['tcp_shared'])} | {f(r.get('tcp_share'), '.2f')} | "
                      f"{f(r.get('jain'), '.2f')} |")
     return "\n".join(lines)
@@ -82,13 +96,13 @@ def plot(rows: list[dict], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for rate in sorted({r["rate_mbit"] for r in rows}):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for rate, size in dict.fromkeys((r["rate_mbit"], r["size"]) for r in rows):
         for proto in dict.fromkeys(r["proto"] for r in rows):
             pts = [(r["loss_pct"], r["kbytes_per_s"]) for r in rows
-                   if r["proto"] == proto and r["rate_mbit"] == rate]
+                   if r["proto"] == proto and (r["rate_mbit"], r["size"]) == (rate, size)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=f"{proto} {rate:g} Mbit/s")
+                ax.plot(*zip(*pts), marker="o", label=f"{proto} {rate:g} Mbit/s {_size(size)}")
     d = DISSERTATION
     ax.scatter([d["loss_pct"]] * 2, [d["mtp_kbytes_per_s"], d["tcp_kbytes_per_s"]], marker="x",
                color="k", label="dissertation (MTP, TCP)")

@@ -12,21 +12,24 @@ from pathlib import Path
 from concast import ROOT, tools
 
 from .report import save, table, third_party_table
-from .settings import PROTOCOLS, Settings, say
+from .settings import KNOWN_PROTOCOLS, PROTOCOLS, TCP_CCS, Settings, say
 from .testbed import Testbed, binary
 
-OBJECT = "object.bin"
+
+
+def object_name(size: int) -> str:
+    return f"object-{size}.bin"
 BIG = "big.bin"
 
 
-def cell(tb: Testbed, proto: str, s: Settings) -> dict:
+def cell(tb: Testbed, proto: str, size: int, s: Settings) -> dict:
     """One protocol moving `count` objects of `size` bytes at the current loss."""
-    want = s.count * s.size
-    row = {"proto": proto, "wanted_bytes": want}
+    want, name = s.count * size, object_name(size)
+    row = {"proto": proto, "size": size, "wanted_bytes": want}
     if proto == "mtp":
-        r = tb.mtp_get(OBJECT, s.count, s.limit_s)
-    elif proto == "tcp":
-        r = tb.tcp_get(OBJECT, s.count, s.limit_s)
+        r = tb.mtp_get(name, s.count, s.limit_s)
+    elif proto.startswith("tcp-"):
+        r = tb.tcp_get(name, s.count, s.limit_s, proto.removeprefix("tcp-"))
     else:
         r = tb.bulk_send(want, s.limit_s)
         if r is not None:
@@ -36,25 +39,29 @@ def cell(tb: Testbed, proto: str, s: Settings) -> dict:
     if r is None:
         return {**row, "bytes": 0, "secs": s.limit_s, "complete": False, "hash_ok": False, "repairs": None,
                 "kbytes_per_s": 0.0}
-    if proto in ("mtp", "tcp"):
-        r["hash_ok"] = r["objects"] == 0 or (r["sha256"] == tb.sha256[OBJECT] and r["all_same"])
+    if proto != "bulk":
+        r["hash_ok"] = r["objects"] == 0 or (r["sha256"] == tb.sha256[name] and r["all_same"])
         r["repairs"] = r.get("stats", {}).get("repeats")
-    return {**row, "bytes": r["bytes"], "secs": r["secs"], "complete": bool(r["complete"]),
-            "hash_ok": bool(r["hash_ok"]), "repairs": r["repairs"],
-            "kbytes_per_s": r["bytes"] / 1e3 / max(r["secs"], 1e-9)}
+    # goodput counts every byte delivered in order: whole objects, and an object the limit
+    # interrupted up to its first gap (MTP, TCP), as the third-party test does
+    got = r["bytes"] + r.get("partial_bytes", 0)
+    return {**row, "bytes": r["bytes"], "partial_bytes": r.get("partial_bytes", 0), "secs": r["secs"],
+            "complete": bool(r["complete"]), "hash_ok": bool(r["hash_ok"]), "repairs": r["repairs"],
+            "kbytes_per_s": got / 1e3 / max(r["secs"], 1e-9)}
 
 
 def sweep(tb: Testbed, rate: float, s: Settings) -> list[dict]:
     rows = []
-    for loss in s.losses:
-        tb.set_loss(loss)
-        for proto in s.protocols:
-            d0 = tb.dropped()
-            r = {"rate_mbit": rate, "loss_pct": loss, **cell(tb, proto, s)}
-            r["dropped"] = tb.dropped() - d0
-            rows.append(r)
-            say(f"{rate:g} Mbit/s {loss:g}% {proto:4s} {r['kbytes_per_s']:9.1f} KB/s "
-                f"{'complete' if r['complete'] else 'INCOMPLETE'} hash {'ok' if r['hash_ok'] else 'BAD'}")
+    for size in s.sizes:
+        for loss in s.losses:
+            tb.set_loss(loss)
+            for proto in s.protocols:
+                d0 = tb.dropped()
+                r = {"rate_mbit": rate, "loss_pct": loss, **cell(tb, proto, size, s)}
+                r["dropped"] = tb.dropped() - d0
+                rows.append(r)
+                say(f"{rate:g} Mbit/s {size / 1e3:g} kB {loss:g}% {proto:9s} {r['kbytes_per_s']:9.1f} KB/s "
+                    f"{'complete' if r['complete'] else 'INCOMPLETE'} hash {'ok' if r['hash_ok'] else 'BAD'}")
     tb.set_loss(0)
     return rows
 
@@ -71,7 +78,8 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
         if run_mtp:
             ts.append(threading.Thread(target=lambda: out.__setitem__("mtp", tb.mtp_get(BIG, n, secs))))
         if run_tcp:
-            ts.append(threading.Thread(target=lambda: out.__setitem__("tcp", tb.tcp_get(BIG, n, secs))))
+            ts.append(threading.Thread(target=lambda: out.__setitem__(
+                "tcp", tb.tcp_get(BIG, n, secs, s.third_party_cc))))
         for t in ts:
             t.start()
         for t in ts:
@@ -84,7 +92,7 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
     _, tcp_alone = both(False, True)
     mtp_shared, tcp_shared = both(True, True)
     tb.set_loss(0)
-    r = {"rate_mbit": rate, "loss_pct": s.third_party_loss, "secs": secs, "mtp_alone": mtp_alone,
+    r = {"rate_mbit": rate, "loss_pct": s.third_party_loss, "tcp_cc": s.third_party_cc, "secs": secs, "mtp_alone": mtp_alone,
          "tcp_alone": tcp_alone, "mtp_shared": mtp_shared, "tcp_shared": tcp_shared}
     if mtp_shared and tcp_shared:
         x = (mtp_shared, tcp_shared)
@@ -100,13 +108,36 @@ def run(s: Settings, work: Path) -> dict:
     for rate in s.rates:
         tb = Testbed(rate, s.queue_ms, work / f"{rate:g}mbit", s.seed, s.delay_ms)
         try:
-            tb.start({OBJECT: s.size, BIG: 1_000_000})
+            tb.start({**{object_name(z): z for z in s.sizes}, BIG: 1_000_000})
             rows += sweep(tb, rate, s)
             if s.third_party_s > 0:
                 tp.append(third_party(tb, rate, s))
         finally:
             tb.stop()
     return {"settings": s.__dict__, "rows": rows, "third_party": tp}
+
+
+def metadata() -> dict:
+    """What makes the run repeatable: git revision, machine, and the kernel's default TCP
+    congestion control (what an unnamed TCP would have used)."""
+    from concast.topologies.experiments.ackstudy.meta import git, machine
+    cc = Path("/proc/sys/net/ipv4/tcp_congestion_control")
+    return {"git": git(), "machine": machine(),
+            "default_tcp_cc": cc.read_text().strip() if cc.exists() else None}
+
+
+def unavailable_ccs(protos: tuple[str, ...], third_party_cc: str) -> list[str]:
+    """Congestion controls the study would ask the kernel for that it refuses."""
+    import socket
+    wanted = {p.removeprefix("tcp-") for p in protos if p.startswith("tcp-")} | {third_party_cc}
+    bad = []
+    for cc in sorted(wanted):
+        with socket.socket() as sk:
+            try:
+                sk.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+            except OSError:
+                bad.append(cc)
+    return bad
 
 
 def missing_prerequisites() -> str | None:
@@ -135,13 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", type=_floats, default=[10.0], help="Mbit/s, comma separated")
     ap.add_argument("--losses", type=_floats, default=[0, 1, 3, 5, 10], help="percent, comma separated")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
-    ap.add_argument("--size", type=int, default=256_000, help="bytes per object")
+    ap.add_argument("--sizes", type=lambda t: [int(float(x)) for x in t.split(",") if x.strip()],
+                    default=[256_000, 4_000_000], help="bytes per object, comma separated (one sweep each)")
     ap.add_argument("--count", type=int, default=8, help="objects per cell")
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell at most")
     ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none)")
     ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate")
     ap.add_argument("--third-party", type=float, default=10.0, help="seconds (0: skip)")
     ap.add_argument("--third-party-loss", type=float, default=0.0)
+    ap.add_argument("--third-party-cc", default="cubic", choices=TCP_CCS,
+                    help="the competing TCP's congestion control")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport")
     a = ap.parse_args(argv)
     why = missing_prerequisites()
@@ -149,16 +183,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"concast exp transport: {why}")
         return 2
     protos = tuple(p for p in a.protocols.split(",") if p)
-    bad = [p for p in protos if p not in PROTOCOLS]
-    if bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates) or a.delay < 0:
-        ap.error(f"protocols from {PROTOCOLS}, losses in [0, 100), rates > 0 (got {a.protocols}, "
-                 f"{a.losses}, {a.rates})")
-    s = Settings(rates=a.rates, losses=a.losses, protocols=protos, size=a.size, count=a.count,
+    bad = [p for p in protos if p not in KNOWN_PROTOCOLS]
+    if (bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates) or a.delay < 0
+            or not a.sizes or any(z <= 0 for z in a.sizes)):
+        ap.error(f"protocols from {KNOWN_PROTOCOLS}, losses in [0, 100), rates > 0, sizes > 0 "
+                 f"(got {a.protocols}, {a.losses}, {a.rates}, {a.sizes})")
+    missing = unavailable_ccs(protos, a.third_party_cc)
+    if missing:
+        print(f"concast exp transport: this kernel refuses TCP congestion control {', '.join(missing)} "
+              f"(see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+        return 2
+    s = Settings(rates=a.rates, losses=a.losses, protocols=protos, sizes=a.sizes, count=a.count,
                  limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
-                 delay_ms=a.delay, queue_ms=a.queue)
+                 delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc)
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    res = run(s, a.out / "work")
+    res = {**run(s, a.out / "work"), "meta": metadata()}
     print(table(res["rows"]))
     if res["third_party"]:
         print(third_party_table(res["third_party"]))

@@ -3,7 +3,11 @@
 
     python -m concast.topologies.experiments.transport.tcpobj serve --dir D --port P
     python -m concast.topologies.experiments.transport.tcpobj get --host H --port P --name N
-        --count K --limit SECONDS          (prints one JSON line, like `mtping get`)
+        --count K --limit SECONDS [--cc cubic]   (prints one JSON line, like `mtping get`)
+
+The request is one line, the object's name and optionally the congestion control the server
+(the sender) uses for it: `object.bin cubic`. Without one the sender runs the namespace's
+default, which on this machine is BBR, so the study always names it.
 """
 from __future__ import annotations
 
@@ -20,10 +24,16 @@ from pathlib import Path
 def serve(directory: Path, port: int) -> None:
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:
-            name = self.rfile.readline(1100).decode(errors="replace").strip()
+            name, _, cc = self.rfile.readline(1100).decode(errors="replace").strip().partition(" ")
             path = directory / name
             if "/" in name or name.startswith(".") or not path.is_file():
                 return                      # closing without bytes: the client sees a failure
+            if cc:
+                try:
+                    set_cc(self.connection, cc)
+                except OSError as e:
+                    print(f"tcpobj: congestion control {cc!r}: {e}", file=sys.stderr, flush=True)
+                    return
             with open(path, "rb") as f:
                 self.wfile.write(f.read())
 
@@ -31,6 +41,14 @@ def serve(directory: Path, port: int) -> None:
     with socketserver.ThreadingTCPServer(("0.0.0.0", port), Handler) as srv:
         srv.daemon_threads = True
         srv.serve_forever()
+
+
+def set_cc(sock: socket.socket, cc: str) -> None:
+    """The connection's congestion control; before any data is sent it governs all of it."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    got = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+    if got != cc:
+        raise OSError(f"asked for {cc}, got {got}")
 
 
 class Interrupted(OSError):
@@ -41,9 +59,11 @@ class Interrupted(OSError):
         self.got = got
 
 
-def fetch(host: str, port: int, name: str, deadline: float) -> bytes:
+def fetch(host: str, port: int, name: str, deadline: float, cc: str = "") -> bytes:
     with socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.01)) as s:
-        s.sendall(name.encode() + b"\n")
+        if cc:
+            set_cc(s, cc)                   # the client's ACKs follow it too
+        s.sendall(f"{name} {cc}".strip().encode() + b"\n")
         chunks, got = [], 0
         while True:
             s.settimeout(max(deadline - time.monotonic(), 0.01))
@@ -57,13 +77,13 @@ def fetch(host: str, port: int, name: str, deadline: float) -> bytes:
             got += len(b)
 
 
-def get(host: str, port: int, name: str, count: int, limit: float) -> dict:
+def get(host: str, port: int, name: str, count: int, limit: float, cc: str = "") -> dict:
     t0 = time.monotonic()
     deadline = t0 + limit
     done, total, partial, hashes, failed = 0, 0, 0, set(), []
     for _ in range(count):
         try:
-            obj = fetch(host, port, name, deadline)
+            obj = fetch(host, port, name, deadline, cc)
         except OSError as e:               # timeout at the limit, reset, refused
             failed.append(str(e))
             partial = getattr(e, "got", 0)
@@ -74,7 +94,7 @@ def get(host: str, port: int, name: str, count: int, limit: float) -> dict:
         done, total = done + 1, total + len(obj)
         hashes.add(hashlib.sha256(obj).hexdigest())
     secs = time.monotonic() - t0
-    return {"role": "get", "proto": "tcp", "name": name, "objects": done, "wanted": count,
+    return {"role": "get", "proto": "tcp", "cc": cc or "default", "name": name, "objects": done, "wanted": count,
             "complete": done == count, "failed": failed, "bytes": total, "partial_bytes": partial,
             "secs": secs,
             "kbytes_per_s": total / 1e3 / secs, "sha256": next(iter(hashes), None),
@@ -93,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--name", required=True)
     g.add_argument("--count", type=int, default=1)
     g.add_argument("--limit", type=float, default=120.0)
+    g.add_argument("--cc", default="", help="the sender's congestion control (default: the host's)")
     a = ap.parse_args(argv)
     if a.cmd == "serve":
         serve(a.dir, a.port)
         return 0
-    print(json.dumps(get(a.host, a.port, a.name, a.count, a.limit)), flush=True)
+    print(json.dumps(get(a.host, a.port, a.name, a.count, a.limit, a.cc)), flush=True)
     return 0
 
 

@@ -154,10 +154,11 @@ class Testbed:
                                            "--name", name, "--count", str(count), "--limit", str(limit)],
                              limit + 30)
 
-    def tcp_get(self, name: str, count: int, limit: float) -> dict | None:
+    def tcp_get(self, name: str, count: int, limit: float, cc: str) -> dict | None:
         return self.run_json(self.client, [sys.executable, "-m", "concast.topologies.experiments.transport.tcpobj",
                                            "get", "--host", self.server_ip, "--port", str(TCP_PORT),
-                                           "--name", name, "--count", str(count), "--limit", str(limit)],
+                                           "--name", name, "--count", str(count), "--limit", str(limit),
+                                           "--cc", cc],
                              limit + 30)
 
     def bulk_send(self, nbytes: int, limit: float) -> dict | None:

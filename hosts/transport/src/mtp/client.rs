@@ -165,6 +165,18 @@ pub struct Client {
     out: VecDeque<Output>,
     rng: u64,
     stats: ClientStats,
+    occ: Occupancy,
+}
+
+/// Time-weighted window and requests in flight while transactions are alive: what the
+/// window allowed against what the client used (a window that is large but not filled
+/// points at pacing or at the transactions, not at the window rules).
+#[derive(Default)]
+struct Occupancy {
+    last_us: Option<u64>,
+    busy_us: u64,
+    window_us: f64,
+    in_flight_us: f64,
 }
 
 impl Client {
@@ -205,7 +217,25 @@ impl Client {
             out: VecDeque::new(),
             rng,
             stats: ClientStats::default(),
+            occ: Occupancy::default(),
         })
+    }
+
+    /// Adds the time since the last event at the state that held during it.
+    fn account(&mut self, now: u64) {
+        if let Some(last) = self.occ.last_us.filter(|_| !self.txs.is_empty()) {
+            let dt = now.saturating_sub(last);
+            self.occ.busy_us += dt;
+            self.occ.window_us += self.ctl.cwnd * dt as f64;
+            self.occ.in_flight_us += self.in_flight as f64 * dt as f64;
+        }
+        self.occ.last_us = Some(now);
+    }
+
+    /// Mean window and mean requests in flight over the time transactions were alive.
+    pub fn occupancy(&self) -> (f64, f64) {
+        let t = self.occ.busy_us.max(1) as f64;
+        (self.occ.window_us / t, self.occ.in_flight_us / t)
     }
 
     pub fn stats(&self) -> ClientStats {
@@ -242,6 +272,7 @@ impl Client {
     /// request: opens a transaction for the object `name`; returns its 32-bit id (random, so
     /// that an off-path sender cannot guess it).
     pub fn request(&mut self, now: u64, name: &[u8], opts: RequestOpts) -> Result<u32, String> {
+        self.account(now);
         if name.len() > wire::MAX_NAME {
             return Err(format!("name of {} bytes; at most {}", name.len(), wire::MAX_NAME));
         }
@@ -336,6 +367,7 @@ impl Client {
     }
 
     pub fn on_timer(&mut self, now: u64) {
+        self.account(now);
         let expired: Vec<u32> = self.txs.iter().filter(|(_, t)| t.expire_at <= now).map(|(&k, _)| k).collect();
         for id in expired {
             self.end(id);
@@ -410,6 +442,7 @@ impl Client {
 
     /// event loop input: one datagram from the server.
     pub fn on_datagram(&mut self, now: u64, d: &[u8]) {
+        self.account(now);
         let (h, body) = match wire::decode(d) {
             Ok(x) => x,
             Err(WireError::Short(_) | WireError::Length { .. }) => {
@@ -596,12 +629,17 @@ impl Client {
         }
     }
 
-    /// Gap between two requests (ours): a window per half round trip, so that a window opened
-    /// all at once (a new transaction, a burst of answers) does not leave as one burst whose
-    /// replies overflow the bottleneck's queue; the window stays the limit. Below 20 µs
+    /// Gap between two requests (ours): the window algorithm's sending period when it sets
+    /// one (MTP's own: `window::PACE_*`), else a window per half round trip, so that a window
+    /// opened all at once (a new transaction, a burst of answers) does not leave as one burst
+    /// whose replies overflow the bottleneck's queue; the window stays the limit. Below 20 µs
     /// (fast paths) requests go unpaced.
     fn pace_us(&self) -> u64 {
-        let p = (self.ft.srtt_us / (2.0 * self.ctl.cwnd.max(1.0))) as u64;
+        let p = if self.ctl.pkt_snd_period_us > 0.0 {
+            self.ctl.pkt_snd_period_us as u64
+        } else {
+            (self.ft.srtt_us / (2.0 * self.ctl.cwnd.max(1.0))) as u64
+        };
         if p < 20 {
             0
         } else {

@@ -15,9 +15,10 @@ pub const MIN_WINDOW: f64 = 2.0;
 pub const QUEUE_FLOOR_US: f64 = 1_000.0;
 
 /// MTP's window rules (all "ours", docs/transport.md): one more datagram per reply in slow
-/// start, one more per window of replies after. A loss halves the window only when it comes
+/// start, one more per window of replies after. A loss cuts the window only when it comes
 /// with a queue (smoothed RTT above the minimum by a tenth, at least 1 ms): that loss is
-/// congestion; a loss on an empty path is random and costs only its repeat. At most one
+/// congestion, and the cut takes the window to what the path holds without the queue
+/// ([`queue_free_share`]); a loss on an empty path is random and costs only its repeat. At most one
 /// halving per smoothed RTT, so a burst of losses in one round costs one. A silent
 /// flowtimeout (nothing answered at all) drops the window to the minimum.
 #[derive(Default)]
@@ -33,6 +34,24 @@ pub fn congested(c: &CcCtl) -> bool {
     c.min_rtt_us <= 0.0 || c.rtt_us > c.min_rtt_us + (0.1 * c.min_rtt_us).max(QUEUE_FLOOR_US)
 }
 
+/// Pacing, as a share of the window per smoothed RTT (as Linux TCP paces: twice the window's
+/// rate in slow start, 1.2 times after): after the first cut a window opened at once (a new
+/// transaction, a burst of answers) leaves at about the path's rate, not at twice it, so its
+/// replies do not overflow a queue the window already fills.
+pub const PACE_SLOW_START: f64 = 2.0;
+pub const PACE_AFTER: f64 = 1.0;
+
+/// What share of the window the path holds without its queue: min RTT over smoothed RTT, so
+/// a congestion loss drains the queue and keeps the pipe full (as Westwood+ sets its window to
+/// the bandwidth-delay product) instead of emptying half of it; at least a half, so a deep
+/// queue costs no more than Reno's cut.
+pub fn queue_free_share(c: &CcCtl) -> f64 {
+    if c.min_rtt_us <= 0.0 || c.rtt_us <= 0.0 {
+        return 0.5;
+    }
+    (c.min_rtt_us / c.rtt_us).clamp(0.5, 1.0)
+}
+
 impl Ccc for MtpWindow {
     fn name(&self) -> &'static str {
         "mtp"
@@ -44,6 +63,7 @@ impl Ccc for MtpWindow {
 
     fn on_ack(&mut self, c: &mut CcCtl, _ack: u32) {
         crate::cc::reno_increase(c, self.ssthresh.unwrap_or(f64::INFINITY), 1.0);
+        self.pace(c);
     }
 
     fn on_loss(&mut self, c: &mut CcCtl, _l: &[(u32, u32)]) {
@@ -51,21 +71,37 @@ impl Ccc for MtpWindow {
             self.random_losses += 1;
             return;
         }
-        // once per round trip at most: the smoothed RTT, as TCP cuts once per window
-        let rtt = (c.rtt_us as u64).max(1);
-        if self.last_cut_us.is_some_and(|t| c.now_us < t + rtt) {
-            return;
-        }
-        self.last_cut_us = Some(c.now_us);
-        let half = (c.cwnd / 2.0).max(MIN_WINDOW);
-        self.ssthresh = Some(half);
-        c.cwnd = half;
+        self.cut(c);
+        self.pace(c);
     }
 
     fn on_timeout(&mut self, c: &mut CcCtl) {
         self.ssthresh = Some((c.cwnd / 2.0).max(MIN_WINDOW));
         c.cwnd = MIN_WINDOW;
         self.last_cut_us = Some(c.now_us);
+        self.pace(c);
+    }
+}
+
+impl MtpWindow {
+    fn cut(&mut self, c: &mut CcCtl) {
+        // once per round trip at most: the smoothed RTT, as TCP cuts once per window
+        let rtt = (c.rtt_us as u64).max(1);
+        if self.last_cut_us.is_some_and(|t| c.now_us < t + rtt) {
+            return;
+        }
+        self.last_cut_us = Some(c.now_us);
+        let cut = (c.cwnd * queue_free_share(c)).max(MIN_WINDOW);
+        self.ssthresh = Some(cut);
+        c.cwnd = cut;
+    }
+
+    /// The gap between requests the client keeps (`CcCtl::pkt_snd_period_us`, CCC's sending
+    /// period): 0 before an RTT sample (unpaced).
+    fn pace(&self, c: &mut CcCtl) {
+        let slow_start = self.ssthresh.is_none_or(|t| c.cwnd < t);
+        let ratio = if slow_start { PACE_SLOW_START } else { PACE_AFTER };
+        c.pkt_snd_period_us = c.rtt_us.max(0.0) / (ratio * c.cwnd.max(1.0));
     }
 }
 
@@ -141,9 +177,21 @@ mod tests {
         c.rtt_us = 10_900.0; // under a tenth above: still no queue
         lose(&mut w, &mut c);
         assert_eq!(c.cwnd, 40.0);
-        c.rtt_us = 11_100.0;
+        c.rtt_us = 12_500.0;
         lose(&mut w, &mut c);
-        assert_eq!(c.cwnd, 20.0);
+        assert_eq!(c.cwnd, 32.0); // the queue's fifth of the round trip is cut
+    }
+
+    #[test]
+    fn a_congestion_cut_drains_the_queue_and_never_more_than_half() {
+        for (rtt, want) in [(12_000.0, 40.0 / 1.2), (20_000.0, 20.0), (50_000.0, 20.0)] {
+            let (mut w, mut c) = (MtpWindow::default(), ctl());
+            c.min_rtt_us = 10_000.0;
+            c.rtt_us = rtt;
+            c.cwnd = 40.0;
+            lose(&mut w, &mut c);
+            assert!((c.cwnd - want).abs() < 1e-9, "srtt {rtt}: {} != {want}", c.cwnd);
+        }
     }
 
     #[test]
@@ -154,6 +202,7 @@ mod tests {
         ack_round(&mut w, &mut c);
         assert_eq!(c.cwnd, 8.0);
         c.now_us += 1_000_000;
+        c.rtt_us = 20_000.0; // a queue as long as the path: the cut is a half
         lose(&mut w, &mut c);
         assert_eq!(c.cwnd, 4.0);
         ack_round(&mut w, &mut c);
@@ -164,11 +213,12 @@ mod tests {
     #[test]
     fn losses_within_one_rtt_cut_once_and_never_below_two() {
         let (mut w, mut c) = (MtpWindow::default(), queueing());
+        c.rtt_us = 20_000.0;
         c.cwnd = 32.0;
         c.now_us = 1_000_000;
         for _ in 0..5 {
             lose(&mut w, &mut c);
-            c.now_us += 1_000; // smoothed RTT is 13 ms
+            c.now_us += 1_000; // smoothed RTT is 20 ms
         }
         assert_eq!(c.cwnd, 16.0);
         for _ in 0..10 {
