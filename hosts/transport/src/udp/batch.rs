@@ -402,3 +402,45 @@ impl Default for Rx {
         Rx::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    /// Receives `n` datagrams of `len` bytes into `rx`, keeping what `keep` picks of each.
+    fn receive(rx: &mut Rx, n: usize, len: usize, keep: impl Fn(usize) -> bool) -> Vec<(usize, Bytes)> {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let mut stats = IoStats::default();
+        let mut kept = Vec::new();
+        for i in 0..n {
+            a.send_to(&vec![i as u8; len], b.local_addr().unwrap()).unwrap();
+            wait(b.as_raw_fd(), Duration::from_secs(5), false).unwrap();
+            assert!(rx.recv(b.as_raw_fd(), &mut stats).unwrap());
+            assert_eq!(rx.data.len(), len);
+            assert!(rx.shared_datagrams().all(|d| d.iter().all(|x| *x == i as u8)));
+            if keep(i) {
+                kept.push((i, rx.data.clone()));
+            }
+        }
+        kept
+    }
+
+    #[test]
+    fn receives_fill_one_allocation_and_take_it_back_when_nothing_slices_it() {
+        // 60000-byte receives: four fit in one allocation, the fifth needs room again
+        let mut rx = Rx::new();
+        let first = receive(&mut rx, 4, 60_000, |i| i == 0).pop().unwrap().1.as_ptr() as usize;
+        assert_eq!(rx.data.as_ptr() as usize, first + 3 * 60_000, "receives share the allocation");
+        rx.data = Bytes::new();
+        receive(&mut rx, 1, 60_000, |_| false);
+        assert_eq!(rx.data.as_ptr() as usize, first, "the allocation was taken back");
+        // while a slice of the allocation lives, the next receive goes elsewhere
+        let mut rx = Rx::new();
+        let kept = receive(&mut rx, 5, 60_000, |i| i == 0);
+        let start = kept[0].1.as_ptr() as usize;
+        assert!(!(start..start + RX_CHUNK).contains(&(rx.data.as_ptr() as usize)));
+        assert!(kept[0].1.iter().all(|x| *x == 0), "a kept receive was overwritten");
+    }
+}
