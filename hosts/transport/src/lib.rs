@@ -22,3 +22,5 @@ pub mod udp;
 pub use composite::{Composite, MicroId, Preset};
 pub use event::{Arg, Barrier, Event};
 pub use session::{Config, Output, Session};
+/// Payloads and messages handed over without a copy (`Session::send_shared`).
+pub use bytes::Bytes;

@@ -4,6 +4,12 @@
 //! connection id (4), then per attribute: id (1), length (1), value (length bytes), then the
 //! payload to the end of the datagram. Decoding is total: any byte string either decodes or
 //! yields a [`Malformed`] reason, never a panic.
+//!
+//! A payload is `Bytes`: a sender's segments are slices of the user's message and a
+//! receiver's slices of the buffer the datagram arrived in, so neither copies; encoding copies
+//! the payload once, into the datagram.
+use bytes::Bytes;
+
 use crate::attr::{self, Attrs};
 use crate::composite::{Composite, MicroId};
 
@@ -39,7 +45,7 @@ pub struct Segment {
     pub kind: Kind,
     pub conn: u32,
     pub attrs: Attrs,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
 }
 
 /// Why a datagram was dropped.
@@ -59,7 +65,7 @@ pub enum Malformed {
 
 impl Segment {
     pub fn new(kind: Kind, conn: u32) -> Segment {
-        Segment { kind, conn, attrs: Attrs::default(), payload: Vec::new() }
+        Segment { kind, conn, attrs: Attrs::default(), payload: Bytes::new() }
     }
 
     pub fn encoded_len(&self) -> usize {
@@ -93,9 +99,24 @@ impl Segment {
         v
     }
 
-    /// Decodes one datagram. With `composite`, attributes whose owner is not in it are refused
-    /// (the peer announced the composite, so anything else is corruption or a foreign sender).
+    /// Decodes one datagram, copying its payload. With `composite`, attributes whose owner is
+    /// not in it are refused (the peer announced the composite, so anything else is corruption
+    /// or a foreign sender).
     pub fn decode(b: &[u8], composite: Option<Composite>) -> Result<Segment, Malformed> {
+        let (mut seg, at) = Segment::decode_header(b, composite)?;
+        seg.payload = Bytes::copy_from_slice(&b[at..]);
+        Ok(seg)
+    }
+
+    /// `decode` with the payload a slice of `b`: no copy.
+    pub fn decode_shared(b: &Bytes, composite: Option<Composite>) -> Result<Segment, Malformed> {
+        let (mut seg, at) = Segment::decode_header(b, composite)?;
+        seg.payload = b.slice(at..);
+        Ok(seg)
+    }
+
+    /// Header and attributes, and where the payload starts (never past the end of `b`).
+    fn decode_header(b: &[u8], composite: Option<Composite>) -> Result<(Segment, usize), Malformed> {
         if b.len() < HEADER {
             return Err(Malformed::Short);
         }
@@ -131,7 +152,7 @@ impl Segment {
             attrs.set(id, val.iter().fold(0u64, |a, x| a << 8 | *x as u64));
             at += 2 + len as usize;
         }
-        Ok(Segment { kind, conn, attrs, payload: b[at..].to_vec() })
+        Ok((Segment { kind, conn, attrs, payload: Bytes::new() }, at))
     }
 }
 
@@ -148,10 +169,11 @@ mod tests {
         s.attrs.set(SEQ, 7);
         s.attrs.set(FRAG, 1 << 32 | 3 << 16 | 4);
         s.attrs.set(FEC, 0x0102030405);
-        s.payload = b"hello".to_vec();
+        s.payload = Bytes::from_static(b"hello");
         let w = s.encode();
         assert_eq!(w.len(), s.encoded_len());
         assert_eq!(Segment::decode(&w, None).unwrap(), s);
+        assert_eq!(Segment::decode_shared(&Bytes::from(w.clone()), None).unwrap(), s);
         assert_eq!(Segment::decode(&w, Some(Preset::Audio.composite())).unwrap(), s);
         assert_eq!(
             Segment::decode(&w, Some(Preset::Bulk.composite())),
@@ -165,7 +187,12 @@ mod tests {
     proptest! {
         #[test]
         fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = Segment::decode(&b, Some(Preset::Bulk.composite()));
+            let copied = Segment::decode(&b, Some(Preset::Bulk.composite()));
+            // the sharing decoder decides exactly as the copying one, on a slice of a bigger buffer too
+            let mut big = vec![0xee; 3];
+            big.extend_from_slice(&b);
+            let shared = Segment::decode_shared(&Bytes::from(big).slice(3..), Some(Preset::Bulk.composite()));
+            prop_assert_eq!(copied, shared);
         }
 
         #[test]

@@ -100,6 +100,11 @@ impl<T> SegTable<T> {
         self.live
     }
 
+    /// The live values, in slot order.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(|s| s.val.as_ref())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }

@@ -2,6 +2,8 @@
 //! segment table with per-segment barriers, and the session-wide shared state.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use bytes::Bytes;
+
 use crate::segtable::SegTable;
 
 use crate::attr;
@@ -158,7 +160,7 @@ struct Entry {
     done: bool,
     finished: bool,
     consumed: bool,
-    raw: Option<Vec<u8>>,
+    raw: Option<Bytes>,
 }
 
 enum Raised {
@@ -176,7 +178,10 @@ pub struct Cx {
     pub stats: Stats,
     segs: SegTable<Entry>,
     data_live: usize,
-    user_msgs: HashMap<u64, Vec<u8>>,
+    /// Messages from the user, not yet cut into segments (which slice them).
+    user_msgs: HashMap<u64, Bytes>,
+    /// Messages for the user, reassembled, until MSG FROM NET's handlers are done with them.
+    net_msgs: HashMap<u64, Vec<u8>>,
     next_msg: u64,
     raised: Vec<Raised>,
     delayed: Delayed,
@@ -281,7 +286,7 @@ impl Cx {
         self.raise(Event::SendSegment, Arg::seg(id));
     }
 
-    fn insert(&mut self, seg: Segment, data: bool, raw: Option<Vec<u8>>) -> SegId {
+    fn insert(&mut self, seg: Segment, data: bool, raw: Option<Bytes>) -> SegId {
         self.segs.insert(Entry {
                 seg,
                 data,
@@ -296,21 +301,27 @@ impl Cx {
     }
 
     /// Take a user message handed in by `Session::send` (for MSG FROM USER handlers).
-    pub fn take_user_msg(&mut self, key: u64) -> Option<Vec<u8>> {
+    pub fn take_user_msg(&mut self, key: u64) -> Option<Bytes> {
         self.user_msgs.remove(&key)
     }
 
     /// A user message handed in by `Session::send`, without taking it (Coalesce looks at its
     /// size before deciding whether to take it).
     pub fn user_msg(&self, key: u64) -> Option<&[u8]> {
-        self.user_msgs.get(&key).map(Vec::as_slice)
+        self.user_msgs.get(&key).map(|b| &b[..])
     }
 
     /// Raise MSG FROM NET for a reassembled message.
     pub fn deliver_msg(&mut self, msg: Vec<u8>) {
         self.next_msg += 1;
-        self.user_msgs.insert(self.next_msg, msg);
+        self.net_msgs.insert(self.next_msg, msg);
         self.raise(Event::MsgFromNet, Arg { msg: self.next_msg, ..Arg::default() });
+    }
+
+    /// Take a message raised by `deliver_msg` (for MSG FROM NET handlers: the Transport
+    /// Driver hands it to the user, a deferrer drops a duplicate or late one).
+    pub fn take_net_msg(&mut self, key: u64) -> Option<Vec<u8>> {
+        self.net_msgs.remove(&key)
     }
 
     /// Feed a datagram as if it came from the network (FEC hands in what it rebuilt);
@@ -318,7 +329,7 @@ impl Cx {
     pub fn inject(&mut self, datagram: &[u8], tag: u64) -> Result<SegId, Malformed> {
         let mut seg = Segment::decode(datagram, Some(self.composite))?;
         self.unshift(&mut seg);
-        let id = self.insert(seg, false, Some(datagram.to_vec()));
+        let id = self.insert(seg, false, Some(Bytes::copy_from_slice(datagram)));
         self.raise(Event::SegmentFromNet, Arg { seg: Some(id), msg: 0, tag });
         Ok(id)
     }
@@ -451,6 +462,7 @@ impl Session {
             segs: SegTable::default(),
             data_live: 0,
             user_msgs: HashMap::new(),
+            net_msgs: HashMap::new(),
             next_msg: 0,
             raised: Vec::new(),
             delayed: Delayed::default(),
@@ -486,7 +498,7 @@ impl Session {
         let seg = Segment::decode(first, None).map_err(|m| (format!("malformed: {m:?}"), vec![]))?;
         let refuse = |why: String| {
             let mut r = Segment::new(Kind::Refuse, seg.conn);
-            r.payload = why.as_bytes().to_vec();
+            r.payload = Bytes::copy_from_slice(why.as_bytes());
             (why, r.encode())
         };
         let Some(bits) = seg.attrs.get(attr::COMPOSITE) else {
@@ -592,14 +604,21 @@ impl Session {
         }
     }
 
-    /// A datagram from the peer. Malformed ones are counted and dropped.
+    /// A datagram from the peer. Malformed ones are counted and dropped. Copies it; a driver
+    /// that owns its receive buffer calls `on_datagram_shared` instead.
     pub fn on_datagram(&mut self, b: &[u8], now: u64) {
+        self.on_datagram_shared(Bytes::copy_from_slice(b), now);
+    }
+
+    /// `on_datagram` without a copy: the segment's payload (and FEC's copy of the datagram)
+    /// are slices of `b`, which stays allocated while any of them lives.
+    pub fn on_datagram_shared(&mut self, b: Bytes, now: u64) {
         self.cx.now = now;
         self.fire(now);
         if self.cx.shared.closed {
             return;
         }
-        match Segment::decode(b, Some(self.cx.composite)) {
+        match Segment::decode_shared(&b, Some(self.cx.composite)) {
             Ok(mut seg) => {
                 if seg.conn != self.cx.shared.conn {
                     self.cx.stats.foreign += 1;
@@ -608,7 +627,7 @@ impl Session {
                 self.cx.unshift(&mut seg);
                 self.cx.stats.segs_received += 1;
                 self.cx.shared.last_recv_us = now;
-                let raw = self.cx.composite.has(MicroId::Fec).then(|| b.to_vec());
+                let raw = self.cx.composite.has(MicroId::Fec).then_some(b);
                 let id = self.cx.insert(seg, false, raw);
                 self.dispatch(Event::SegmentFromNet, Arg::seg(id));
             }
@@ -641,20 +660,34 @@ impl Session {
     /// reads its `URGENT` flag).
     pub fn send_tagged(&mut self, msg: &[u8], tag: u64, now: u64) -> Result<(), SendError> {
         self.cx.now = now;
+        self.admit(msg.len())?; // before the copy, which a refused message need not pay
+        self.send_shared(Bytes::copy_from_slice(msg), tag, now)
+    }
+
+    /// `send_tagged` without a copy: the message's segments are slices of `msg` (a refcount
+    /// each), and its bytes are copied once, into the datagrams.
+    pub fn send_shared(&mut self, msg: Bytes, tag: u64, now: u64) -> Result<(), SendError> {
+        self.cx.now = now;
+        self.admit(msg.len())?;
+        self.cx.next_msg += 1;
+        let key = self.cx.next_msg;
+        self.cx.user_msgs.insert(key, msg);
+        self.dispatch(Event::MsgFromUser, Arg { msg: key, tag, ..Arg::default() });
+        Ok(())
+    }
+
+    /// Whether a message of `len` bytes may be taken now.
+    fn admit(&self, len: usize) -> Result<(), SendError> {
         if self.cx.shared.closed || self.cx.shared.closing {
             return Err(SendError::Closed);
         }
-        let segs = msg.len().div_ceil(self.cx.cfg.mss).max(1);
+        let segs = len.div_ceil(self.cx.cfg.mss).max(1);
         if segs > u16::MAX as usize {
             return Err(SendError::TooLong);
         }
         if self.cx.data_live + segs > self.cx.cfg.send_buf_segs && self.cx.data_live > 0 {
             return Err(SendError::Full);
         }
-        self.cx.next_msg += 1;
-        let key = self.cx.next_msg;
-        self.cx.user_msgs.insert(key, msg.to_vec());
-        self.dispatch(Event::MsgFromUser, Arg { msg: key, tag, ..Arg::default() });
         Ok(())
     }
 
@@ -741,4 +774,64 @@ pub enum SendError {
     Full,
     Closed,
     TooLong,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outputs(s: &mut Session) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| s.poll())
+            .filter_map(|o| match o {
+                Output::Transmit(d) => Some(d),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sent_segments_slice_the_message() {
+        let msg = Bytes::from((0..10_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        // Bulk waits for its handshake, so the segments are all still in the table
+        let mut a = Session::connect(Config::preset(Preset::Bulk), 0);
+        a.send_shared(msg.clone(), 0, 0).unwrap();
+        let range = msg.as_ptr_range();
+        let data: Vec<&Segment> = a.cx.segs.values().filter(|e| e.data).map(|e| &e.seg).collect();
+        assert_eq!(data.len(), 8);
+        for s in &data {
+            let p = s.payload.as_ptr_range();
+            assert!(range.contains(&p.start) && p.end <= range.end, "a payload was copied");
+        }
+        assert_eq!(data.iter().map(|s| s.payload.len()).sum::<usize>(), msg.len());
+        // `send` takes the same path after one copy of the message
+        let mut b = Session::connect(Config::preset(Preset::Bulk), 0);
+        b.send(&msg, 0).unwrap();
+        let copied: Vec<u8> = b.cx.segs.values().filter(|e| e.data).flat_map(|e| e.seg.payload.to_vec()).collect();
+        assert_eq!(copied, msg);
+    }
+
+    #[test]
+    fn received_segments_slice_the_datagram_until_reassembled() {
+        let cfg = Config { mss: 1000, ..Config::preset(Preset::Minimal) };
+        let mut a = Session::connect(cfg.clone(), 0);
+        a.send(b"hello", 0).unwrap();
+        let first = outputs(&mut a).pop().unwrap();
+        let mut b = Session::accept(&cfg, None, &first, 0).unwrap();
+        let msg: Vec<u8> = (0..1500u32).map(|i| (i * 7) as u8).collect();
+        a.send(&msg, 1).unwrap();
+        let grams: Vec<Bytes> = outputs(&mut a).into_iter().map(Bytes::from).collect();
+        assert_eq!(grams.len(), 2);
+        b.on_datagram_shared(grams[0].clone(), 1);
+        // Fixed Size keeps the first fragment as a slice of its datagram, not a copy
+        assert!(!grams[0].is_unique());
+        b.on_datagram_shared(grams[1].clone(), 1);
+        assert!(grams.iter().all(Bytes::is_unique), "a slice outlived the reassembly");
+        let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll())
+            .filter_map(|o| match o {
+                Output::Deliver(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got, vec![b"hello".to_vec(), msg]);
+    }
 }

@@ -145,10 +145,11 @@ impl Pair {
         self.now = self.now.max(next);
         if arrival == Some(next) {
             let Reverse((_, _, to_b, d)) = self.wire.pop().unwrap();
+            // as the UDP driver hands them over: the session's segments share the datagram
             if !to_b {
-                self.a.on_datagram(&d, self.now);
+                self.a.on_datagram_shared(d.into(), self.now);
             } else if let Some(b) = self.b.as_mut() {
-                b.on_datagram(&d, self.now);
+                b.on_datagram_shared(d.into(), self.now);
             } else {
                 match Session::accept(&self.server_cfg, self.serve, &d, self.now) {
                     Ok(b) => self.b = Some(b),

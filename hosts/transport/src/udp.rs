@@ -11,6 +11,8 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use crate::composite::Composite;
 use crate::session::{Config, Output, Session};
 
@@ -197,7 +199,19 @@ impl Conn {
     /// Hand a message to the session; false when its send buffer is full (pump, then retry).
     pub fn send(&mut self, msg: &[u8]) -> io::Result<bool> {
         let now = self.now();
-        match self.session.send(msg, now) {
+        let r = self.session.send(msg, now);
+        self.sent(r)
+    }
+
+    /// `send` without copying the message: its segments slice it (see `Session::send_shared`).
+    pub fn send_shared(&mut self, msg: Bytes) -> io::Result<bool> {
+        let now = self.now();
+        let r = self.session.send_shared(msg, 0, now);
+        self.sent(r)
+    }
+
+    fn sent(&self, r: Result<(), crate::session::SendError>) -> io::Result<bool> {
+        match r {
             Ok(()) => Ok(true),
             Err(crate::session::SendError::Full) => Ok(false),
             Err(e) => Err(io::Error::other(match &self.ended {
@@ -233,8 +247,8 @@ impl Conn {
                 self.session.begin_batch();
                 batch = true;
             }
-            for d in self.io.rx.datagrams() {
-                self.session.on_datagram(d, now);
+            for d in self.io.rx.shared_datagrams() {
+                self.session.on_datagram_shared(d, now);
             }
             flush(&mut self.session, &mut self.io, None, &mut out)?;
         }
@@ -335,12 +349,12 @@ impl Server {
             }
             let Some(from) = self.io.rx.from else { continue };
             let now = micros(self.t0);
-            let mut grams = self.io.rx.datagrams();
+            let mut grams = self.io.rx.shared_datagrams();
             if !self.sessions.contains_key(&from) {
                 let Some(first) = grams.next() else { continue };
                 let mut cfg = self.template.clone();
                 cfg.seed = seed();
-                match Session::accept(&cfg, self.serve, first, now) {
+                match Session::accept(&cfg, self.serve, &first, now) {
                     Ok(s) => {
                         self.sessions.insert(from, s);
                     }
@@ -361,7 +375,7 @@ impl Server {
                 batched.push(from);
             }
             for d in grams {
-                s.on_datagram(d, now);
+                s.on_datagram_shared(d, now);
             }
             flush(s, &mut self.io, Some(from), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (from, o)));

@@ -272,7 +272,7 @@ fn an_unknown_or_invalid_announced_composite_is_refused() {
     let (why, reply) = Session::accept(&cfg, None, &open(0b11 | 1 << 29), 0).err().unwrap();
     assert_eq!(why, "unknown microprotocol bit 29");
     let r = Segment::decode(&reply, None).unwrap();
-    assert_eq!((r.kind, r.payload.as_slice()), (Kind::Refuse, why.as_bytes()));
+    assert_eq!((r.kind, &r.payload[..]), (Kind::Refuse, why.as_bytes()));
     let lossy_retx = Composite::parse("sequenced-segments+lossy-fifo").unwrap().bits() as u64
         | 1 << 8 | 1 << 6 | 1 << 5;
     let (why, _) = Session::accept(&cfg, None, &open(lossy_retx), 0).err().unwrap();

@@ -86,7 +86,7 @@ impl CcHost {
         cx.shared.rto_override_us = c.rto_us;
         for m in std::mem::take(&mut c.custom_out) {
             let mut s = Segment::new(Kind::CcMsg, cx.shared.conn);
-            s.payload = m;
+            s.payload = m.into();
             cx.send_control(s);
         }
     }

@@ -29,7 +29,7 @@ impl Coalesce {
             return;
         }
         let mut seg = Segment::new(Kind::Data, cx.shared.conn);
-        seg.payload = std::mem::take(&mut self.packed);
+        seg.payload = std::mem::take(&mut self.packed).into();
         let id = cx.new_data(seg);
         cx.raise(Event::SegmentFromUser, Arg::seg(id));
     }

@@ -106,7 +106,7 @@ impl Micro for TransportDriver {
                 }
             }
             Event::MsgFromNet => {
-                if let Some(m) = cx.take_user_msg(arg.msg) {
+                if let Some(m) = cx.take_net_msg(arg.msg) {
                     cx.stats.msgs_delivered += 1;
                     cx.output(Output::Deliver(m));
                 }

@@ -81,7 +81,7 @@ impl Fec {
         for (j, parity) in all.into_iter().enumerate().skip(self.k as usize) {
             let mut p = Segment::new(Kind::Parity, cx.shared.conn);
             p.attrs.set(FEC, tag(group, j as u8, self.n, self.k));
-            p.payload = parity;
+            p.payload = parity.into();
             cx.send_control(p);
         }
     }
@@ -96,7 +96,7 @@ impl Fec {
             return false;
         }
         let shard = if seg.kind == Kind::Parity {
-            seg.payload.clone()
+            seg.payload.to_vec()
         } else {
             let raw = cx.raw(id).unwrap_or_default();
             let mut s = (raw.len() as u16).to_be_bytes().to_vec();

@@ -31,7 +31,9 @@ impl PositiveAck {
     fn send_ack(&mut self, cx: &mut Cx) {
         let mut a = Segment::new(Kind::Ack, cx.shared.conn);
         a.attrs.set(ACK, self.ack_value());
-        self.ooo.encode_blocks(self.cum, &mut a.payload);
+        let mut blocks = Vec::new();
+        self.ooo.encode_blocks(self.cum, &mut blocks);
+        a.payload = blocks.into();
         cx.send_control(a);
         self.pending = 0;
         if let Some(t) = self.timer.take() {
@@ -141,7 +143,7 @@ impl Micro for PositiveAck {
                 let Some(seg) = cx.seg(id) else { return };
                 let (kind, ack, seq) = (seg.kind, seg.attrs.get(ACK), seg.attrs.get(SEQ));
                 // SACK blocks ride only on Ack segments (a data segment's payload is data)
-                let blocks = if kind == Kind::Ack { std::mem::take(&mut cx.seg_mut(id).unwrap().payload) } else { Vec::new() };
+                let blocks = if kind == Kind::Ack { std::mem::take(&mut cx.seg_mut(id).unwrap().payload) } else { Default::default() };
                 cx.shared.ack_advanced = false;
                 cx.shared.ack_duplicate = false;
                 if let Some(v) = ack {

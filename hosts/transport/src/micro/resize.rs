@@ -69,7 +69,7 @@ impl Resize {
         for size in sizes {
             let mut s = Segment::new(Kind::KeepAlive, cx.shared.conn);
             s.attrs.set(PMTU, size as u64);
-            s.payload = vec![0; size.saturating_sub(s.encoded_len() + later_attrs(cx))];
+            s.payload = vec![0; size.saturating_sub(s.encoded_len() + later_attrs(cx))].into();
             cx.send_control(s);
         }
         self.rounds += 1;

@@ -72,7 +72,7 @@ impl Micro for SequencedMessages {
                 if ahead >= 1 << 31 || self.waiting.contains_key(&id) {
                     // before `next` or already waiting: a duplicate (a resent segment completed it again)
                     cx.stop();
-                    cx.take_user_msg(arg.msg);
+                    cx.take_net_msg(arg.msg);
                     cx.stats.duplicates += 1;
                     return;
                 }

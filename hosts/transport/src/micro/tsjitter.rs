@@ -57,7 +57,7 @@ impl Micro for TimestampJitter {
                 let late = transit.wrapping_sub(self.base.unwrap()) as u64;
                 cx.stop();
                 if late > cx.cfg.playout_us {
-                    cx.take_user_msg(arg.msg);
+                    cx.take_net_msg(arg.msg);
                     cx.stats.late += 1;
                     return;
                 }

@@ -17,6 +17,8 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+
 // linux/udp.h; not exported by the libc crate for glibc targets
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
@@ -27,6 +29,9 @@ pub const MAX_SEGS: usize = 64;
 pub const MAX_BATCH_BYTES: usize = 65_000;
 /// A GRO buffer holds at most one 64 KB super-datagram.
 pub const RECV_BUF: usize = 65_536;
+/// Receive space allocated at a time: receives fill it one after another, each keeping only
+/// the bytes it got, so segments that slice a receive hold little memory beyond it.
+const RX_CHUNK: usize = 4 * RECV_BUF;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IoStats {
@@ -312,29 +317,43 @@ impl Tx {
 }
 
 /// One receive: a GRO buffer of `seg`-byte datagrams (the last may be shorter), or one
-/// datagram when `seg` is its whole length.
+/// datagram when `seg` is its whole length. Each receive's bytes are a `Bytes` of their own,
+/// which the session's segments slice instead of copying.
 pub struct Rx {
-    pub buf: Vec<u8>,
-    pub len: usize,
+    /// Where the next receive goes: the free rest of the current allocation.
+    space: BytesMut,
+    /// The last receive's bytes.
+    pub data: Bytes,
     pub seg: usize,
     pub from: Option<SocketAddr>,
 }
 
 impl Rx {
     pub fn new() -> Rx {
-        Rx { buf: vec![0; RECV_BUF], len: 0, seg: 0, from: None }
+        Rx { space: BytesMut::with_capacity(RX_CHUNK), data: Bytes::new(), seg: 0, from: None }
     }
 
     /// The datagrams of the last receive.
     pub fn datagrams(&self) -> impl Iterator<Item = &[u8]> {
-        self.buf[..self.len].chunks(self.seg.max(1))
+        self.data.chunks(self.seg.max(1))
+    }
+
+    /// The datagrams of the last receive as slices of it (no copy).
+    pub fn shared_datagrams(&self) -> impl Iterator<Item = Bytes> + '_ {
+        let step = self.seg.max(1);
+        (0..self.data.len()).step_by(step).map(move |at| self.data.slice(at..(at + step).min(self.data.len())))
     }
 
     /// Read one buffer; Ok(false) when nothing is waiting. A refused port (ICMP) is skipped.
     pub fn recv(&mut self, fd: RawFd, stats: &mut IoStats) -> io::Result<bool> {
         loop {
             let mut name: libc::sockaddr_storage = unsafe { zeroed() };
-            let mut iov = libc::iovec { iov_base: self.buf.as_mut_ptr() as *mut _, iov_len: self.buf.len() };
+            if self.space.capacity() < RECV_BUF {
+                // takes the allocation back once no segment slices it any more, else a new one
+                self.space.reserve(RX_CHUNK);
+            }
+            let free = self.space.spare_capacity_mut();
+            let mut iov = libc::iovec { iov_base: free.as_mut_ptr() as *mut _, iov_len: RECV_BUF };
             let mut ctrl = [0u64; 8];
             let mut m: libc::msghdr = unsafe { zeroed() };
             m.msg_name = &mut name as *mut _ as *mut _;
@@ -352,8 +371,11 @@ impl Rx {
                     _ => return Err(e),
                 }
             }
-            self.len = r as usize;
-            self.seg = self.len;
+            let len = r as usize;
+            // SAFETY: the kernel wrote `len` bytes (at most `iov_len`) into the spare capacity
+            unsafe { self.space.set_len(len) };
+            self.data = self.space.split().freeze();
+            self.seg = len;
             unsafe {
                 let mut c = libc::CMSG_FIRSTHDR(&m);
                 while !c.is_null() {
@@ -368,8 +390,8 @@ impl Rx {
             }
             self.from = from_sockaddr(&name);
             stats.recv_calls += 1;
-            stats.datagrams_received += self.len.div_ceil(self.seg.max(1)).max(1) as u64;
-            stats.bytes_received += self.len as u64;
+            stats.datagrams_received += len.div_ceil(self.seg.max(1)).max(1) as u64;
+            stats.bytes_received += len as u64;
             return Ok(true);
         }
     }
@@ -378,5 +400,47 @@ impl Rx {
 impl Default for Rx {
     fn default() -> Self {
         Rx::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    /// Receives `n` datagrams of `len` bytes into `rx`, keeping what `keep` picks of each.
+    fn receive(rx: &mut Rx, n: usize, len: usize, keep: impl Fn(usize) -> bool) -> Vec<(usize, Bytes)> {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let mut stats = IoStats::default();
+        let mut kept = Vec::new();
+        for i in 0..n {
+            a.send_to(&vec![i as u8; len], b.local_addr().unwrap()).unwrap();
+            wait(b.as_raw_fd(), Duration::from_secs(5), false).unwrap();
+            assert!(rx.recv(b.as_raw_fd(), &mut stats).unwrap());
+            assert_eq!(rx.data.len(), len);
+            assert!(rx.shared_datagrams().all(|d| d.iter().all(|x| *x == i as u8)));
+            if keep(i) {
+                kept.push((i, rx.data.clone()));
+            }
+        }
+        kept
+    }
+
+    #[test]
+    fn receives_fill_one_allocation_and_take_it_back_when_nothing_slices_it() {
+        // 60000-byte receives: four fit in one allocation, the fifth needs room again
+        let mut rx = Rx::new();
+        let first = receive(&mut rx, 4, 60_000, |i| i == 0).pop().unwrap().1.as_ptr() as usize;
+        assert_eq!(rx.data.as_ptr() as usize, first + 3 * 60_000, "receives share the allocation");
+        rx.data = Bytes::new();
+        receive(&mut rx, 1, 60_000, |_| false);
+        assert_eq!(rx.data.as_ptr() as usize, first, "the allocation was taken back");
+        // while a slice of the allocation lives, the next receive goes elsewhere
+        let mut rx = Rx::new();
+        let kept = receive(&mut rx, 5, 60_000, |i| i == 0);
+        let start = kept[0].1.as_ptr() as usize;
+        assert!(!(start..start + RX_CHUNK).contains(&(rx.data.as_ptr() as usize)));
+        assert!(kept[0].1.iter().all(|x| *x == 0), "a kept receive was overwritten");
     }
 }

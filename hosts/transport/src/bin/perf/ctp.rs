@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use concast_transport::session::Stats;
 use concast_transport::udp::{Conn, IoStats, Server};
-use concast_transport::{cc, Composite, Config, Output};
+use concast_transport::{cc, Bytes, Composite, Config, Output};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -176,14 +176,15 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 "closed": closed, "sha256": report::hex(&hash.finalize())}));
         }
         Mode::Bulk => {
-            let buf = vec![0x5a; a.c.size];
+            // handed over as Bytes: the session slices it, and copies it only into datagrams
+            let buf = Bytes::from(vec![0x5a; a.c.size]);
             let mut sent = 0u64;
             while t0.elapsed().as_secs_f64() < a.secs {
                 // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
                 // out before more are cut; wait for the network only when the session takes no more
                 let mut took = 0;
                 while took < TURN_BYTES {
-                    if !conn.send(&buf).map_err(|e| e.to_string())? {
+                    if !conn.send_shared(buf.clone()).map_err(|e| e.to_string())? {
                         break;
                     }
                     took += buf.len();
