@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -198,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                  delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc)
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    res = {**run(s, a.out / "work"), "meta": metadata()}
+    meta = metadata()
+    res = run(s, a.out / "work")
+    res["meta"] = {**meta, "loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0,
+                   "command": ["concast", "exp", "transport", *(argv if argv is not None else sys.argv[1:])]}
     print(table(res["rows"]))
     if res["third_party"]:
         print(third_party_table(res["third_party"]))
