@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,10 @@ from .testbed import Testbed, binary
 def object_name(size: int) -> str:
     return f"object-{size}.bin"
 BIG = "big.bin"
+#: the third-party test's object: big enough that neither side's per-object start (TCP's
+#: handshake and slow start, MTP's size round trip) weighs in a run, so the shares measure the
+#: two window rules sharing a queue
+BIG_BYTES = 20_000_000
 
 
 def cell(tb: Testbed, proto: str, size: int, s: Settings) -> dict:
@@ -109,7 +114,7 @@ def run(s: Settings, work: Path) -> dict:
     for rate in s.rates:
         tb = Testbed(rate, s.queue_ms, work / f"{rate:g}mbit", s.seed, s.delay_ms)
         try:
-            tb.start({**{object_name(z): z for z in s.sizes}, BIG: 1_000_000})
+            tb.start({**{object_name(z): z for z in s.sizes}, BIG: BIG_BYTES})
             rows += sweep(tb, rate, s)
             if s.third_party_s > 0:
                 tp.append(third_party(tb, rate, s))
@@ -158,6 +163,10 @@ def missing_prerequisites() -> str | None:
     return None
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell at most")
     ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none)")
     ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate")
-    ap.add_argument("--third-party", type=float, default=10.0, help="seconds (0: skip)")
+    ap.add_argument("--third-party", type=float, default=20.0, help="seconds (0: skip)")
     ap.add_argument("--third-party-loss", type=float, default=0.0)
     ap.add_argument("--third-party-cc", default="cubic", choices=TCP_CCS,
                     help="the competing TCP's congestion control")
@@ -198,9 +207,17 @@ def main(argv: list[str] | None = None) -> int:
                  limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
                  delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc)
     a.out.mkdir(parents=True, exist_ok=True)
+    # a run in the background ignores SIGINT and dies on SIGTERM without `finally`: both
+    # now unwind through Testbed.stop(), so an interrupted run leaves nothing behind
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _interrupt)
     t0 = time.monotonic()
     meta = metadata()
-    res = run(s, a.out / "work")
+    try:
+        res = run(s, a.out / "work")
+    except KeyboardInterrupt:
+        say("interrupted: network stopped, nothing saved")
+        return 130
     res["meta"] = {**meta, "loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0,
                    "command": ["concast", "exp", "transport", *(argv if argv is not None else sys.argv[1:])]}
     print(table(res["rows"]))

@@ -43,7 +43,7 @@ class Settings:
     #: the dissertation's path is not known here). 0: a plain veth, no emulator.
     delay_ms: float = 50.0
     #: third-party test: seconds MTP and TCP share the link (0: skip it)
-    third_party_s: float = 10.0
+    third_party_s: float = 20.0
     third_party_loss: float = 0.0
     #: the competing TCP's congestion control in the third-party test
     third_party_cc: str = "cubic"

@@ -143,6 +143,10 @@ class Testbed:
             p.kill()
             p.communicate()
             return None
+        finally:
+            if p.poll() is None:        # interrupted: the client goes with the run
+                p.kill()
+                p.wait()
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if p.returncode or not lines:
             say(f"{argv[0]} failed: {err.strip()[-300:]}")

@@ -21,12 +21,28 @@ pub const QUEUE_FLOOR_US: f64 = 1_000.0;
 /// ([`queue_free_share`]); a loss on an empty path is random and costs only its repeat. At most one
 /// halving per smoothed RTT, so a burst of losses in one round costs one. A silent
 /// flowtimeout (nothing answered at all) drops the window to the minimum.
-#[derive(Default)]
 pub struct MtpWindow {
     ssthresh: Option<f64>,
     last_cut_us: Option<u64>,
+    /// Datagrams added per round trip after slow start: set by the last cut so that the
+    /// window's rate stays TCP-friendly ([`friendly_increase`]); 1 (Reno's) before any cut.
+    increase: f64,
     /// Losses taken as random (no queue), for the record.
     pub random_losses: u64,
+}
+
+impl Default for MtpWindow {
+    fn default() -> Self {
+        MtpWindow { ssthresh: None, last_cut_us: None, increase: 1.0, random_losses: 0 }
+    }
+}
+
+/// The additive increase that makes an AIMD window cut to `share` of itself as fair to Reno
+/// as Reno is to itself: 3(1 − share)/(1 + share) datagrams per round trip (1 at a half,
+/// CUBIC's 0.53 at 0.7). A gentler cut must grow more slowly, or sharing a queue with TCP it
+/// takes more than half (measured: 66 % against CUBIC with +1 per round trip).
+pub fn friendly_increase(share: f64) -> f64 {
+    3.0 * (1.0 - share) / (1.0 + share)
 }
 
 /// Whether the path is queueing: the smoothed RTT stands above the minimum.
@@ -62,7 +78,7 @@ impl Ccc for MtpWindow {
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, _ack: u32) {
-        crate::cc::reno_increase(c, self.ssthresh.unwrap_or(f64::INFINITY), 1.0);
+        crate::cc::reno_increase(c, self.ssthresh.unwrap_or(f64::INFINITY), self.increase);
         self.pace(c);
     }
 
@@ -77,6 +93,7 @@ impl Ccc for MtpWindow {
 
     fn on_timeout(&mut self, c: &mut CcCtl) {
         self.ssthresh = Some((c.cwnd / 2.0).max(MIN_WINDOW));
+        self.increase = friendly_increase(0.5);
         c.cwnd = MIN_WINDOW;
         self.last_cut_us = Some(c.now_us);
         self.pace(c);
@@ -91,7 +108,9 @@ impl MtpWindow {
             return;
         }
         self.last_cut_us = Some(c.now_us);
-        let cut = (c.cwnd * queue_free_share(c)).max(MIN_WINDOW);
+        let share = queue_free_share(c);
+        let cut = (c.cwnd * share).max(MIN_WINDOW);
+        self.increase = friendly_increase(share);
         self.ssthresh = Some(cut);
         c.cwnd = cut;
     }
@@ -180,6 +199,20 @@ mod tests {
         c.rtt_us = 12_500.0;
         lose(&mut w, &mut c);
         assert_eq!(c.cwnd, 32.0); // the queue's fifth of the round trip is cut
+    }
+
+    #[test]
+    fn after_a_gentle_cut_the_window_grows_tcp_friendly() {
+        assert!((friendly_increase(0.5) - 1.0).abs() < 1e-12);
+        assert!((friendly_increase(0.7) - 0.9 / 1.7).abs() < 1e-12);
+        let (mut w, mut c) = (MtpWindow::default(), ctl());
+        c.min_rtt_us = 10_000.0;
+        c.rtt_us = 12_000.0; // cut to 5/6: 3(1/6)/(11/6) = 3/11 per round trip
+        c.cwnd = 60.0;
+        lose(&mut w, &mut c);
+        assert!((c.cwnd - 50.0).abs() < 1e-9, "{}", c.cwnd);
+        ack_round(&mut w, &mut c);
+        assert!((c.cwnd - 50.0 - 3.0 / 11.0).abs() < 0.01, "{}", c.cwnd);
     }
 
     #[test]
