@@ -33,7 +33,7 @@ def cell(tb: Testbed, proto: str, size: int, s: Settings) -> dict:
     want, name = s.count * size, object_name(size)
     row = {"proto": proto, "size": size, "wanted_bytes": want}
     if proto == "mtp":
-        r = tb.mtp_get(name, s.count, s.limit_s)
+        r = tb.mtp_get(name, s.count, s.limit_s, s.mtp_cc)
     elif proto.startswith("tcp-"):
         r = tb.tcp_get(name, s.count, s.limit_s, proto.removeprefix("tcp-"))
     else:
@@ -82,7 +82,7 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
         out: dict[str, dict | None] = {}
         ts = []
         if run_mtp:
-            ts.append(threading.Thread(target=lambda: out.__setitem__("mtp", tb.mtp_get(BIG, n, secs))))
+            ts.append(threading.Thread(target=lambda: out.__setitem__("mtp", tb.mtp_get(BIG, n, secs, s.mtp_cc))))
         if run_tcp:
             ts.append(threading.Thread(target=lambda: out.__setitem__(
                 "tcp", tb.tcp_get(BIG, n, secs, s.third_party_cc))))
@@ -98,7 +98,7 @@ def third_party(tb: Testbed, rate: float, s: Settings) -> dict:
     _, tcp_alone = both(False, True)
     mtp_shared, tcp_shared = both(True, True)
     tb.set_loss(0)
-    r = {"rate_mbit": rate, "loss_pct": s.third_party_loss, "tcp_cc": s.third_party_cc, "secs": secs, "mtp_alone": mtp_alone,
+    r = {"rate_mbit": rate, "loss_pct": s.third_party_loss, "tcp_cc": s.third_party_cc, "mtp_cc": s.mtp_cc, "secs": secs, "mtp_alone": mtp_alone,
          "tcp_alone": tcp_alone, "mtp_shared": mtp_shared, "tcp_shared": tcp_shared}
     if mtp_shared and tcp_shared:
         x = (mtp_shared, tcp_shared)
@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--third-party-loss", type=float, default=0.0)
     ap.add_argument("--third-party-cc", default="cubic", choices=TCP_CCS,
                     help="the competing TCP's congestion control")
+    ap.add_argument("--mtp-cc", default="mtp",
+                    help="MTP's window algorithm (mtping get --cc): mtp, mtp-halve, or a crate algorithm")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport")
     a = ap.parse_args(argv)
     why = missing_prerequisites()
@@ -205,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = Settings(rates=a.rates, losses=a.losses, protocols=protos, sizes=a.sizes, count=a.count,
                  limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
-                 delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc)
+                 delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc,
+                 mtp_cc=a.mtp_cc)
     a.out.mkdir(parents=True, exist_ok=True)
     # a run in the background ignores SIGINT and dies on SIGTERM without `finally`: both
     # now unwind through Testbed.stop(), so an interrupted run leaves nothing behind

@@ -47,4 +47,6 @@ class Settings:
     third_party_loss: float = 0.0
     #: the competing TCP's congestion control in the third-party test
     third_party_cc: str = "cubic"
+    #: MTP's window algorithm (`mtping get --cc`): "mtp", "mtp-halve", or a crate algorithm
+    mtp_cc: str = "mtp"
     seed: int = 1

@@ -153,9 +153,10 @@ class Testbed:
             return None
         return json.loads(lines[-1])
 
-    def mtp_get(self, name: str, count: int, limit: float) -> dict | None:
+    def mtp_get(self, name: str, count: int, limit: float, cc: str = "mtp") -> dict | None:
         return self.run_json(self.client, [binary("mtping"), "get", f"{self.server_ip}:{MTP_PORT}",
-                                           "--name", name, "--count", str(count), "--limit", str(limit)],
+                                           "--name", name, "--count", str(count), "--limit", str(limit),
+                                           "--cc", cc],
                              limit + 30)
 
     def tcp_get(self, name: str, count: int, limit: float, cc: str) -> dict | None:

@@ -19,7 +19,7 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct ClientOpts {
-    /// Window algorithm: mtp (MTP's own) or one of the crate's congestion controls.
+    /// Window algorithm: mtp (MTP's own), mtp-halve (its earlier halving rule) or one of the crate's congestion controls.
     #[arg(long, default_value = "mtp")]
     cc: String,
     /// Largest reply payload asked for, bytes.

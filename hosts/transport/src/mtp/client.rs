@@ -27,7 +27,8 @@ pub struct ClientConfig {
     pub min_size: usize,
     /// Default expire timer of a transaction.
     pub expire_us: u64,
-    /// Window algorithm: "mtp" (MTP's own) or any of `cc::NAMES`.
+    /// Window algorithm: "mtp" (MTP's own), "mtp-halve" (its earlier halving rule) or any of
+    /// `cc::NAMES`.
     pub cc: String,
     /// Refuse objects larger than this (bytes).
     pub max_object: u32,
@@ -188,8 +189,10 @@ impl Client {
         if cfg.max_window == 0 {
             return Err("max_window must be at least 1".into());
         }
-        let mut cc: Box<dyn Ccc> =
-            if cfg.cc == "mtp" { Box::new(MtpWindow::default()) } else { cc::by_name(&cfg.cc, 1e7)? };
+        let mut cc: Box<dyn Ccc> = match MtpWindow::by_name(&cfg.cc) {
+            Some(w) => Box::new(w),
+            None => cc::by_name(&cfg.cc, 1e7)?,
+        };
         let mut ctl = CcCtl::new(cfg.max_size);
         cc.init(&mut ctl);
         let mut rng = cfg.seed | 1;

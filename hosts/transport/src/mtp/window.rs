@@ -22,6 +22,9 @@ pub const QUEUE_FLOOR_US: f64 = 1_000.0;
 /// halving per smoothed RTT, so a burst of losses in one round costs one. A silent
 /// flowtimeout (nothing answered at all) drops the window to the minimum.
 pub struct MtpWindow {
+    /// Cut to half and grow by one per round trip, whatever the queue (`--cc mtp-halve`: the
+    /// rule before the queue-free cut, kept to compare against).
+    halve: bool,
     ssthresh: Option<f64>,
     last_cut_us: Option<u64>,
     /// Datagrams added per round trip after slow start: set by the last cut so that the
@@ -33,7 +36,18 @@ pub struct MtpWindow {
 
 impl Default for MtpWindow {
     fn default() -> Self {
-        MtpWindow { ssthresh: None, last_cut_us: None, increase: 1.0, random_losses: 0 }
+        MtpWindow { halve: false, ssthresh: None, last_cut_us: None, increase: 1.0, random_losses: 0 }
+    }
+}
+
+impl MtpWindow {
+    /// The window algorithm by its name: "mtp" (queue-free cut) or "mtp-halve".
+    pub fn by_name(name: &str) -> Option<MtpWindow> {
+        match name {
+            "mtp" => Some(MtpWindow::default()),
+            "mtp-halve" => Some(MtpWindow { halve: true, ..MtpWindow::default() }),
+            _ => None,
+        }
     }
 }
 
@@ -70,7 +84,7 @@ pub fn queue_free_share(c: &CcCtl) -> f64 {
 
 impl Ccc for MtpWindow {
     fn name(&self) -> &'static str {
-        "mtp"
+        if self.halve { "mtp-halve" } else { "mtp" }
     }
 
     fn init(&mut self, c: &mut CcCtl) {
@@ -108,7 +122,7 @@ impl MtpWindow {
             return;
         }
         self.last_cut_us = Some(c.now_us);
-        let share = queue_free_share(c);
+        let share = if self.halve { 0.5 } else { queue_free_share(c) };
         let cut = (c.cwnd * share).max(MIN_WINDOW);
         self.increase = friendly_increase(share);
         self.ssthresh = Some(cut);
@@ -213,6 +227,20 @@ mod tests {
         assert!((c.cwnd - 50.0).abs() < 1e-9, "{}", c.cwnd);
         ack_round(&mut w, &mut c);
         assert!((c.cwnd - 50.0 - 3.0 / 11.0).abs() < 0.01, "{}", c.cwnd);
+    }
+
+    #[test]
+    fn mtp_halve_halves_whatever_the_queue() {
+        let mut w = MtpWindow::by_name("mtp-halve").unwrap();
+        let mut c = ctl();
+        c.min_rtt_us = 10_000.0;
+        c.rtt_us = 12_000.0;
+        c.cwnd = 60.0;
+        lose(&mut w, &mut c);
+        assert_eq!(c.cwnd, 30.0);
+        ack_round(&mut w, &mut c);
+        assert!((c.cwnd - 31.0).abs() < 0.05, "{}", c.cwnd);
+        assert!(MtpWindow::by_name("reno").is_none());
     }
 
     #[test]
