@@ -7,9 +7,15 @@
 //! size is echoed, or twice the first echo's round trip after it, or at close. Without any
 //! echo after three rounds the configured size stays (silence is not a small MTU: the
 //! smallest probe would have passed). Probes are KeepAlive segments carrying PMTU.
+//!
+//! Once settled below the full size, it probes again every `pmtu_raise_us` (RFC 8899's raise
+//! timer) with the sizes above the settled one, one round each time; any echo larger than the
+//! settled size raises `mss` for the messages cut from then on (segments already cut keep
+//! theirs). The probes only mean something when the datagrams carry DF: the UDP driver sets
+//! it (`IP_PMTUDISC_PROBE`) on sockets whose composite has Resize.
 use crate::attr::{self, PMTU};
 use crate::composite::MicroId;
-use crate::event::{Arg, Event};
+use crate::event::{Arg, Event, TimerId};
 use crate::segment::{self, Kind, Segment};
 use crate::session::{Cx, Micro};
 
@@ -22,6 +28,10 @@ const MAX_PROBE: usize = 0x7fff;
 const ROUNDS: u32 = 3;
 /// Tag on MSG FROM USER raisings made here (high, clear of the flags users set).
 const PASS: u64 = 1 << 62;
+/// Timer tags: time to probe for a larger size, and the end of that probe round (the
+/// first rounds' timers carry the round number, the wait after the first echo 0).
+const RAISE: u64 = 1 << 40;
+const RAISE_END: u64 = 1 << 41;
 
 #[derive(Default)]
 pub struct Resize {
@@ -31,7 +41,11 @@ pub struct Resize {
     sent_at: u64,
     best: Option<usize>,
     full: usize,
+    /// `mss` as configured: the most any echo can raise it to.
+    max_mss: usize,
     waiting: Vec<(u64, u64)>,
+    /// The pending raise timer, withdrawn at close.
+    raise: Option<TimerId>,
 }
 
 /// The most a data segment of this composite carries besides its payload.
@@ -61,21 +75,44 @@ fn later_attrs(cx: &Cx) -> usize {
 }
 
 impl Resize {
-    fn probe(&mut self, cx: &mut Cx) {
-        let over = overhead(cx);
-        self.full = (cx.cfg.mss + over).min(MAX_PROBE);
-        let mut sizes = vec![self.full];
-        sizes.extend(MTUS.iter().map(|m| m - IP_UDP).filter(|s| *s < self.full && *s > over));
-        for size in sizes {
+    /// Sends one probe of each size in `sizes`.
+    fn send_probes(&self, cx: &mut Cx, sizes: &[usize]) {
+        for &size in sizes {
             let mut s = Segment::new(Kind::KeepAlive, cx.shared.conn);
             s.attrs.set(PMTU, size as u64);
             s.payload = vec![0; size.saturating_sub(s.encoded_len() + later_attrs(cx))].into();
             cx.send_control(s);
         }
+    }
+
+    /// The full size and the common sizes between `above` and it, largest first.
+    fn sizes_above(&self, above: usize) -> Vec<usize> {
+        let mut sizes = vec![self.full];
+        sizes.extend(MTUS.iter().map(|m| m - IP_UDP).filter(|s| *s < self.full && *s > above));
+        sizes
+    }
+
+    fn probe(&mut self, cx: &mut Cx) {
+        let over = overhead(cx);
+        let sizes = self.sizes_above(over);
+        self.send_probes(cx, &sizes);
         self.rounds += 1;
         self.sent_at = cx.now;
         let wait = cx.cfg.init_rto_us;
         cx.timer(MicroId::Resize, wait, self.rounds as u64);
+    }
+
+    /// Takes an echoed size as the path's, raising or setting `mss`.
+    fn settle(&mut self, size: usize, cx: &mut Cx) {
+        self.best = Some(size);
+        cx.cfg.mss = size.saturating_sub(overhead(cx)).clamp(1, self.max_mss);
+    }
+
+    /// Below the full size and not closing: probe upward after the raise timer.
+    fn arm_raise(&mut self, cx: &mut Cx) {
+        if self.best.is_some_and(|b| b < self.full) && !cx.shared.closing && !cx.shared.closed {
+            self.raise = Some(cx.timer(MicroId::Resize, cx.cfg.pmtu_raise_us, RAISE));
+        }
     }
 
     fn finish(&mut self, cx: &mut Cx) {
@@ -84,8 +121,9 @@ impl Resize {
         }
         self.done = true;
         if let Some(b) = self.best {
-            cx.cfg.mss = b.saturating_sub(overhead(cx)).clamp(1, cx.cfg.mss);
+            self.settle(b, cx);
         }
+        self.arm_raise(cx);
         for (key, tag) in std::mem::take(&mut self.waiting) {
             cx.raise(Event::MsgFromUser, Arg { msg: key, tag: tag | PASS, ..Arg::default() });
         }
@@ -108,6 +146,8 @@ impl Micro for Resize {
                 self.waiting.push((arg.msg, arg.tag));
                 if !self.started {
                     self.started = true;
+                    self.max_mss = cx.cfg.mss;
+                    self.full = (cx.cfg.mss + overhead(cx)).min(MAX_PROBE);
                     self.probe(cx);
                 }
             }
@@ -122,7 +162,14 @@ impl Micro for Resize {
                     cx.send_control(e);
                     return;
                 }
-                if self.done || size > self.full {
+                if size > self.full {
+                    return;
+                }
+                if self.done {
+                    // a raise probe's echo (or a late one of the first rounds)
+                    if self.best.is_some_and(|b| size > b) {
+                        self.settle(size, cx);
+                    }
                     return;
                 }
                 if self.best.is_none() {
@@ -135,7 +182,20 @@ impl Micro for Resize {
                     self.finish(cx);
                 }
             }
-            Event::CloseSession => self.finish(cx),
+            Event::CloseSession => {
+                self.finish(cx);
+                if let Some(t) = self.raise.take() {
+                    cx.cancel(t);
+                }
+            }
+            Event::Timer(_) if arg.tag == RAISE => {
+                self.raise = None;
+                let sizes = self.sizes_above(self.best.unwrap_or(self.full));
+                self.send_probes(cx, &sizes);
+                let wait = cx.cfg.init_rto_us.max(2 * cx.shared.srtt_us as u64);
+                cx.timer(MicroId::Resize, wait, RAISE_END);
+            }
+            Event::Timer(_) if arg.tag == RAISE_END => self.arm_raise(cx),
             Event::Timer(_) if !self.done => {
                 if self.best.is_some() || self.rounds >= ROUNDS {
                     self.finish(cx);
