@@ -11,8 +11,9 @@
 //! each `recvmsg` returns one datagram.
 //!
 //! DF (`set_df`, for Resize): a datagram over the interface MTU is refused with EMSGSIZE and
-//! dropped (counted in `too_big`), never fatal; a GSO group over it is refused with EINVAL,
-//! so such a group is sent one datagram at a time to tell the two apart. A connected socket
+//! dropped (counted in `too_big`), never fatal; a GSO group over it is refused with EINVAL
+//! (and without DF, over a path MTU the kernel learnt, with EMSGSIZE), so such a group is sent
+//! one datagram at a time to tell size from a GSO refusal. A connected socket
 //! reports an ICMP "fragmentation needed" as EMSGSIZE on its next call (`ptb_reports`).
 //!
 //! `IoStats` counts system calls and datagrams both ways and says which path ran.
@@ -180,6 +181,9 @@ struct Group {
     closed: bool,
 }
 
+/// Sends tried again after EMSGSIZE before the datagram counts as too big (`Tx::send_some`).
+const EMSGSIZE_TRIES: usize = 8;
+
 /// GSO groups per sendmmsg: 8 x 64 KB in one system call.
 pub const MAX_GROUPS: usize = 8;
 
@@ -257,20 +261,24 @@ impl Tx {
         }
     }
 
-    /// One sendmmsg from `msgs[0]` on, as `retrying`. EMSGSIZE is tried twice: the first may
-    /// be an ICMP report a connected socket was holding, not about this datagram.
+    /// One sendmmsg from `msgs[0]` on, as `retrying`. EMSGSIZE is tried again: it may be an
+    /// ICMP report a connected socket was holding (each is handed over once), not about this
+    /// datagram. Reports come one per oversized datagram sent, possibly while retrying (a
+    /// router on this host answers within the send), so a few tries; a datagram really over
+    /// the interface MTU fails every one.
     fn send_some(fd: RawFd, msgs: &mut [libc::mmsghdr], stats: &mut IoStats) -> io::Result<usize> {
         let mut call = || unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), msgs.len() as _, 0) as isize };
-        match Tx::retrying(fd, &mut call) {
-            Err(e) if too_big(&e) => {
-                let r = Tx::retrying(fd, &mut call);
-                if r.is_ok() {
-                    stats.ptb_reports += 1;
-                }
-                r
+        let mut r = Tx::retrying(fd, &mut call);
+        for _ in 0..EMSGSIZE_TRIES {
+            match &r {
+                Err(e) if too_big(e) => r = Tx::retrying(fd, &mut call),
+                _ => break,
             }
-            r => r,
+            if r.is_ok() {
+                stats.ptb_reports += 1;
+            }
         }
+        r
     }
 
     fn send(&mut self, fd: RawFd) -> io::Result<()> {
@@ -316,22 +324,24 @@ impl Tx {
                     }
                     done += n;
                 }
-                Err(e) if too_big(&e) => {
-                    self.stats.too_big += self.groups[done].count as u64;
-                    done += 1;
-                }
-                Err(e) if gso_refused(&e) && self.groups[done].count > 1 => {
-                    // EINVAL is also a segment over the interface MTU under DF: one at a time,
-                    // that shows as EMSGSIZE and GSO is not to blame
+                Err(e) if (too_big(&e) || gso_refused(&e)) && self.groups[done].count > 1 => {
+                    // a segment over the MTU: EINVAL under DF, EMSGSIZE over a path MTU the
+                    // kernel learnt without it (which it fragments when sent alone). One at a
+                    // time tells size from a GSO refusal, and sends what fits
                     let (first, end) = (self.groups[done].first, self.groups[done].first + self.groups[done].count);
-                    if self.send_plain(fd, &mut iovs[first..end], &mut name, name_len)? > 0 {
-                        done += 1;
+                    let big = self.send_plain(fd, &mut iovs[first..end], &mut name, name_len)?;
+                    done += 1;
+                    if big > 0 || too_big(&e) {
                         continue;
                     }
                     self.stats.gso = false;
                     self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
                     self.send_plain(fd, &mut iovs[end..], &mut name, name_len)?;
                     return Ok(());
+                }
+                Err(e) if too_big(&e) => {
+                    self.stats.too_big += 1;
+                    done += 1;
                 }
                 Err(e) => return Err(e),
             }
