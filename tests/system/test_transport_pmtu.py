@@ -123,7 +123,9 @@ def _transfer(first_mtu: int, df: bool, tag: str) -> tuple[dict, dict]:
         finally:
             sout, serr = _finish(srv, 30)
     sent, got = json.loads(out), json.loads(sout)
-    assert sent["closed"] and got["bytes"] == sent["bytes"] == BYTES, (sent, got, serr)
+    why = {"mss": sent["mss"], "client": (sent["io"], sent["stats"], sent["state"]),
+           "server": (got.get("end"), got.get("io"), got.get("stats")), "stderr": serr[-500:]}
+    assert sent["closed"] and got["bytes"] == sent["bytes"] == BYTES, why
     assert got["sha256"] == sent["sha256"]
     return sent, got
 

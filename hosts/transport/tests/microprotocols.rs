@@ -533,3 +533,43 @@ fn resize_does_not_probe_again_before_the_raise_timer_or_at_the_full_size() {
     n.run(10_000_000);
     assert!(n.order - probes < 30, "{} datagrams in 9 idle seconds: keep-alives only", n.order - probes);
 }
+
+/// A peer that is not there for the first second (a server not up yet: everything lost) does
+/// not make Resize give up: rounds count once the peer has been heard from, so it still finds
+/// the path's size, and the stream arrives. (Counting from the start, three silent rounds in
+/// 0.9 s kept the full size and every data segment was too big for ever.)
+#[test]
+fn resize_waits_for_a_late_peer_before_counting_silent_rounds() {
+    let composite = format!("{RELIABLE}+reliable-fifo+resize");
+    let c = cfg(&composite, 37);
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 0;
+    let d = data(30_000, 37);
+    n.a.send(&d, 0).unwrap();
+    n.run(1_000_000);
+    assert!(n.got.is_empty());
+    n.mtu = 1024 - 28;
+    n.run(10_000_000);
+    assert!(n.a.mss() < 1024 - 28, "mss {}", n.a.mss());
+    assert_eq!(n.got.len(), 1);
+    assert_eq!(n.got[0].1, d);
+}
+
+/// A sender that closes right after its last message (before any echo) still gets the path's
+/// size: the close waits behind the messages Resize holds. (Finishing at the close kept the
+/// full size, and every data segment was too big for the path for ever.)
+#[test]
+fn resize_holds_a_close_until_the_size_is_known() {
+    let composite = format!("{RELIABLE}+reliable-fifo+resize");
+    let c = cfg(&composite, 38);
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 1024 - 28;
+    let d = data(30_000, 38);
+    n.a.send(&d, 0).unwrap();
+    n.a.close(0);
+    n.run(10_000_000);
+    assert!(n.a.mss() < 1024 - 28, "mss {}", n.a.mss());
+    assert_eq!(n.got.len(), 1);
+    assert_eq!(n.got[0].1, d);
+    assert!(n.a.is_closed(), "closed once the data was through");
+}

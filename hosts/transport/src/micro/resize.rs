@@ -4,9 +4,12 @@
 //! headers); the peer echoes each probe it gets. The largest echoed size, less the most the
 //! composite's attributes can add to a data segment, becomes `mss`. Messages wait (their MSG
 //! FROM USER stopped) until the size is known, so no segment is cut too big: when the full
-//! size is echoed, or twice the first echo's round trip after it, or at close. Without any
+//! size is echoed, or twice the first echo's round trip after it; a close meanwhile waits
+//! too (stopped, and raised again after the messages). Without any
 //! echo after three rounds the configured size stays (silence is not a small MTU: the
-//! smallest probe would have passed). Probes are KeepAlive segments carrying PMTU.
+//! smallest probe would have passed); rounds count from when the peer was first heard from
+//! (a server not up yet loses them all), at most twelve in all. Probes are KeepAlive segments
+//! carrying PMTU.
 //!
 //! Once settled below the full size, it probes again every `pmtu_raise_us` (RFC 8899's raise
 //! timer) with the sizes above the settled one, one round each time; any echo larger than the
@@ -26,6 +29,9 @@ const IP_UDP: usize = 28;
 const ECHO: u64 = 0x8000;
 const MAX_PROBE: usize = 0x7fff;
 const ROUNDS: u32 = 3;
+/// Rounds before giving up on a peer never heard from (one whose server is not up yet loses
+/// the first rounds whole, and its silence says nothing about the path).
+const MAX_ROUNDS: u32 = 12;
 /// Tag on MSG FROM USER raisings made here (high, clear of the flags users set).
 const PASS: u64 = 1 << 62;
 /// Timer tags: time to probe for a larger size, and the end of that probe round (the
@@ -38,12 +44,17 @@ pub struct Resize {
     started: bool,
     done: bool,
     rounds: u32,
+    /// Rounds without an echo after the peer had been heard from.
+    silent: u32,
+    heard: bool,
     sent_at: u64,
     best: Option<usize>,
     full: usize,
     /// `mss` as configured: the most any echo can raise it to.
     max_mss: usize,
     waiting: Vec<(u64, u64)>,
+    /// A close that came while messages waited: raised again after them.
+    close_waits: bool,
     /// The pending raise timer, withdrawn at close.
     raise: Option<TimerId>,
 }
@@ -127,6 +138,9 @@ impl Resize {
         for (key, tag) in std::mem::take(&mut self.waiting) {
             cx.raise(Event::MsgFromUser, Arg { msg: key, tag: tag | PASS, ..Arg::default() });
         }
+        if std::mem::take(&mut self.close_waits) {
+            cx.raise(Event::CloseSession, Arg::default());
+        }
     }
 }
 
@@ -152,6 +166,7 @@ impl Micro for Resize {
                 }
             }
             Event::SegmentFromNet => {
+                self.heard = true;
                 let Some(id) = arg.seg else { return };
                 let Some(v) = cx.seg(id).and_then(|s| s.attrs.get(PMTU)) else { return };
                 cx.consume(id);
@@ -182,6 +197,11 @@ impl Micro for Resize {
                     self.finish(cx);
                 }
             }
+            Event::CloseSession if self.started && !self.done => {
+                // messages are waiting for the size: the close follows them (see `finish`)
+                cx.stop();
+                self.close_waits = true;
+            }
             Event::CloseSession => {
                 self.finish(cx);
                 if let Some(t) = self.raise.take() {
@@ -197,10 +217,18 @@ impl Micro for Resize {
             }
             Event::Timer(_) if arg.tag == RAISE_END => self.arm_raise(cx),
             Event::Timer(_) if !self.done => {
-                if self.best.is_some() || self.rounds >= ROUNDS {
+                if self.best.is_some() {
                     self.finish(cx);
                 } else if arg.tag == self.rounds as u64 {
-                    self.probe(cx);
+                    // a round counts as unanswered only once the peer is known to be there
+                    if self.heard {
+                        self.silent += 1;
+                    }
+                    if self.silent >= ROUNDS || self.rounds >= MAX_ROUNDS {
+                        self.finish(cx);
+                    } else {
+                        self.probe(cx);
+                    }
                 }
             }
             _ => {}
