@@ -40,6 +40,9 @@ pub struct Config {
     /// Playout delay of the jitter controls: how long after its send time (Timestamp) or
     /// after the first arrival (Fixed-Rate) a message is handed to the user.
     pub playout_us: u64,
+    /// Resize: how long after the path MTU is settled it probes again for a larger one
+    /// (RFC 8899's raise timer, 600 s).
+    pub pmtu_raise_us: u64,
     /// Seeds random ISNs and connection ids; the UDP driver draws it from the OS.
     pub seed: u64,
 }
@@ -60,6 +63,7 @@ impl Config {
             keepalive_us: 1_000_000,
             dead_after_us: 10_000_000,
             playout_us: 100_000,
+            pmtu_raise_us: 600_000_000,
             seed: 1,
         }
     }
@@ -757,6 +761,11 @@ impl Session {
 
     pub fn composite(&self) -> Composite {
         self.cx.composite
+    }
+
+    /// Payload bytes per segment for messages cut from now on (Resize changes it).
+    pub fn mss(&self) -> usize {
+        self.cx.cfg.mss
     }
 
     pub fn is_closed(&self) -> bool {

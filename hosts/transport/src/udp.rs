@@ -5,6 +5,11 @@
 //! I/O is batched (`batch`): a session's datagrams go out with UDP GSO (sendmmsg where the
 //! kernel refuses it), and come in with UDP GRO, each receive handed to the session as one
 //! batch (`Session::begin_batch`), so in-order data is acknowledged once per receive.
+//!
+//! A socket carrying a composite with Resize sets DF on its datagrams (`batch::set_df`), so
+//! Resize's probes find the path MTU instead of being fragmented. Only then: without Resize a
+//! segment too big for a hop would be lost every time, where the kernel's own path MTU
+//! discovery would otherwise fragment it. A server sets it once it accepts such a session.
 use std::collections::HashMap;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -13,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::composite::Composite;
+use crate::composite::{Composite, MicroId};
 use crate::session::{Config, Output, Session};
 
 pub mod batch;
@@ -69,6 +74,21 @@ impl Io {
     fn stats(&self) -> IoStats {
         self.tx.stats.clone()
     }
+
+    fn df_for(&mut self, c: Composite) -> io::Result<()> {
+        df_for(&self.sock, &mut self.tx.stats, c)
+    }
+}
+
+/// DF for Resize's probes (see the module comment); once per socket.
+fn df_for(sock: &UdpSocket, stats: &mut IoStats, c: Composite) -> io::Result<()> {
+    // CONCAST_UDP_DF=off leaves the kernel's default (to show what DF changes)
+    let off = std::env::var("CONCAST_UDP_DF").is_ok_and(|v| v == "off");
+    if c.has(MicroId::Resize) && !stats.df && !off {
+        batch::set_df(sock.as_raw_fd(), sock.local_addr()?.is_ipv6())?;
+        stats.df = true;
+    }
+    Ok(())
 }
 
 /// Microseconds since the driver started.
@@ -179,7 +199,9 @@ impl Conn {
         fit_window(&sock, &mut cfg);
         cfg.seed = seed();
         let t0 = Instant::now();
-        Ok(Conn { session: Session::connect(cfg, 0), ended: None, io: Io::new(sock, off), t0 })
+        let mut io = Io::new(sock, off);
+        io.df_for(cfg.composite)?;
+        Ok(Conn { session: Session::connect(cfg, 0), ended: None, io, t0 })
     }
 
     pub fn now(&self) -> u64 {
@@ -296,8 +318,12 @@ impl Server {
         let a = addr.to_socket_addrs()?.next().ok_or(ErrorKind::InvalidInput)?;
         let sock = socket(a)?;
         fit_window(&sock, &mut template);
+        let mut io = Io::new(sock, off);
+        if let Some(c) = serve {
+            io.df_for(c)?;
+        }
         Ok(Server {
-            io: Io::new(sock, off),
+            io,
             template,
             serve,
             sessions: HashMap::new(),
@@ -356,6 +382,7 @@ impl Server {
                 cfg.seed = seed();
                 match Session::accept(&cfg, self.serve, &first, now) {
                     Ok(s) => {
+                        df_for(&self.io.sock, &mut self.io.tx.stats, s.composite())?;
                         self.sessions.insert(from, s);
                     }
                     Err((why, reply)) => {
@@ -409,7 +436,11 @@ mod tests {
     /// `len` bytes through Bulk over loopback, client and server with the given batching;
     /// asserts they arrive byte for byte and returns both ends' I/O figures.
     fn transfer(len: usize, off: Offload, tweak: impl FnOnce(&Conn)) -> (IoStats, IoStats) {
-        let mut srv = Server::bind_with("127.0.0.1:0", Config::preset(Preset::Bulk), None, off).unwrap();
+        transfer_with(Config::preset(Preset::Bulk), len, off, tweak)
+    }
+
+    fn transfer_with(cfg: Config, len: usize, off: Offload, tweak: impl FnOnce(&Conn)) -> (IoStats, IoStats) {
+        let mut srv = Server::bind_with("127.0.0.1:0", cfg.clone(), None, off).unwrap();
         let addr = srv.local_addr().unwrap();
         let h = std::thread::spawn(move || {
             let mut got = Vec::new();
@@ -426,7 +457,7 @@ mod tests {
             (got, srv.io_stats())
         });
         let data: Vec<u8> = (0..len as u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut c = Conn::connect_with(addr, Config::preset(Preset::Bulk), off).unwrap();
+        let mut c = Conn::connect_with(addr, cfg, off).unwrap();
         tweak(&c);
         let mut off = 0;
         let mut closed = false;
@@ -461,6 +492,29 @@ mod tests {
         let sh = p.a.shared();
         let g = group_limit(&p.a);
         assert!((1..=4).contains(&g), "{g} from cwnd {} and srtt {} us", sh.cwnd, sh.srtt_us);
+    }
+
+    fn pmtu_discover(c: &Conn) -> libc::c_int {
+        let mut v: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        let r = unsafe {
+            libc::getsockopt(c.socket().as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &mut v as *mut _ as *mut _, &mut len)
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        v
+    }
+
+    #[test]
+    fn a_resize_socket_sets_df_and_still_sends_with_gso() {
+        let cfg = Config::new(Composite::parse("Bulk+resize").unwrap());
+        let probe = |c: &Conn| assert_eq!(pmtu_discover(c), libc::IP_PMTUDISC_PROBE);
+        let (cli, srv) = transfer_with(cfg, 3_000_000, Offload::ON, probe);
+        assert!(cli.df && srv.df, "{cli:?} {srv:?}");
+        assert!(cli.gso && cli.fallback.is_none() && cli.datagrams_sent >= 4 * cli.send_calls, "{cli:?}");
+        assert_eq!((cli.too_big, cli.ptb_reports), (0, 0), "loopback carries every size");
+        // without Resize the kernel's default stays (it may fragment after an ICMP)
+        let c = Conn::connect_with("127.0.0.1:9", Config::preset(Preset::Bulk), Offload::ON).unwrap();
+        assert!(!c.io_stats().df && pmtu_discover(&c) != libc::IP_PMTUDISC_PROBE);
     }
 
     #[test]

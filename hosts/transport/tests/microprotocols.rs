@@ -467,3 +467,109 @@ fn resize_keeps_the_size_on_a_path_that_carries_it_and_a_reliable_stream_intact(
     assert_eq!(n.too_big, 0);
     assert!(n.a.shared().snd_max as usize <= d.len().div_ceil(mss) + 1);
 }
+
+/// A path whose MTU grows while the session runs: Resize settles below it, the raise timer's
+/// probes are dropped while the path stays small (the size stays), and once the path carries
+/// more the next raise round finds it; messages cut from then on use the larger size, and a
+/// reliable stream arrives whole across the change.
+#[test]
+fn resize_probes_again_later_and_finds_a_path_mtu_that_grew() {
+    let composite = format!("{RELIABLE}+windowed-flow+windowed-congestion+reliable-fifo+resize");
+    let mut c = cfg(&composite, 34);
+    c.pmtu_raise_us = 2_000_000;
+    let full = c.mss;
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 1024 - 28;
+    let (d1, d2, d3) = (data(50_000, 34), data(50_000, 35), data(50_000, 36));
+    n.a.send(&d1, 0).unwrap();
+    n.run(1_000_000);
+    let small = n.a.mss();
+    assert!(small < 1024 - 28 && small > 900, "settled at {small}");
+    let first_round = n.too_big;
+    // two raise rounds (about 2 s and 4.3 s in) while the path is still small: their probes
+    // over it are lost, the size stays
+    n.run(5_000_000);
+    assert_eq!(n.a.mss(), small);
+    let raise_drops = n.too_big - first_round;
+    assert!(raise_drops >= 2 * 2, "{raise_drops} raise probes dropped");
+    n.a.send(&d2, n.now).unwrap();
+    n.run(6_000_000);
+    assert_eq!(n.too_big - first_round, raise_drops, "only probes are ever too big");
+    // the path grows: the next raise round (about 6.6 s) finds the full size
+    n.mtu = usize::MAX;
+    n.run(9_000_000);
+    assert_eq!(n.a.mss(), full, "raised to the configured size");
+    let segs_before = n.a.shared().snd_next;
+    n.a.send(&d3, n.now).unwrap();
+    n.run(12_000_000);
+    let got: Vec<&Vec<u8>> = n.got.iter().map(|g| &g.1).collect();
+    assert_eq!(got, vec![&d1, &d2, &d3]);
+    let segs = n.a.shared().snd_next.wrapping_sub(segs_before);
+    assert_eq!(segs as usize, d3.len().div_ceil(full), "the last message cut at the new size");
+}
+
+/// The raise timer is RFC 8899's 600 s by default, and at the full size nothing probes again.
+#[test]
+fn resize_does_not_probe_again_before_the_raise_timer_or_at_the_full_size() {
+    let composite = format!("{RELIABLE}+reliable-fifo+resize");
+    let c = cfg(&composite, 35);
+    assert_eq!(c.pmtu_raise_us, 600_000_000);
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 1024 - 28;
+    n.a.send(&data(10_000, 35), 0).unwrap();
+    n.run(1_000_000);
+    let after_first = n.too_big;
+    n.run(500_000_000);
+    assert_eq!(n.too_big, after_first, "no probe before 600 s");
+    n.run(700_000_000);
+    assert!(n.too_big > after_first, "probed again after 600 s");
+    // a path that carries the full size: settled there, no raise probes at all
+    let mut c = cfg(&composite, 36);
+    c.pmtu_raise_us = 1_000_000;
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.a.send(&data(10_000, 36), 0).unwrap();
+    n.run(1_000_000);
+    let probes = n.order;
+    n.run(10_000_000);
+    assert!(n.order - probes < 30, "{} datagrams in 9 idle seconds: keep-alives only", n.order - probes);
+}
+
+/// A peer that is not there for the first second (a server not up yet: everything lost) does
+/// not make Resize give up: rounds count once the peer has been heard from, so it still finds
+/// the path's size, and the stream arrives. (Counting from the start, three silent rounds in
+/// 0.9 s kept the full size and every data segment was too big for ever.)
+#[test]
+fn resize_waits_for_a_late_peer_before_counting_silent_rounds() {
+    let composite = format!("{RELIABLE}+reliable-fifo+resize");
+    let c = cfg(&composite, 37);
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 0;
+    let d = data(30_000, 37);
+    n.a.send(&d, 0).unwrap();
+    n.run(1_000_000);
+    assert!(n.got.is_empty());
+    n.mtu = 1024 - 28;
+    n.run(10_000_000);
+    assert!(n.a.mss() < 1024 - 28, "mss {}", n.a.mss());
+    assert_eq!(n.got.len(), 1);
+    assert_eq!(n.got[0].1, d);
+}
+
+/// A sender that closes right after its last message (before any echo) still gets the path's
+/// size: the close waits behind the messages Resize holds. (Finishing at the close kept the
+/// full size, and every data segment was too big for the path for ever.)
+#[test]
+fn resize_holds_a_close_until_the_size_is_known() {
+    let composite = format!("{RELIABLE}+reliable-fifo+resize");
+    let c = cfg(&composite, 38);
+    let mut n = Net::new(c.clone(), c, Box::new(|| 1_000));
+    n.mtu = 1024 - 28;
+    let d = data(30_000, 38);
+    n.a.send(&d, 0).unwrap();
+    n.a.close(0);
+    n.run(10_000_000);
+    assert!(n.a.mss() < 1024 - 28, "mss {}", n.a.mss());
+    assert_eq!(n.got.len(), 1);
+    assert_eq!(n.got[0].1, d);
+    assert!(n.a.is_closed(), "closed once the data was through");
+}

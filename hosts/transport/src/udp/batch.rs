@@ -10,6 +10,12 @@
 //! one buffer plus the segment size in a control message; without it (the option refused)
 //! each `recvmsg` returns one datagram.
 //!
+//! DF (`set_df`, for Resize): a datagram over the interface MTU is refused with EMSGSIZE and
+//! dropped (counted in `too_big`), never fatal; a GSO group over it is refused with EINVAL
+//! (and without DF, over a path MTU the kernel learnt, with EMSGSIZE), so such a group is sent
+//! one datagram at a time to tell size from a GSO refusal. A connected socket
+//! reports an ICMP "fragmentation needed" as EMSGSIZE on its next call (`ptb_reports`).
+//!
 //! `IoStats` counts system calls and datagrams both ways and says which path ran.
 use std::io::{self, ErrorKind};
 use std::mem::{size_of, zeroed};
@@ -41,6 +47,12 @@ pub struct IoStats {
     pub gro: bool,
     /// Why GSO or GRO is off, when the kernel said so.
     pub fallback: Option<String>,
+    /// DF set on every datagram (`IP_PMTUDISC_PROBE`).
+    pub df: bool,
+    /// Datagrams the kernel refused as larger than the interface MTU (EMSGSIZE), dropped.
+    pub too_big: u64,
+    /// ICMP "fragmentation needed" reports the socket handed over (as EMSGSIZE), skipped.
+    pub ptb_reports: u64,
     pub send_calls: u64,
     pub datagrams_sent: u64,
     pub bytes_sent: u64,
@@ -54,6 +66,19 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_in
         libc::setsockopt(fd, level, opt, &v as *const _ as *const libc::c_void, size_of::<libc::c_int>() as _)
     };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// DF on every datagram, the kernel's path MTU cache ignored (`IP_PMTUDISC_PROBE`): a
+/// datagram too big for a hop is dropped there instead of fragmented, as Resize's probes need.
+pub fn set_df(fd: RawFd, v6: bool) -> io::Result<()> {
+    if v6 {
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_PROBE)?;
+        // a dual-stack socket's IPv4 traffic follows the IPv4 option; a v6-only one refuses it
+        let _ = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_PROBE);
+        Ok(())
+    } else {
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_PROBE)
+    }
 }
 
 /// Turns UDP_GRO on; the error says why the kernel would not.
@@ -122,6 +147,10 @@ pub fn wait(fd: RawFd, timeout: Duration, out: bool) -> io::Result<()> {
     Ok(())
 }
 
+fn too_big(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EMSGSIZE)
+}
+
 /// True for the errors with which a kernel or device refuses UDP GSO.
 fn gso_refused(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP))
@@ -152,6 +181,9 @@ struct Group {
     closed: bool,
 }
 
+/// Sends tried again after EMSGSIZE before the datagram counts as too big (`Tx::send_some`).
+const EMSGSIZE_TRIES: usize = 8;
+
 /// GSO groups per sendmmsg: 8 x 64 KB in one system call.
 pub const MAX_GROUPS: usize = 8;
 
@@ -178,6 +210,10 @@ impl Tx {
         let joins = self.groups.last().is_some_and(|g| {
             gso && !g.closed
                 && d.len() <= g.seg
+                // a shorter one ends only a run of equal ones: after a lone datagram it may be
+                // one of Resize's probes of another size, and a router refusing an oversized
+                // GSO packet (DF) drops every datagram in it
+                && (d.len() == g.seg || g.count > 1)
                 && g.count < self.max_group.clamp(1, MAX_SEGS)
                 && g.bytes + d.len() <= MAX_BATCH_BYTES
         });
@@ -225,6 +261,26 @@ impl Tx {
         }
     }
 
+    /// One sendmmsg from `msgs[0]` on, as `retrying`. EMSGSIZE is tried again: it may be an
+    /// ICMP report a connected socket was holding (each is handed over once), not about this
+    /// datagram. Reports come one per oversized datagram sent, possibly while retrying (a
+    /// router on this host answers within the send), so a few tries; a datagram really over
+    /// the interface MTU fails every one.
+    fn send_some(fd: RawFd, msgs: &mut [libc::mmsghdr], stats: &mut IoStats) -> io::Result<usize> {
+        let mut call = || unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), msgs.len() as _, 0) as isize };
+        let mut r = Tx::retrying(fd, &mut call);
+        for _ in 0..EMSGSIZE_TRIES {
+            match &r {
+                Err(e) if too_big(e) => r = Tx::retrying(fd, &mut call),
+                _ => break,
+            }
+            if r.is_ok() {
+                stats.ptb_reports += 1;
+            }
+        }
+        r
+    }
+
     fn send(&mut self, fd: RawFd) -> io::Result<()> {
         let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
         let mut iovs: Vec<libc::iovec> = self
@@ -257,8 +313,7 @@ impl Tx {
         }
         let mut done = 0;
         while done < msgs.len() {
-            let rest = &mut msgs[done..];
-            let r = Tx::retrying(fd, || unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize });
+            let r = Tx::send_some(fd, &mut msgs[done..], &mut self.stats);
             match r {
                 Ok(0) => break, // port closed: the rest would be refused as well
                 Ok(n) => {
@@ -269,11 +324,24 @@ impl Tx {
                     }
                     done += n;
                 }
-                Err(e) if gso_refused(&e) && self.groups[done].count > 1 => {
+                Err(e) if (too_big(&e) || gso_refused(&e)) && self.groups[done].count > 1 => {
+                    // a segment over the MTU: EINVAL under DF, EMSGSIZE over a path MTU the
+                    // kernel learnt without it (which it fragments when sent alone). One at a
+                    // time tells size from a GSO refusal, and sends what fits
+                    let (first, end) = (self.groups[done].first, self.groups[done].first + self.groups[done].count);
+                    let big = self.send_plain(fd, &mut iovs[first..end], &mut name, name_len)?;
+                    done += 1;
+                    if big > 0 || too_big(&e) {
+                        continue;
+                    }
                     self.stats.gso = false;
                     self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
-                    let first = self.groups[done].first;
-                    return self.send_plain(fd, &mut iovs[first..], &mut name, name_len);
+                    self.send_plain(fd, &mut iovs[end..], &mut name, name_len)?;
+                    return Ok(());
+                }
+                Err(e) if too_big(&e) => {
+                    self.stats.too_big += 1;
+                    done += 1;
                 }
                 Err(e) => return Err(e),
             }
@@ -282,13 +350,14 @@ impl Tx {
     }
 
     /// The plain path after a refusal: one message per datagram, one sendmmsg for them all.
+    /// Returns how many the kernel refused as too big (dropped).
     fn send_plain(
         &mut self,
         fd: RawFd,
         iovs: &mut [libc::iovec],
         name: &mut libc::sockaddr_storage,
         name_len: libc::socklen_t,
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
         let mut msgs: Vec<libc::mmsghdr> = iovs
             .iter_mut()
             .map(|iov| {
@@ -300,19 +369,25 @@ impl Tx {
                 h
             })
             .collect();
-        let mut done = 0;
+        let (mut done, mut big) = (0, 0);
         while done < msgs.len() {
-            let rest = &mut msgs[done..];
-            let n = Tx::retrying(fd, || unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as _, 0) as isize })?;
-            if n == 0 {
-                break;
-            }
+            let n = match Tx::send_some(fd, &mut msgs[done..], &mut self.stats) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if too_big(&e) => {
+                    big += 1;
+                    done += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             self.stats.send_calls += 1;
+            self.stats.datagrams_sent += n as u64;
+            self.stats.bytes_sent += iovs[done..done + n].iter().map(|v| v.iov_len as u64).sum::<u64>();
             done += n;
         }
-        self.stats.datagrams_sent += done as u64;
-        self.stats.bytes_sent += iovs[..done].iter().map(|v| v.iov_len as u64).sum::<u64>();
-        Ok(())
+        self.stats.too_big += big;
+        Ok(big)
     }
 }
 
@@ -368,6 +443,10 @@ impl Rx {
                 match e.kind() {
                     ErrorKind::WouldBlock => return Ok(false),
                     ErrorKind::Interrupted | ErrorKind::ConnectionRefused => continue,
+                    _ if too_big(&e) => {
+                        stats.ptb_reports += 1;
+                        continue;
+                    }
                     _ => return Err(e),
                 }
             }
@@ -425,6 +504,21 @@ mod tests {
             }
         }
         kept
+    }
+
+    #[test]
+    fn a_shorter_datagram_joins_a_run_of_equal_ones_but_not_a_lone_one() {
+        let mut tx = Tx::new(true);
+        // nothing is sent while the groups fit: no socket needed
+        for len in [1462, 1372, 1252, 996, 548, 1000, 1000, 1000, 400, 1000] {
+            tx.push(-1, vec![0; len], None).unwrap();
+        }
+        let groups: Vec<(usize, usize)> = tx.groups.iter().map(|g| (g.seg, g.count)).collect();
+        // Resize's probes each alone (a hop dropping one GSO packet drops all of it); a
+        // message's segments and its short tail together
+        assert_eq!(groups, vec![(1462, 1), (1372, 1), (1252, 1), (996, 1), (548, 1), (1000, 4), (1000, 1)]);
+        tx.bufs.clear();
+        tx.groups.clear();
     }
 
     #[test]

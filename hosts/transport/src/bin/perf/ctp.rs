@@ -21,6 +21,12 @@ fn config(c: &Common, rate: f64) -> Result<Config, String> {
     let mut cfg = Config::new(comp);
     cfg.cc = c.cc.clone();
     cfg.cc_rate_bps = rate;
+    if let Some(secs) = c.pmtu_raise {
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(format!("--pmtu-raise must be a positive number of seconds, got {secs}"));
+        }
+        cfg.pmtu_raise_us = (secs * 1e6) as u64;
+    }
     Ok(cfg)
 }
 
@@ -38,6 +44,7 @@ pub fn io_json(s: &IoStats) -> Value {
     let mb = |b: u64| (b as f64 / 1e6).max(1e-9);
     json!({
         "gso": s.gso, "gro": s.gro, "fallback": s.fallback,
+        "df": s.df, "too_big": s.too_big, "ptb_reports": s.ptb_reports,
         "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
         "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
@@ -232,7 +239,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
         Mode::Mtp => unreachable!("--mode mtp is handled in main"),
     }
     report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats()),
-        "state": state_json(conn.session.shared())}));
+        "state": state_json(conn.session.shared()), "mss": conn.session.mss()}));
     report::print(&out);
     Ok(())
 }

@@ -66,6 +66,10 @@ pub struct Common {
     /// Message size in bytes (bulk: per send call; ping-pong: per message; stream: per packet).
     #[arg(long, default_value_t = 65536)]
     pub size: usize,
+    /// Resize: seconds after the path MTU is settled before probing for a larger one
+    /// (default 600, RFC 8899's raise timer).
+    #[arg(long)]
+    pub pmtu_raise: Option<f64>,
 }
 
 #[derive(Subcommand)]
