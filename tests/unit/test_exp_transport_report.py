@@ -5,9 +5,9 @@ from __future__ import annotations
 from concast.topologies.experiments.transport import report
 
 
-def row(proto, kbs, loss=3.0, size=4_000_000, complete=True, nbytes=1):
+def row(proto, kbs, loss=3.0, size=4_000_000, complete=True, nbytes=1, partial=0):
     return {"rate_mbit": 10.0, "size": size, "loss_pct": loss, "proto": proto, "kbytes_per_s": kbs,
-            "bytes": nbytes, "complete": complete, "hash_ok": True}
+            "bytes": nbytes, "partial_bytes": partial, "complete": complete, "hash_ok": True}
 
 
 def test_ratios_are_to_cubic_of_the_same_cell():
@@ -17,13 +17,14 @@ def test_ratios_are_to_cubic_of_the_same_cell():
 
 
 def test_table_has_a_column_per_kernel_tcp_and_marks_partial_cells():
-    t = report.table([row("mtp", 1000.0), row("tcp-cubic", 80.0, complete=False),
-                      row("tcp-bbr", 800.0)])
+    t = report.table([row("mtp", 1000.0), row("tcp-cubic", 80.0, complete=False, nbytes=0, partial=9),
+                      row("tcp-bbr", 800.0, complete=False, nbytes=0, partial=0)])
     head, _, line, diss = t.splitlines()
     assert "MTP / cubic" in head and "MTP / bbr" in head
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[:3] == ["10", "4 MB", "3"]
-    assert cells[4] == "80.0 (partial)"
+    assert cells[4] == "80.0 (partial)"             # no whole object, but bytes in order
+    assert cells[5] == "800.0 (none in time)"
     assert cells[-2:] == ["12.50", "1.25"]
     assert diss.startswith("| dissertation") and "13.5" in diss
     assert diss.count("|") == head.count("|")

@@ -45,8 +45,8 @@ def table(rows: list[dict]) -> str:
                 continue
             if r["complete"] and r["hash_ok"]:
                 mark = ""
-            elif r["bytes"] == 0:
-                mark = " (none in time)"        # the client gave no result before the limit
+            elif r["bytes"] + r.get("partial_bytes", 0) == 0:
+                mark = " (none in time)"        # nothing arrived in order before the limit
             else:
                 mark = " (partial)" if r["hash_ok"] else " (BAD)"
             vals.append(f"{r['kbytes_per_s']:.1f}{mark}")
