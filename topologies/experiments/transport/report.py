@@ -97,12 +97,17 @@ def plot(rows: list[dict], path: Path) -> Path | None:
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for rate, size in dict.fromkeys((r["rate_mbit"], r["size"]) for r in rows):
-        for proto in dict.fromkeys(r["proto"] for r in rows):
+    # a colour per protocol, a line style per link and object size
+    protos = list(dict.fromkeys(r["proto"] for r in rows))
+    paths = list(dict.fromkeys((r["rate_mbit"], r["size"]) for r in rows))
+    styles = ["-", "--", ":", "-."]
+    for k, (rate, size) in enumerate(paths):
+        for c, proto in enumerate(protos):
             pts = [(r["loss_pct"], r["kbytes_per_s"]) for r in rows
                    if r["proto"] == proto and (r["rate_mbit"], r["size"]) == (rate, size)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=f"{proto} {rate:g} Mbit/s {_size(size)}")
+                ax.plot(*zip(*pts), marker="o", color=f"C{c}", linestyle=styles[k % len(styles)],
+                        label=f"{proto} {rate:g} Mbit/s {_size(size)}")
     d = DISSERTATION
     ax.scatter([d["loss_pct"]] * 2, [d["mtp_kbytes_per_s"], d["tcp_kbytes_per_s"]], marker="x",
                color="k", label="dissertation (MTP, TCP)")

@@ -165,9 +165,7 @@ class Testbed:
         return self.run_json(self.client, [sys.executable, "-m", "concast.topologies.experiments.transport.tcpobj",
                                            "get", "--host", self.server_ip, "--port", str(TCP_PORT),
                                            "--name", name, "--count", str(count), "--limit", str(limit),
-                                           # the cell's limit governs: a transaction may take all
-                                           # of it (MTP's default expire timer is 30 s)
-                                           "--expire", str(max(limit, 1.0)), "--cc", cc],
+                                           "--cc", cc],
                              limit + 30)
 
     def bulk_send(self, nbytes: int, limit: float) -> dict | None:
