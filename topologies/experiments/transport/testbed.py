@@ -156,9 +156,10 @@ class Testbed:
     def mtp_get(self, name: str, count: int, limit: float, cc: str = "mtp") -> dict | None:
         return self.run_json(self.client, [binary("mtping"), "get", f"{self.server_ip}:{MTP_PORT}",
                                            "--name", name, "--count", str(count), "--limit", str(limit),
-                                           # the cell's limit governs: a transaction may take all
-                                           # of it (MTP's default expire timer is 30 s)
-                                           "--expire", str(max(limit, 1.0)), "--cc", cc],
+                                           # the cell's limit governs (its stop counts the bytes
+                                           # in order): a transaction must not expire before it
+                                           # (MTP's default expire timer is 30 s)
+                                           "--expire", str(limit + 30), "--cc", cc],
                              limit + 30)
 
     def tcp_get(self, name: str, count: int, limit: float, cc: str) -> dict | None:
