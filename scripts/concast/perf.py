@@ -15,7 +15,7 @@ import time
 from pathlib import Path as FsPath
 
 from concast import ROOT, tools
-from concast.perfpath import MininetPath, Path
+from concast.perfpath import MininetPath, Path, unavailable
 
 RESULTS = tools.RESULTS / "perf.json"
 # The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
@@ -23,13 +23,28 @@ CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "west
 _ports = itertools.count(15201)
 
 
-def binary() -> str:
-    """concast-perf from the workspace build, else the transport crate's own target dir."""
-    found = [p for p in (ROOT / "target" / "release" / "concast-perf",
-                         ROOT / "target" / "transport" / "release" / "concast-perf") if p.is_file()]
+def binary(name: str = "concast-perf") -> str:
+    """A transport binary (concast-perf, mtping) from the workspace build, else the transport
+    crate's own target dir."""
+    found = [p for p in (ROOT / "target" / "release" / name,
+                         ROOT / "target" / "transport" / "release" / name) if p.is_file()]
     if not found:
-        return str(tools.rust_binary("concast-perf"))  # from PATH, or says how to build it
+        return str(tools.rust_binary(name))  # from PATH, or says how to build it
     return str(max(found, key=lambda p: p.stat().st_mtime))  # the freshest build
+
+
+def missing(commands, binaries=("concast-perf",)) -> str | None:
+    """Why the transport cannot run between namespaces here (root, commands, binaries), or
+    None: the system tests' skip reason."""
+    why = unavailable(commands)
+    if why:
+        return why
+    for b in binaries:
+        try:
+            binary(b)
+        except tools.MissingTool as e:
+            return str(e)
+    return None
 
 
 def _lines(text: str) -> list[dict]:

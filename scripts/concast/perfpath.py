@@ -19,6 +19,16 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+
+def unavailable(commands) -> str | None:
+    """Why namespaces cannot be built here (not root, a command missing), or None."""
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    for c in commands:
+        if not shutil.which(c):
+            return f"{c} is not installed"
+    return None
+
 class PathError(RuntimeError):
     """The namespaces could not be set up (not root, no ip or nft)."""
 
@@ -38,11 +48,9 @@ class Path:
         self.addr = {"a": A_ADDR, "b": B_ADDR}
 
     def __enter__(self) -> "Path":
-        if os.geteuid() != 0:
-            raise PathError("needs root to create network namespaces")
-        for tool in ("ip", "nft", "ethtool") if self.loss else ("ip",):
-            if not shutil.which(tool):
-                raise PathError(f"{tool} is not installed")
+        why = unavailable(("ip", "nft", "ethtool") if self.loss else ("ip",))
+        if why:
+            raise PathError(why)
         try:
             self._build()
         except BaseException:

@@ -7,36 +7,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from concast import ROOT, tools
+from concast import perf
 from concast.perfpath import B_ADDR, Path
 
 
-def _mtping() -> str:
-    """The freshest mtping: the workspace build or the transport crate's own target dir."""
-    found = [p for p in (ROOT / "target" / "release" / "mtping",
-                         ROOT / "target" / "transport" / "release" / "mtping") if p.is_file()]
-    if not found:
-        return str(tools.rust_binary("mtping"))
-    return str(max(found, key=lambda p: p.stat().st_mtime))
-
-
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    for tool in ("ip", "nft"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed"
-    try:
-        _mtping()
-    except tools.MissingTool as e:
-        return str(e)
-    return None
+    return perf.missing(("ip", "nft"), ("mtping",))
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
@@ -45,7 +26,7 @@ PORT = 17710
 
 
 def _serve(path: Path, d) -> subprocess.Popen:
-    p = path.popen("b", [_mtping(), "serve", "--listen", f"0.0.0.0:{PORT}", "--dir", str(d)])
+    p = path.popen("b", [perf.binary("mtping"), "serve", "--listen", f"0.0.0.0:{PORT}", "--dir", str(d)])
     time.sleep(0.3)
     return p
 
@@ -57,7 +38,7 @@ def _stop(p: subprocess.Popen) -> None:
 
 
 def _get(path: Path, *args: str, timeout: float = 120) -> dict:
-    p = path.popen("a", [_mtping(), "get", f"{B_ADDR}:{PORT}", *args])
+    p = path.popen("a", [perf.binary("mtping"), "get", f"{B_ADDR}:{PORT}", *args])
     out, err = p.communicate(timeout=timeout)
     assert p.returncode == 0, err
     return json.loads(out)
@@ -85,7 +66,7 @@ def test_a_server_restarted_mid_transfer_loses_nothing(tmp_path):
     (tmp_path / "big").write_bytes(blob)
     with Path(tag=f"s{os.getpid()}", rate_mbit=50) as path:
         srv = _serve(path, tmp_path)
-        cli = path.popen("a", [_mtping(), "get", f"{B_ADDR}:{PORT}", "--name", "big"])
+        cli = path.popen("a", [perf.binary("mtping"), "get", f"{B_ADDR}:{PORT}", "--name", "big"])
         try:
             time.sleep(1.0)            # 20 MB at 50 Mbit/s takes over 3 s: still running
             _stop(srv)
@@ -106,7 +87,7 @@ def test_mtping_ping_times_size_only_transactions(tmp_path):
     with Path(tag=f"p{os.getpid()}") as path:
         srv = _serve(path, tmp_path)
         try:
-            p = path.popen("a", [_mtping(), "ping", f"{B_ADDR}:{PORT}", "-c", "5", "--interval-ms", "20"])
+            p = path.popen("a", [perf.binary("mtping"), "ping", f"{B_ADDR}:{PORT}", "-c", "5", "--interval-ms", "20"])
             out, err = p.communicate(timeout=60)
         finally:
             _stop(srv)

@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
-from concast import perf, tools
+from concast import perf
 from concast.perfpath import B_ADDR, Path
 
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    for tool in ("ip", "nft"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed"
-    try:
-        perf.binary()
-    except tools.MissingTool as e:
-        return str(e)
-    return None
+    return perf.missing(("ip", "nft"))
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")

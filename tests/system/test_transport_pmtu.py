@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from concast import perf, tools
+from concast import perf
 
 HOP_MTU = 1200
 IP_UDP = 28
@@ -30,16 +29,7 @@ BYTES = 600_000
 
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    for tool in ("ip", "tc"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed"
-    try:
-        perf.binary()
-    except tools.MissingTool as e:
-        return str(e)
-    return None
+    return perf.missing(("ip", "tc"))
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
@@ -70,7 +60,7 @@ class RoutedPath:
         self.close()
 
     def _build(self) -> None:
-        ns, p = self.ns, self.prefix
+        ns = self.ns
         for n in ns.values():
             _run("ip", "netns", "add", n)
             _run("ip", "-n", n, "link", "set", "lo", "up")

@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,8 @@ from concast import ROOT, tools
 
 from .report import save, table, third_party_table
 from .settings import KNOWN_PROTOCOLS, PROTOCOLS, TCP_CCS, Settings, say
-from .testbed import Testbed, binary
+from .testbed import Testbed
+from concast.perf import binary
 
 
 

@@ -16,18 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from concast import ROOT, tools
+from concast.perf import binary
 
 from .settings import BULK_PORT, MTP_PORT, TCP_PORT, say
-
-
-def binary(name: str) -> str:
-    """The freshest build of a transport binary (workspace target, or the crate's own)."""
-    found = [p for p in (ROOT / "target" / "release" / name,
-                         ROOT / "target" / "transport" / "release" / name) if p.is_file()]
-    if not found:
-        return str(tools.rust_binary(name))
-    return str(max(found, key=lambda p: p.stat().st_mtime))
 
 
 class Testbed:

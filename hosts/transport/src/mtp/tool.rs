@@ -147,10 +147,11 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
             partial += prefix.len() as u64;
         }
     }
+    let (mean_window, mean_in_flight) = ep.client.occupancy();
     Ok(json!({"role": "get", "name": name, "objects": done, "wanted": count, "complete": finished && failed.is_empty(),
               "failed": failed, "bytes": bytes, "partial_bytes": partial, "secs": secs, "kbytes_per_s": bytes as f64 / 1e3 / secs,
               "mbit_s": bytes as f64 * 8.0 / 1e6 / secs, "sha256": hash, "all_same": same,
-              "window": ep.client.window(), "mean_window": ep.client.occupancy().0,
-              "mean_in_flight": ep.client.occupancy().1, "flowtimeout_us": ep.client.flowtimeout_us(),
+              "window": ep.client.window(), "mean_window": mean_window,
+              "mean_in_flight": mean_in_flight, "flowtimeout_us": ep.client.flowtimeout_us(),
               "datagram_size": ep.client.datagram_size(), "stats": stats_json(&ep.client.stats())}))
 }

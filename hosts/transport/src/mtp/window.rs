@@ -41,15 +41,16 @@ impl Default for MtpWindow {
     }
 }
 
+/// MTP's window algorithms by name and the share a cut keeps: "mtp" (0.7) and "mtp-halve"
+/// (a half and one more per round trip: Reno's AIMD, MTP's rule before, kept to compare
+/// against).
+const WINDOWS: [(&str, f64); 2] = [("mtp", BETA), ("mtp-halve", 0.5)];
+
 impl MtpWindow {
-    /// The window algorithm by its name: "mtp" (cut to 0.7) or "mtp-halve" (cut to a half,
-    /// grow by one per round trip: Reno's AIMD, MTP's rule before, kept to compare against).
+    /// The window algorithm by its name (`WINDOWS`).
     pub fn by_name(name: &str) -> Option<MtpWindow> {
-        match name {
-            "mtp" => Some(MtpWindow::default()),
-            "mtp-halve" => Some(MtpWindow { beta: 0.5, ..MtpWindow::default() }),
-            _ => None,
-        }
+        let &(_, beta) = WINDOWS.iter().find(|(n, _)| *n == name)?;
+        Some(MtpWindow { beta, ..MtpWindow::default() })
     }
 }
 
@@ -75,7 +76,7 @@ pub const PACE_AFTER: f64 = 1.0;
 
 impl Ccc for MtpWindow {
     fn name(&self) -> &'static str {
-        if self.beta == BETA { "mtp" } else { "mtp-halve" }
+        WINDOWS.iter().find(|(_, b)| *b == self.beta).map_or("mtp", |(n, _)| n)
     }
 
     fn init(&mut self, c: &mut CcCtl) {
