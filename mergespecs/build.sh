@@ -4,6 +4,9 @@
 #   Rust specs: each crate mergespecs/specs/<name>/ with crate-type cdylib, package
 #               concast-spec-<name>, built for wasm32-unknown-unknown (see specs/.cargo/config.toml).
 #   WAT specs:  mergespecs/specs/wat/<name>.wat, assembled with wat2wasm (Debian's wabt).
+#   C specs:    mergespecs/specs/c/<name>.c, one file each, on the C SDK (mergespecs/sdk-c),
+#               compiled with clang --target=wasm32 and linked by wasm-ld (Debian's clang and
+#               lld); skipped with a message when either is missing.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -39,4 +42,21 @@ for wat in "$SPECS"/wat/*.wat; do
     wat2wasm "$wat" -o "$OUT/$name.wasm" || die "wat2wasm failed on $wat"
     built+=("$name")
 done
+# The C build command of docs/mergespec-abi.md section 11: no libc (the SDK brings memcpy and
+# memset), no entry point, the stack first so an overflow traps instead of overwriting data,
+# and no --export-dynamic / --allow-undefined: the SDK's macros export exactly the ABI's names.
+C_FLAGS=(--target=wasm32 -O2 -nostdlib -ffreestanding -Wall -Wextra -Werror -I "$HERE/sdk-c"
+         -Wl,--no-entry -Wl,--stack-first -Wl,-z,stack-size=65536 -Wl,--strip-all)
+c_specs=("$SPECS"/c/*.c)
+if [ ${#c_specs[@]} -gt 0 ]; then
+    if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null; then
+        say "skipping the C specs (${c_specs[*]##*/}): clang and wasm-ld are needed: apt-get install clang lld (make setup does)"
+    else
+        for c in "${c_specs[@]}"; do
+            name="$(basename "$c" .c)"
+            clang "${C_FLAGS[@]}" -o "$OUT/$name.wasm" "$c" || die "clang failed on $c"
+            built+=("$name")
+        done
+    fi
+fi
 say "built ${#built[@]} specs into $OUT: ${built[*]}"
