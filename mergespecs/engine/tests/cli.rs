@@ -251,3 +251,28 @@ fn run_reports_quarantine_with_status_3() {
     );
     assert!(stdout.contains("fail-open 5"), "{stdout}");
 }
+
+/// `concast-spec check X | head -1`: a reader that closes the pipe early must not make the
+/// tool panic. The read end is closed before the tool starts, so every write of it fails.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let sum = spec_path("sum");
+    let input = data("sum.jsonl");
+    for args in [
+        vec!["check", sum.to_str().unwrap()],
+        vec!["check", sum.to_str().unwrap(), "--json"],
+        vec!["run", sum.to_str().unwrap(), "--input", input.to_str().unwrap()],
+        vec!["help"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_concast-spec"))
+            .args(&args)
+            .stdout(writer)
+            .output()
+            .expect("runs");
+        let err = text(&out.stderr);
+        assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
+}

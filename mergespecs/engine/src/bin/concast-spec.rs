@@ -1,6 +1,7 @@
 //! `concast-spec`: check a merge spec, or run one offline over recorded datagrams.
 //! The Python `concast spec ...` command executes this binary; see `usage()`.
 
+use std::io::{self, Write};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -47,6 +48,38 @@ exit status: 0 ok; 1 spec or input rejected; 2 bad command line; 3 run: a flow w
 
 /// A command-line mistake: reported with the usage, exit status 2.
 struct BadCommandLine(String);
+
+/// Why a command stopped before its end.
+enum Failure {
+    /// Reported on stderr; exit status 1.
+    Msg(String),
+    /// The reader of stdout went away (`concast-spec check X | head -1`): nothing more is
+    /// wanted, so the command stops writing, quietly, with the status it would have had.
+    StdoutClosed,
+}
+
+impl From<String> for Failure {
+    fn from(msg: String) -> Failure {
+        Failure::Msg(msg)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::StdoutClosed
+        } else {
+            Failure::Msg(format!("cannot write to stdout: {e}"))
+        }
+    }
+}
+
+/// `println!` that reports a closed stdout instead of panicking (as `println!` does).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        writeln!(io::stdout(), $($arg)*).map_err(Failure::from)?
+    };
+}
 
 struct Args {
     command: String,
@@ -166,7 +199,7 @@ fn params_text(params: &[u8]) -> String {
 }
 
 /// `embed`: the module with the parameters embedded, checked by loading it before writing.
-fn embed(args: &Args) -> Result<(), String> {
+fn embed(args: &Args) -> Result<(), Failure> {
     let bytes = read_file(&args.spec, "spec")?;
     let out = concast_engine::params_section::with_params(&bytes, &args.params())
         .map_err(|e| format!("{}: {e}", args.spec.display()))?;
@@ -174,7 +207,7 @@ fn embed(args: &Args) -> Result<(), String> {
     let spec = engine.load_spec(&out).map_err(|e| format!("the result would not load: {e}"))?;
     let path = args.output.as_ref().expect("checked in parse_args");
     std::fs::write(path, &out).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    println!("{}: sha256 {}, params {}", path.display(), spec.info().sha256_hex(), params_text(&spec.info().params));
+    say!("{}: sha256 {}, params {}", path.display(), spec.info().sha256_hex(), params_text(&spec.info().params));
     Ok(())
 }
 
@@ -195,7 +228,7 @@ fn limits_text(l: &Limits) -> String {
     )
 }
 
-fn check(args: &Args) -> Result<(), String> {
+fn check(args: &Args) -> Result<(), Failure> {
     let bytes = read_file(&args.spec, "spec")?;
     let name = args.spec.display();
     let mut engine = Engine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
@@ -222,23 +255,23 @@ fn check(args: &Args) -> Result<(), String> {
                 "emits_per_build": limits.emits_per_build,
             },
         });
-        println!("{v}");
+        say!("{v}");
     } else {
-        println!("{name}: a valid concast merge spec");
-        println!("  sha256       {}", info.sha256_hex());
-        println!("  size         {} bytes", info.size);
-        println!("  abi version  {}", info.abi_version);
-        println!("  exports      {}", info.exports.join("\n               "));
+        say!("{name}: a valid concast merge spec");
+        say!("  sha256       {}", info.sha256_hex());
+        say!("  size         {} bytes", info.size);
+        say!("  abi version  {}", info.abi_version);
+        say!("  exports      {}", info.exports.join("\n               "));
         let imports = if info.imports.is_empty() {
             "(none)".to_string()
         } else {
             info.imports.join("\n               ")
         };
-        println!("  imports      {imports}");
-        println!("  memory       {} bytes initially", info.memory_min_bytes);
-        println!("  params       {}", params_text(&info.params));
-        println!("  limits       {}", limits_text(limits));
-        println!(
+        say!("  imports      {imports}");
+        say!("  memory       {} bytes initially", info.memory_min_bytes);
+        say!("  params       {}", params_text(&info.params));
+        say!("  limits       {}", limits_text(limits));
+        say!(
             "  init         ok with parameters {:?}",
             String::from_utf8_lossy(&args.params())
         );
@@ -318,7 +351,7 @@ fn flow_text(f: &FlowStats) -> String {
     s
 }
 
-fn print_report(args: &Args, report: &RunReport) -> Result<(), String> {
+fn print_report(args: &Args, report: &RunReport) -> Result<(), Failure> {
     let outputs_to_stdout = args.output.is_none();
     if let Some(path) = &args.output {
         let data = if path.extension().is_some_and(|e| e == "pcap") {
@@ -341,7 +374,7 @@ fn print_report(args: &Args, report: &RunReport) -> Result<(), String> {
     if args.json {
         if outputs_to_stdout {
             for o in &report.outputs {
-                println!("{}", output_json(o));
+                say!("{}", output_json(o));
             }
         }
         let summary = json!({"summary": {
@@ -350,32 +383,32 @@ fn print_report(args: &Args, report: &RunReport) -> Result<(), String> {
             "not_concast": report.not_concast.iter().map(|(o, e)| json!({"origin": o, "error": e})).collect::<Vec<_>>(),
             "refused": report.refused.iter().map(|(k, e)| json!({"receiver": k.receiver.to_string(), "group": k.group, "reason": e})).collect::<Vec<_>>(),
         }});
-        println!("{summary}");
+        say!("{summary}");
     } else {
         if outputs_to_stdout {
-            println!(
+            say!(
                 "{:>10}  {:<9}  {:<18}  {:>15} > {:<15}  {:>3}  {:>3}  {:>5}  payload",
                 "t_us", "kind", "flow", "src", "dst", "pro", "ttl", "len"
             );
             for o in &report.outputs {
-                println!("{}", output_line(o));
+                say!("{}", output_line(o));
             }
         }
-        println!("spec sha256 {}: {} datagrams forwarded, {merged} of them merged; virtual time ended at {} us", report.spec.sha256_hex(), report.outputs.len(), report.end_us);
+        say!("spec sha256 {}: {} datagrams forwarded, {merged} of them merged; virtual time ended at {} us", report.spec.sha256_hex(), report.outputs.len(), report.end_us);
         for f in &report.flows {
-            println!("{}", flow_text(f));
+            say!("{}", flow_text(f));
         }
         for (origin, error) in &report.not_concast {
-            println!("not a concast datagram: {origin} ({error}); forwarded unchanged");
+            say!("not a concast datagram: {origin} ({error}); forwarded unchanged");
         }
         for (key, why) in &report.refused {
-            println!("flow {key} refused: {why}");
+            say!("flow {key} refused: {why}");
         }
     }
     Ok(())
 }
 
-fn run(args: &Args) -> Result<ExitCode, String> {
+fn run(args: &Args) -> Result<ExitCode, Failure> {
     let spec = read_file(&args.spec, "spec")?;
     let input_path = args.input.as_ref().expect("checked by parse_args");
     let (records, notes) = input::read(&read_file(input_path, "input")?)
@@ -394,7 +427,10 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     };
     let report = offline::run(&spec, &records, &opts)
         .map_err(|e| format!("{}: {e}", args.spec.display()))?;
-    print_report(args, &report)?;
+    match print_report(args, &report) {
+        Ok(()) | Err(Failure::StdoutClosed) => {}
+        Err(e) => return Err(e),
+    }
     Ok(if report.quarantined() > 0 {
         ExitCode::from(3)
     } else {
@@ -408,7 +444,7 @@ fn main() -> ExitCode {
         argv.peek().map(String::as_str),
         Some("help" | "--help" | "-h")
     ) {
-        println!("{USAGE}");
+        let _ = writeln!(io::stdout(), "{USAGE}"); // a closed stdout is no error here
         return ExitCode::SUCCESS;
     }
     let args = match parse_args(argv) {
@@ -425,8 +461,13 @@ fn main() -> ExitCode {
     } else {
         run(&args)
     };
-    result.unwrap_or_else(|msg| {
-        eprintln!("concast-spec: {msg}");
-        ExitCode::from(1)
-    })
+    match result {
+        Ok(code) => code,
+        // check and embed print only after their work succeeded
+        Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Msg(msg)) => {
+            eprintln!("concast-spec: {msg}");
+            ExitCode::from(1)
+        }
+    }
 }
