@@ -93,6 +93,7 @@
 /* ---- exports: each macro names the export and fixes its Wasm signature ---- */
 
 #define CONCAST_EXPORT(name) __attribute__((export_name(name)))
+#define CONCAST_UNUSED_ __attribute__((unused)) /* a spec need not read every argument */
 
 /* concast_init: the SDK's export reads the parameters, runs your body, and returns the
  * message buffer. Return NULL to accept the flow, or a message to refuse it. */
@@ -108,24 +109,30 @@
     static const char *concast_user_init_(void)
 
 /* (len) -> i64: the datagram is concast_message[0..len]; return a tag or a CONCAST_TAG_* */
-#define CONCAST_GET_TAG(len) \
-    CONCAST_EXPORT("concast_get_tag") uint64_t concast_get_tag(uint32_t len)
+#define CONCAST_GET_TAG(len)                                                  \
+    CONCAST_EXPORT("concast_get_tag")                                         \
+    uint64_t concast_get_tag(uint32_t len CONCAST_UNUSED_)
 /* (slot, tag) -> () */
-#define CONCAST_STATE_NEW(slot, tag) \
-    CONCAST_EXPORT("concast_state_new") void concast_state_new(uint32_t slot, uint64_t tag)
+#define CONCAST_STATE_NEW(slot, tag)                                          \
+    CONCAST_EXPORT("concast_state_new")                                       \
+    void concast_state_new(uint32_t slot CONCAST_UNUSED_, uint64_t tag CONCAST_UNUSED_)
 /* (slot, len) -> i32: a CONCAST_MERGED .. CONCAST_DROP */
-#define CONCAST_MERGE(slot, len) \
-    CONCAST_EXPORT("concast_merge") int32_t concast_merge(uint32_t slot, uint32_t len)
+#define CONCAST_MERGE(slot, len)                                              \
+    CONCAST_EXPORT("concast_merge")                                           \
+    int32_t concast_merge(uint32_t slot CONCAST_UNUSED_, uint32_t len CONCAST_UNUSED_)
 /* (slot) -> i32: non-zero = build now */
-#define CONCAST_DONE(slot) CONCAST_EXPORT("concast_done") int32_t concast_done(uint32_t slot)
+#define CONCAST_DONE(slot)                                                    \
+    CONCAST_EXPORT("concast_done") int32_t concast_done(uint32_t slot CONCAST_UNUSED_)
 /* (slot) -> i32: emit, then CONCAST_FREE or CONCAST_KEEP */
-#define CONCAST_BUILD(slot) CONCAST_EXPORT("concast_build") int32_t concast_build(uint32_t slot)
+#define CONCAST_BUILD(slot)                                                   \
+    CONCAST_EXPORT("concast_build") int32_t concast_build(uint32_t slot CONCAST_UNUSED_)
 /* optional (slot) -> i32: non-zero = build now (without it the engine builds) */
-#define CONCAST_TIMEOUT(slot) \
-    CONCAST_EXPORT("concast_timeout") int32_t concast_timeout(uint32_t slot)
+#define CONCAST_TIMEOUT(slot)                                                 \
+    CONCAST_EXPORT("concast_timeout") int32_t concast_timeout(uint32_t slot CONCAST_UNUSED_)
 /* optional (slot) -> () */
-#define CONCAST_STATE_FREE(slot) \
-    CONCAST_EXPORT("concast_state_free") void concast_state_free(uint32_t slot)
+#define CONCAST_STATE_FREE(slot)                                              \
+    CONCAST_EXPORT("concast_state_free")                                      \
+    void concast_state_free(uint32_t slot CONCAST_UNUSED_)
 /* optional () -> i32: CONCAST_ORDERED_STATES or 0 */
 #define CONCAST_FLAGS() CONCAST_EXPORT("concast_flags") int32_t concast_flags(void)
 
@@ -151,7 +158,8 @@ CONCAST_IMPORT("pending_take") int32_t concast_pending_take(int32_t index, void 
 CONCAST_IMPORT("emit") void concast_emit(const void *payload, uint32_t len, int32_t protocol,
                                          int32_t ttl, int32_t flags);
 CONCAST_IMPORT("log") void concast_log(int32_t level, const void *text, uint32_t len);
-CONCAST_IMPORT("abort") __attribute__((noreturn)) void concast_abort(const void *text, uint32_t len);
+CONCAST_IMPORT("abort") __attribute__((noreturn))
+void concast_abort(const void *text, uint32_t len);
 
 /* ---- what the implementation part defines ---- */
 

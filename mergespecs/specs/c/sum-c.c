@@ -5,9 +5,9 @@
  * parameters it forwards byte-for-byte what `sum` forwards (engine/tests/c_spec.rs checks).
  *
  * Payload of an aggregate datagram (after the IPv4 header; all fields big-endian):
- *    0      2      4      6      8        10    11    12       16         20         24
- *    | sport| dport| len  | csum | "CA"   | ver | rsv | key u32 | count u32 | reserved | value i64 |
- *    \______ UDP header ______/  \____________________ aggregate header ____________________/
+ *    0      2      4      6      8     10    11    12      16        20       24
+ *    | sport| dport| len  | csum | "CA" | ver | rsv | key u32| count u32| reserved| value i64 |
+ *    \______ UDP header ______/  \________________ aggregate header ________________/
  * ver = 1; count = the contributions the value stands for (0 reads as 1); the tag is the key.
  */
 #include "concast_spec.h"
@@ -65,7 +65,8 @@ static uint32_t fanin_now(void) {
 CONCAST_INIT() {
     static const char bad[] =
         "aggregate spec: a parameter (k, fanin, timeout_us, ttl) is not a number in range";
-    if (concast_param_u64("k", 0, UINT32_MAX, &k) || concast_param_u64("fanin", 0, UINT32_MAX, &fanin) ||
+    if (concast_param_u64("k", 0, UINT32_MAX, &k) ||
+        concast_param_u64("fanin", 0, UINT32_MAX, &fanin) ||
         concast_param_u64("timeout_us", 10000, 3600000000u, &timeout_us) ||
         concast_param_u64("ttl", 0, 255, &ttl))
         return bad;
