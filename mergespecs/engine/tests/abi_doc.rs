@@ -54,11 +54,7 @@ fn the_wat_example_emits_a_valid_udp_datagram() {
         )
         .unwrap();
     let kinds: Vec<&str> = out.iter().map(|o| o.kind.name()).collect();
-    assert_eq!(
-        kinds,
-        ["passed", "merged"],
-        "TCP passes, two UDP make one"
-    );
+    assert_eq!(kinds, ["passed", "merged"], "TCP passes, two UDP make one");
     let merged = &merged(&out)[0];
     let header_len = usize::from(merged[0] & 0x0F) * 4;
     let payload = &merged[header_len..];
@@ -113,4 +109,68 @@ fn the_c_build_command_builds_what_make_specs_builds() {
     engine()
         .load_spec(&doc_built)
         .expect("the documented build passes the ABI checks");
+}
+
+/// mergespecs/README.md's C example, compiled with the flags of section 11, is a working spec:
+/// it merges `fanin` UDP datagrams into one UDP datagram carrying their count.
+#[test]
+fn the_readme_c_example_builds_and_merges() {
+    if Command::new("clang").arg("--version").output().is_err() {
+        eprintln!("skipped: clang is not installed (apt-get install clang lld)");
+        return;
+    }
+    let readme = std::fs::read_to_string(repo().join("mergespecs/README.md")).unwrap();
+    let start = readme.find("```c\n").expect("a ```c block") + 5;
+    let source = &readme[start..start + readme[start..].find("```").unwrap()];
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("readme-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.c"), source).unwrap();
+    let sdk = repo().join("mergespecs/sdk-c");
+    let status = Command::new("clang")
+        .args([
+            "--target=wasm32",
+            "-O2",
+            "-nostdlib",
+            "-ffreestanding",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .arg("-I")
+        .arg(&sdk)
+        .args([
+            "-Wl,--no-entry",
+            "-Wl,--stack-first",
+            "-Wl,-z,stack-size=65536",
+            "-Wl,--strip-all",
+        ])
+        .args(["-o", "example.wasm", "example.c"])
+        .current_dir(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let module = std::fs::read(dir.join("example.wasm")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut engine = engine();
+    let flow = add(&mut engine, &module, 7, "fanin=3");
+    let batch: Vec<Vec<u8>> = (1..=3).map(|i| contribution(i, 7, 1, 5)).collect();
+    let mut out = Outputs::new();
+    engine.ingest(flow, &batch, 10, &mut out).unwrap();
+    let merged = merged(&out);
+    assert_eq!(merged.len(), 1);
+    let payload = &merged[0][usize::from(merged[0][0] & 0x0F) * 4..];
+    assert_eq!(
+        payload,
+        [0x0F, 0xA0, 0x13, 0x88, 0, 12, 0, 0, 0, 0, 0, 3],
+        "ports, length 12, count 3"
+    );
+    let mut engine = self::engine();
+    let spec = engine.load_spec(&module).unwrap();
+    let mut cfg = concast_engine::FlowConfig::new(key(8), spec);
+    cfg.params = b"fanin=many".to_vec();
+    assert!(
+        engine.add_flow(cfg, 0).is_err(),
+        "a bad fanin refuses the flow"
+    );
 }
