@@ -18,10 +18,11 @@
  *         -Wl,--no-entry -Wl,--stack-first -Wl,-z,stack-size=65536 -Wl,--strip-all \
  *         -o my-spec.wasm my-spec.c
  *
- * then `concast-spec check my-spec.wasm`. Do not add -Wl,--export-dynamic (it would export
- * every non-static function) or -Wl,--allow-undefined (an undefined symbol would become an
- * import from "env", which the engine refuses): wasm-ld hides every symbol that is not
- * exported by name, and the macros below export exactly the ABI's functions.
+ * then `concast-spec check my-spec.wasm`. clang compiles wasm32 code with hidden visibility,
+ * so wasm-ld exports only what is exported by name: the macros below export exactly the ABI's
+ * functions (no -Wl,--export-dynamic needed). Do not add -Wl,--allow-undefined: an undefined
+ * symbol (memcpy without this header) would become an import from "env", which the engine
+ * refuses. docs/mergespec-abi.md section 11 says why each flag.
  *
  * Use: in the one .c file of the module,
  *
@@ -38,7 +39,8 @@
  *   // optional: CONCAST_TIMEOUT(slot), CONCAST_STATE_FREE(slot), CONCAST_FLAGS()
  *
  * mergespecs/specs/c/sum-c.c is a complete spec. A second .c file in the same module defines
- * CONCAST_SPEC_DECLARATIONS_ONLY before including this header (declarations, no definitions).
+ * CONCAST_SPEC_DECLARATIONS_ONLY before including this header (declarations, no definitions);
+ * the export macros and CONCAST_STATES belong in one file each.
  */
 #ifndef CONCAST_SPEC_H
 #define CONCAST_SPEC_H
