@@ -10,7 +10,8 @@ from pathlib import Path
 from concast.topologies.experiments.ackstudy import paper
 
 RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "clients", "completed", "failed", "intact",
-              "acks_captured", "records_at_r", "records_combined", "combined_pct",
+              "acks_captured", "records_at_r", "acks_lost_link_queue", "acks_lost_link_loss",
+              "acks_lost_link_down", "acks_unaccounted", "records_combined", "combined_pct",
               "mplex_pkts_at_r", "mean_bundle", "late_records", "expired_ttl",
               "session_tput_mbps", "agg_tput_mbps", "makespan_s", "median_s", "p95_s",
               "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s",

@@ -201,6 +201,7 @@ class Testbed:
         row = measure(res.to_dict(), before, after, self.clients)
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
+        row.update(ack_books(row, links_before, links_after))
         row.update(engine_deltas(engines_before, engines_after))
         return row
 
@@ -222,15 +223,35 @@ class Testbed:
     def link_totals(self) -> dict:
         """The link emulator's counters summed over every link direction (all traffic: the
         pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
-        totals = dict.fromkeys(LINK_COUNTERS, 0)
+        totals = dict.fromkeys(LINK_COUNTERS + LINK_DROP_BOOKS, 0)
         for link in self.net.emulator.stats():
             for way in ("ab", "ba"):
+                d = link.get(way, {})
                 for k in LINK_COUNTERS:
-                    totals[k] += link.get(way, {}).get(k, 0)
+                    totals[k] += d.get(k, 0)
+                for cause, kinds in d.get("drops", {}).items():
+                    for kind, n in kinds.items():
+                        if f"{cause}_{kind}" in totals:
+                            totals[f"{cause}_{kind}"] += n
         return totals
 
 
 LINK_COUNTERS = ("frames_in", "dropped_queue", "dropped_loss")
+# What the emulator's drops carried, by cause (queue, configured loss, link down) and kind:
+# ACK records inside MplexPkts are the ones the books below need.
+LINK_DROP_BOOKS = tuple(f"{cause}_{kind}" for cause in ("queue", "loss", "down")
+                        for kind in ("mplex_pkts", "mplex_records", "pure_acks", "csp", "other"))
+
+
+def ack_books(row: dict, links_before: dict, links_after: dict) -> dict:
+    """Where every ACK the clients' hostd captured went: unbundled at R, or lost inside an
+    MplexPkt that a link dropped (its queue was full, configured loss, or the link was down).
+    `acks_unaccounted` is what none of these explain; 0 when the books balance."""
+    lost = {cause: links_after[f"{cause}_mplex_records"] - links_before[f"{cause}_mplex_records"]
+            for cause in ("queue", "loss", "down")}
+    books = {f"acks_lost_link_{cause}": n for cause, n in lost.items()}
+    books["acks_unaccounted"] = row["acks_captured"] - row["records_at_r"] - sum(lost.values())
+    return books
 ENGINE_COUNTERS = ("received", "out", "taken", "gate_held", "gate_hold_us", "timer_fires")
 
 

@@ -180,6 +180,7 @@ fn dir_stats(l: &Link, d: usize) -> Value {
         "frames_in": c.frames_in, "bytes_in": c.bytes_in,
         "delivered": c.delivered, "bytes": c.bytes_delivered,
         "dropped_queue": c.dropped_queue, "dropped_loss": c.dropped_loss, "dropped_down": c.dropped_down,
+        "drops": l.drops[d].to_json(),
         "backlog_pkts": pkts, "backlog_bytes": bytes, "max_backlog": c.max_backlog,
         "in_flight": dir.in_flight(),
         "qdelay_p50_us": dir.qdelay.quantile_us(0.5), "qdelay_p99_us": dir.qdelay.quantile_us(0.99),

@@ -8,7 +8,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::Hist;
-use concast_linkemu::model::Direction;
+use concast_linkemu::kind::DropBooks;
+use concast_linkemu::model::{Direction, Drop};
 use concast_linkemu::state::{Slot, StateFile};
 
 use crate::tap;
@@ -29,6 +30,8 @@ pub struct Link {
     pub ends: [End; 2],
     /// dirs[0] carries what end a transmits to end b; dirs[1] the reverse.
     pub dirs: [Direction<Vec<u8>>; 2],
+    /// What each direction's drops carried (ACKs in bundles, pure ACKs, CSP, other).
+    pub drops: [DropBooks; 2],
     pub slots: [u32; 2],
     /// The due time the heap holds for each direction (u64::MAX: none).
     scheduled: [u64; 2],
@@ -109,7 +112,7 @@ impl Emu {
             epoll_add(self.epfd, fd, token).map_err(|e| format!("epoll: {e}"))?;
         }
         self.generation = self.generation.wrapping_add(1);
-        let link = Link { id: id.clone(), ends, dirs, slots, scheduled: [u64::MAX; 2], generation: self.generation };
+        let link = Link { id: id.clone(), ends, dirs, drops: Default::default(), slots, scheduled: [u64::MAX; 2], generation: self.generation };
         if idx == self.links.len() {
             self.links.push(Some(link));
         } else {
@@ -178,7 +181,8 @@ impl Emu {
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
                 Ok(true) => {
                     let len = buf.len() as u32;
-                    if let Err((_, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                    if let Err((cause, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                        link.drops[end].record(cause, &buf);
                         self.pool.push(buf);
                     }
                 }
@@ -211,6 +215,7 @@ impl Emu {
             }
             if !up {
                 dir.account(frame.len() as u32, false); // carrier went down in flight
+                link.drops[d].record(Drop::Down, &frame);
             } else if out.is_some_and(|fd| tap::write_frame(fd, &frame).is_ok()) {
                 dir.account(frame.len() as u32, true);
             } else {
