@@ -193,6 +193,33 @@ def test_drops_are_booked_by_what_they_carried(link):
     assert sum(grew["loss"].values()) == sum(grew["down"].values()) == 0, grew
 
 
+def test_a_control_client_that_stops_reading_never_stalls_the_links(link):
+    """Replies are queued, not written blocking: a client that asks for `stats` again and
+    again without reading must not hold up a single frame (it once stalled every link for
+    tens of ms whenever the experiment's Python side was slow to read)."""
+    import socket
+    mn, emu = link
+    emu.set(LINK, params={"delay": "5ms"})
+    hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hog.connect(str(emu.socket_path))
+    try:
+        hog.setblocking(False)
+        sent = 0
+        for _ in range(2000):         # far more reply bytes than any socket buffer holds
+            try:
+                sent += hog.send(b'{"cmd": "stats"}\n')
+            except BlockingIOError:
+                break
+        got = rtts(mn["h1"], IP2, 50, interval=0.01)
+    finally:
+        hog.close()
+    print(f"{sent} bytes of requests unread; RTT median {statistics.median(got):.2f} ms, "
+          f"max {max(got):.2f} ms")
+    assert len(got) >= 48, got
+    assert max(got) < 10 + 5, got     # 10 ms of delay; no stall behind the unread replies
+    assert emu.call("ping")["ok"]     # and the emulator still answers others
+
+
 def test_down_drops_and_up_restores(link):
     mn, emu = link
     assert rtts(mn["h1"], IP2, 2)

@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     failed = sum(r["failed"] for r in rows)
     unbalanced = [r for r in rows if r["mode"] == "on" and r.get("acks_unaccounted")]
+    faithful = sum(1 for r in rows if r.get("faithful", True))
     say(f"{len(rows)} runs in {info['wall_s'] / 60:.1f} min; {failed} page fetches failed; "
+        f"{faithful} of {len(rows)} runs faithful"
+        f"{'' if s.keep_unfaithful or faithful == len(rows) else ' (Table 1 counts only those)'}; "
         f"ACK books balanced in {len(rows) - len(unbalanced)} of {len(rows)} runs; "
         f"peak memory +{mem.as_dict()['added_mib']} MiB; wrote {out}")
     for r in unbalanced:

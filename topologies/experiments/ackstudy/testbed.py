@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from concast.topologies.experiments.ackstudy import mplexctl
+from concast.topologies.experiments.ackstudy import fidelity, mplexctl
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
 
@@ -185,7 +185,11 @@ class Testbed:
                                           s.max_total_delay_ms)
             join_s = time.monotonic() - t0
         before = mplexctl.status(net, hosts)
-        links_before = self.link_totals()
+        # One snapshot of every link before and one after; the run's lateness starts here.
+        emu_before = net.emulator.call("stats", reset_lateness=True)
+        cpu_before = fidelity.read_cpu_times()
+        late_before = self.lateness_by_class(emu_before["links"])
+        links_before = link_totals(emu_before["links"])
         engines_before = self.engine_counters()
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
@@ -194,7 +198,10 @@ class Testbed:
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
         after = mplexctl.status(net, hosts)
-        links_after = self.link_totals()
+        emu = net.emulator.call("stats")
+        cpu = fidelity.cpu_shares(cpu_before, fidelity.read_cpu_times())
+        links_after = link_totals(emu["links"])
+        late_after = self.lateness_by_class(emu["links"])
         engines_after = self.engine_counters()
         if mode == "on":
             mplexctl.senders_off(net, self.clients, self.sv_ip)
@@ -202,6 +209,8 @@ class Testbed:
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
         row.update(ack_books(row, links_before, links_after))
+        row.update(fidelity.measure(emu, late_before, late_after, cpu))
+        row.update(fidelity.verdict(row))
         row.update(engine_deltas(engines_before, engines_after))
         return row
 
@@ -220,20 +229,24 @@ class Testbed:
                     out[r] = f["engine"]["counters"]
         return out
 
-    def link_totals(self) -> dict:
-        """The link emulator's counters summed over every link direction (all traffic: the
-        pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
-        totals = dict.fromkeys(LINK_COUNTERS + LINK_DROP_BOOKS, 0)
-        for link in self.net.emulator.stats():
-            for way in ("ab", "ba"):
-                d = link.get(way, {})
-                for k in LINK_COUNTERS:
-                    totals[k] += d.get(k, 0)
-                for cause, kinds in d.get("drops", {}).items():
-                    for kind, n in kinds.items():
-                        if f"{cause}_{kind}" in totals:
-                            totals[f"{cause}_{kind}"] += n
-        return totals
+    def lateness_by_class(self, links: list[dict]) -> dict:
+        return fidelity.lateness_by_class(links, set(self.net.plan.hosts))
+
+
+def link_totals(links: list[dict]) -> dict:
+    """The link emulator's counters summed over every link direction (all traffic: the
+    pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
+    totals = dict.fromkeys(LINK_COUNTERS + LINK_DROP_BOOKS, 0)
+    for link in links:
+        for way in ("ab", "ba"):
+            d = link.get(way, {})
+            for k in LINK_COUNTERS:
+                totals[k] += d.get(k, 0)
+            for cause, kinds in d.get("drops", {}).items():
+                for kind, n in kinds.items():
+                    if f"{cause}_{kind}" in totals:
+                        totals[f"{cause}_{kind}"] += n
+    return totals
 
 
 LINK_COUNTERS = ("frames_in", "dropped_queue", "dropped_loss")
