@@ -174,8 +174,8 @@ def test_drops_are_booked_by_what_they_carried(link):
     MplexPkts and as the ACK records they carried, under the queue (docs/linkemu.md)."""
     mn, emu = link
     # ~70-byte frames at 0.005 Mbit/s take ~110 ms each: the burst is over long before the
-    # queue has moved.
-    emu.set(LINK, ab={"bw": 0.005, "max_queue_size": 50})
+    # queue has moved. A 5-frame queue drains in about half a second, before the next test.
+    emu.set(LINK, ab={"bw": 0.005, "max_queue_size": 5})
     st0 = emu.stats(LINK)["ab"]
     out = mn["h1"].cmd(f"{sys.executable} {MPLEXSEND} --dst {IP2} --count 200 "
                        "--max-local-delay-us 1000")
@@ -186,11 +186,16 @@ def test_drops_are_booked_by_what_they_carried(link):
             for cause in after}
     dropped = st1["dropped_queue"] - st0["dropped_queue"]
     print(f"drop books: {grew}; dropped_queue {dropped}")
-    # Building each datagram with Scapy takes a while: a frame or two may leave mid-burst.
-    assert 140 <= dropped <= 150
+    # Building each datagram with Scapy takes a while: a few frames may leave mid-burst.
+    assert 180 <= dropped <= 195
     assert grew["queue"]["mplex_pkts"] == grew["queue"]["mplex_records"] == dropped, grew
     assert grew["queue"]["other"] == grew["queue"]["pure_acks"] == 0, grew
     assert sum(grew["loss"].values()) == sum(grew["down"].values()) == 0, grew
+    for _ in range(50):               # let the queue drain: later tests time this link
+        st = emu.stats(LINK)["ab"]
+        if st["backlog_pkts"] == 0 and st["in_flight"] == 0:
+            break
+        time.sleep(0.1)
 
 
 def test_a_control_client_that_stops_reading_never_stalls_the_links(link):
@@ -213,10 +218,11 @@ def test_a_control_client_that_stops_reading_never_stalls_the_links(link):
         got = rtts(mn["h1"], IP2, 50, interval=0.01)
     finally:
         hog.close()
-    print(f"{sent} bytes of requests unread; RTT median {statistics.median(got):.2f} ms, "
-          f"max {max(got):.2f} ms")
+    print(f"{sent} bytes of requests unread; RTT median "
+          f"{statistics.median(got) if got else None} ms, max {max(got, default=None)} ms")
     assert len(got) >= 48, got
-    assert max(got) < 10 + 5, got     # 10 ms of delay; no stall behind the unread replies
+    # 10 ms of delay: no stall behind the unread replies (written blocking, each cost 2 s)
+    assert statistics.median(got) < 12 and max(got) < 10 + 40, got
     assert emu.call("ping")["ok"]     # and the emulator still answers others
 
 
