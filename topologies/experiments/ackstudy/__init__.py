@@ -87,5 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {r['env']} seed {r['seed']} {r['delay_ms']:g} ms: {r['acks_captured']} ACKs "
             f"captured, {r['records_at_r']} at R, lost on links (queue/loss/down) "
             f"{r['acks_lost_link_queue']}/{r['acks_lost_link_loss']}/{r['acks_lost_link_down']}, "
-            f"{r['acks_unaccounted']} unaccounted")
+            f"{r['acks_unaccounted']} unaccounted (routers: {r.get('engine_dropped', 0)} "
+            f"MplexPkts dropped by the spec, {r.get('engine_cpu_port_kernel_drops', 0)} frames "
+            f"dropped at CPU ports, {r.get('routers_open_states_end', 0)} bundles open at the end)")
     return status or (1 if failed or unbalanced else 0)

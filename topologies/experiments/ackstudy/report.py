@@ -16,8 +16,9 @@ RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "complete
               "session_tput_mbps", "agg_tput_mbps", "makespan_s", "median_s", "p95_s",
               "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s",
               "links_frames_in", "links_dropped_queue", "links_dropped_loss",
-              "engine_received", "engine_out", "engine_taken", "engine_gate_held",
-              "engine_gate_hold_us", "engine_timer_fires", *fidelity.FIELDS]
+              "engine_received", "engine_out", "engine_taken", "engine_dropped",
+              "engine_gate_held", "engine_gate_hold_us", "engine_timer_fires",
+              "engine_cpu_port_kernel_drops", "routers_open_states_end", *fidelity.FIELDS]
 
 
 def write_runs(rows: list[dict], path: Path) -> None:

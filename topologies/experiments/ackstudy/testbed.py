@@ -212,21 +212,30 @@ class Testbed:
         row.update(fidelity.measure(emu, late_before, late_after, cpu))
         row.update(fidelity.verdict(row))
         row.update(engine_deltas(engines_before, engines_after))
+        # Bundles still open at the end hold ACKs that have not reached R (yet).
+        row["routers_open_states_end"] = sum(e.get("open_states", 0)
+                                             for e in engines_after.values())
         return row
 
     def engine_counters(self) -> dict[str, dict]:
         """Every router's merge-engine counters for the multiplex flow (`concast router
-        flows`), to tell what bundled: the gate, the read batch (`taken`) or the timers."""
+        flows`), to tell what bundled: the gate, the read batch (`taken`) or the timers;
+        with the bundles it holds open (`open_states`) and the frames the kernel dropped
+        at its CPU port (`cpu_port_kernel_drops`, every kind; `concast router stats`), to
+        tell where ACKs that neither R nor a link accounts for went."""
         from concast.hosts import routerd
         out = {}
         for r in self.net.plan.routers:
+            sock = self.net.routerd_socket(r)
             try:
-                flows = routerd.query(self.net.routerd_socket(r), "flows")["flows"]
+                flows = routerd.query(sock, "flows")["flows"]
+                drops = routerd.query(sock, "stats")["counters"].get("cpu_port_kernel_drops", 0)
             except (OSError, ValueError, KeyError):
                 continue  # a router that does not answer counts as nothing
             for f in flows:
                 if f.get("group") == mplexctl.GROUP and f.get("engine"):
-                    out[r] = f["engine"]["counters"]
+                    out[r] = {**f["engine"]["counters"], "open_states": f["engine"]["open_states"]}
+            out.setdefault(r, {})["cpu_port_kernel_drops"] = drops
         return out
 
     def lateness_by_class(self, links: list[dict]) -> dict:
@@ -265,7 +274,10 @@ def ack_books(row: dict, links_before: dict, links_after: dict) -> dict:
     books = {f"acks_lost_link_{cause}": n for cause, n in lost.items()}
     books["acks_unaccounted"] = row["acks_captured"] - row["records_at_r"] - sum(lost.values())
     return books
-ENGINE_COUNTERS = ("received", "out", "taken", "gate_held", "gate_hold_us", "timer_fires")
+
+
+ENGINE_COUNTERS = ("received", "out", "taken", "dropped", "gate_held", "gate_hold_us",
+                   "timer_fires", "cpu_port_kernel_drops")
 
 
 def engine_deltas(before: dict[str, dict], after: dict[str, dict]) -> dict:
