@@ -56,6 +56,10 @@ def test_every_captured_ack_reaches_r_or_is_accounted_for(study):
         if row["env"] == "low-loss":          # queues far from full: nothing lost
             assert at_r == captured, row
         assert int(row["late_records"] or 0) == 0, row
+        # The books balance: every captured ACK reached R or was lost on a link, by cause.
+        lost = sum(int(row[f"acks_lost_link_{c}"]) for c in ("queue", "loss", "down"))
+        assert captured == at_r + lost, row
+        assert int(row["acks_unaccounted"]) == 0, row
 
 
 def test_acks_are_combined_when_routers_may_wait(study):

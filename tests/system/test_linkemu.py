@@ -24,6 +24,7 @@ from systools import tcp_transfer, wait_listening
 pytestmark = pytest.mark.mininet
 
 UDPCOUNT = Path(__file__).with_name("udpcount.py")
+MPLEXSEND = Path(__file__).with_name("mplexsend.py")
 IP1, IP2 = "10.231.0.1", "10.231.0.2"
 MAC1, MAC2 = "02:aa:00:00:00:01", "02:aa:00:00:00:02"
 LINK = "h1h2"
@@ -166,6 +167,63 @@ def test_drop_tail_drops_exactly_the_excess(link):
     assert slot.queue_limit_pkts == 50 and slot.rate_bps == 80_000
     assert 40 <= slot.backlog_pkts <= 50, slot
     assert slot.tx_free_at_ns > time.monotonic_ns() - 5_000_000_000
+
+
+def test_drops_are_booked_by_what_they_carried(link):
+    """A burst of one-record MplexPkts into a 50-frame queue: the excess is booked as
+    MplexPkts and as the ACK records they carried, under the queue (docs/linkemu.md)."""
+    mn, emu = link
+    # ~70-byte frames at 0.005 Mbit/s take ~110 ms each: the burst is over long before the
+    # queue has moved. A 5-frame queue drains in about half a second, before the next test.
+    emu.set(LINK, ab={"bw": 0.005, "max_queue_size": 5})
+    st0 = emu.stats(LINK)["ab"]
+    out = mn["h1"].cmd(f"{sys.executable} {MPLEXSEND} --dst {IP2} --count 200 "
+                       "--max-local-delay-us 1000")
+    assert out.strip().endswith("200"), out
+    st1 = emu.stats(LINK)["ab"]
+    before, after = st0["drops"], st1["drops"]
+    grew = {cause: {k: after[cause][k] - before[cause][k] for k in after[cause]}
+            for cause in after}
+    dropped = st1["dropped_queue"] - st0["dropped_queue"]
+    print(f"drop books: {grew}; dropped_queue {dropped}")
+    # Building each datagram with Scapy takes a while: a few frames may leave mid-burst.
+    assert 180 <= dropped <= 195
+    assert grew["queue"]["mplex_pkts"] == grew["queue"]["mplex_records"] == dropped, grew
+    assert grew["queue"]["other"] == grew["queue"]["pure_acks"] == 0, grew
+    assert sum(grew["loss"].values()) == sum(grew["down"].values()) == 0, grew
+    for _ in range(50):               # let the queue drain: later tests time this link
+        st = emu.stats(LINK)["ab"]
+        if st["backlog_pkts"] == 0 and st["in_flight"] == 0:
+            break
+        time.sleep(0.1)
+
+
+def test_a_control_client_that_stops_reading_never_stalls_the_links(link):
+    """Replies are queued, not written blocking: a client that asks for `stats` again and
+    again without reading must not hold up a single frame (it once stalled every link for
+    tens of ms whenever the experiment's Python side was slow to read)."""
+    import socket
+    mn, emu = link
+    emu.set(LINK, params={"delay": "5ms"})
+    hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hog.connect(str(emu.socket_path))
+    try:
+        hog.setblocking(False)
+        sent = 0
+        for _ in range(2000):         # far more reply bytes than any socket buffer holds
+            try:
+                sent += hog.send(b'{"cmd": "stats"}\n')
+            except BlockingIOError:
+                break
+        got = rtts(mn["h1"], IP2, 50, interval=0.01)
+    finally:
+        hog.close()
+    print(f"{sent} bytes of requests unread; RTT median "
+          f"{statistics.median(got) if got else None} ms, max {max(got, default=None)} ms")
+    assert len(got) >= 48, got
+    # 10 ms of delay: no stall behind the unread replies (written blocking, each cost 2 s)
+    assert statistics.median(got) < 12 and max(got) < 10 + 40, got
+    assert emu.call("ping")["ok"]     # and the emulator still answers others
 
 
 def test_down_drops_and_up_restores(link):

@@ -76,6 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table1_markdown(summary))
     print()
     failed = sum(r["failed"] for r in rows)
+    unbalanced = [r for r in rows if r["mode"] == "on" and r.get("acks_unaccounted")]
+    faithful = sum(1 for r in rows if r.get("faithful", True))
     say(f"{len(rows)} runs in {info['wall_s'] / 60:.1f} min; {failed} page fetches failed; "
+        f"{faithful} of {len(rows)} runs faithful"
+        f"{'' if s.keep_unfaithful or faithful == len(rows) else ' (Table 1 counts only those)'}; "
+        f"ACK books balanced in {len(rows) - len(unbalanced)} of {len(rows)} runs; "
         f"peak memory +{mem.as_dict()['added_mib']} MiB; wrote {out}")
-    return status or (1 if failed else 0)
+    for r in unbalanced:
+        say(f"  {r['env']} seed {r['seed']} {r['delay_ms']:g} ms: {r['acks_captured']} ACKs "
+            f"captured, {r['records_at_r']} at R, lost on links (queue/loss/down) "
+            f"{r['acks_lost_link_queue']}/{r['acks_lost_link_loss']}/{r['acks_lost_link_down']}, "
+            f"{r['acks_unaccounted']} unaccounted (routers: {r.get('engine_dropped', 0)} "
+            f"MplexPkts dropped by the spec, {r.get('engine_cpu_port_kernel_drops', 0)} frames "
+            f"dropped at CPU ports, {r.get('routers_open_states_end', 0)} bundles open at the end)")
+    return status or (1 if failed or unbalanced else 0)

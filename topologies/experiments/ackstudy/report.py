@@ -7,16 +7,18 @@ import json
 import statistics
 from pathlib import Path
 
-from concast.topologies.experiments.ackstudy import paper
+from concast.topologies.experiments.ackstudy import fidelity, paper
 
-RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "clients", "completed", "failed", "intact",
-              "acks_captured", "records_at_r", "records_combined", "combined_pct",
+RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "completed", "failed", "intact",
+              "acks_captured", "records_at_r", "acks_lost_link_queue", "acks_lost_link_loss",
+              "acks_lost_link_down", "acks_unaccounted", "records_combined", "combined_pct",
               "mplex_pkts_at_r", "mean_bundle", "late_records", "expired_ttl",
               "session_tput_mbps", "agg_tput_mbps", "makespan_s", "median_s", "p95_s",
               "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s",
               "links_frames_in", "links_dropped_queue", "links_dropped_loss",
-              "engine_received", "engine_out", "engine_taken", "engine_gate_held",
-              "engine_gate_hold_us", "engine_timer_fires"]
+              "engine_received", "engine_out", "engine_taken", "engine_dropped",
+              "engine_gate_held", "engine_gate_hold_us", "engine_timer_fires",
+              "engine_cpu_port_kernel_drops", "routers_open_states_end", *fidelity.FIELDS]
 
 
 def write_runs(rows: list[dict], path: Path) -> None:
@@ -38,14 +40,22 @@ def _spread(values: list[float]) -> dict:
             "n": len(values)}
 
 
-def summarise(rows: list[dict]) -> dict:
+def counted(rows: list[dict], keep_unfaithful: bool = False) -> list[dict]:
+    """The runs Table 1 counts: the faithful ones (fidelity.py), or all when kept."""
+    return rows if keep_unfaithful else [r for r in rows if r.get("faithful", True)]
+
+
+def summarise(rows: list[dict], keep_unfaithful: bool = False) -> dict:
     """Per environment and delay: combined % (runs with multiplexing on) and session
-    throughput normalised to the paired run without multiplexing (same env, seed)."""
+    throughput normalised to the paired run without multiplexing (same env, seed). Runs
+    that broke a fidelity bound are left out unless `keep_unfaithful`."""
+    every = rows
+    rows = counted(rows, keep_unfaithful)
     out: dict = {}
-    envs = sorted({r["env"] for r in rows}, key=lambda e: list(paper.TABLE1).index(e)
+    envs = sorted({r["env"] for r in every}, key=lambda e: list(paper.TABLE1).index(e)
                   if e in paper.TABLE1 else 99)
     for env in envs:
-        delays = sorted({r["delay_ms"] for r in rows if r["env"] == env})
+        delays = sorted({r["delay_ms"] for r in every if r["env"] == env})
         out[env] = {}
         for d in delays:
             on = [r for r in rows if r["env"] == env and r["delay_ms"] == d and r["mode"] == "on"]
@@ -63,14 +73,21 @@ def summarise(rows: list[dict]) -> dict:
                 "agg_tput_norm": _spread(norm_agg),
                 "paper_combined_pct": paper.TABLE1.get(env, {}).get(d),
                 "failed": sum(r.get("failed", 0) for r in on + list(off.values())),
+                "runs": sum(1 for r in every if r["env"] == env and r["delay_ms"] == d),
+                "unfaithful": sum(1 for r in every if r["env"] == env and r["delay_ms"] == d
+                                  and not r.get("faithful", True)),
+                "points": [(r["combined_pct"], bool(r.get("faithful", True))) for r in every
+                           if r["env"] == env and r["delay_ms"] == d and r["mode"] == "on"
+                           and r.get("combined_pct") is not None],
             }
     return out
 
 
 def table1_markdown(summary: dict) -> str:
     lines = ["| environment | MaxLocalDelay (ms) | ACKs combined, ours (%) | min–max over seeds "
-             "| paper (%) | difference (points) | mean bundle | throughput vs plain TCP |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+             "| paper (%) | difference (points) | mean bundle | throughput vs plain TCP "
+             "| runs faithful |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for env, by_delay in summary.items():
         for d, s in by_delay.items():
             c, p = s["combined_pct"], s["paper_combined_pct"]
@@ -81,7 +98,8 @@ def table1_markdown(summary: dict) -> str:
             tn = s["tput_norm"]["mean"]
             lines.append(f"| {env} | {d:g} | {ours} | {rng} | {'' if p is None else p} | {diff} "
                          f"| {'' if mb is None else f'{mb:.2f}'} "
-                         f"| {'' if tn is None else f'{tn:.2f}'} |")
+                         f"| {'' if tn is None else f'{tn:.2f}'} "
+                         f"| {s['runs'] - s['unfaithful']}/{s['runs']} |")
     return "\n".join(lines)
 
 
@@ -109,6 +127,11 @@ def plot(summary: dict, out: Path, title_note: str = "") -> list[Path]:
         for i, t in enumerate(theirs):
             if t is None:
                 ax.text(i + 0.2, 2, "n/a", ha="center", fontsize=7)
+        # Every run as a dot on its bar: filled if faithful, hollow if it broke a bound.
+        for i, d in enumerate(delays):
+            for pct, ok in summary[env][d].get("points", []):
+                ax.plot(i - 0.2, pct, "o", ms=4, mec="black", mew=0.6,
+                        mfc="black" if ok else "none")
         ax.set_xticks(list(x), [f"{d:g}" for d in delays])
         ax.set_xlabel("MaxLocalDelay (ms)")
         ax.set_ylabel("ACKs combined (%)")
@@ -125,7 +148,8 @@ def plot(summary: dict, out: Path, title_note: str = "") -> list[Path]:
 
     fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
     for ax, env in zip(axes[0], envs):
-        delays = list(summary[env])
+        # A cell whose runs were all left out (unfaithful) has no point to draw.
+        delays = [d for d in summary[env] if summary[env][d]["tput_norm"]["mean"] is not None]
         t = [summary[env][d]["tput_norm"] for d in delays]
         ys = [s["mean"] for s in t]
         ax.errorbar(delays, ys, yerr=[[(y - s["min"]) if y is not None and s["min"] is not None
@@ -166,7 +190,7 @@ def plot(summary: dict, out: Path, title_note: str = "") -> list[Path]:
 def write_all(rows: list[dict], meta: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     write_runs(rows, out / "runs.csv")
-    summary = summarise(rows)
+    summary = summarise(rows, meta.get("settings", {}).get("keep_unfaithful", False))
     with open(out / "table1.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["env", "delay_ms", "combined_pct_mean", "combined_pct_min",

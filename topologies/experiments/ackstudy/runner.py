@@ -31,6 +31,10 @@ class Progress:
               f"({spent / 60:.1f} min, ~{left / 60:.1f} min left)", file=self.stream, flush=True)
 
 
+    def note(self, text: str) -> None:
+        print(f"[ack-study]   {text}", file=self.stream, flush=True)
+
+
 def combined(sizes_before: dict, sizes_after: dict) -> tuple[int, int, int]:
     """(records, records in bundles of two or more, MplexPkts) that arrived at R between two
     snapshots of the receiver's bundle-size histogram ({records per MplexPkt: packets})."""
@@ -54,12 +58,17 @@ def sweep(bed, s: Settings, progress: Progress, rows: list[dict]) -> list[dict]:
             try:
                 for delay in s.delays_ms:
                     for mode in s.modes:
-                        t0 = time.monotonic()
-                        row = bed.run(mode, delay)
-                        row.update(env=env, seed=seed, delay_ms=delay, mode=mode,
-                                   wall_s=time.monotonic() - t0)
-                        rows.append(row)
-                        block.append(row)
+                        for attempt in range(1 + s.retry_unfaithful):
+                            t0 = time.monotonic()
+                            row = bed.run(mode, delay)
+                            row.update(env=env, seed=seed, delay_ms=delay, mode=mode,
+                                       attempt=attempt, wall_s=time.monotonic() - t0)
+                            rows.append(row)
+                            block.append(row)
+                            if row.get("faithful", True):
+                                break
+                            if attempt < s.retry_unfaithful:
+                                progress.note(f"unfaithful ({row['unfaithful_why']}): rerun")
                         progress.step(_describe(row))
             finally:
                 cross = bed.cross_stop()
@@ -75,4 +84,7 @@ def _describe(r: dict) -> str:
             f"{r['completed']}/{r['clients']} pages")
     if r["mode"] == "on":
         text += f", {r['combined_pct']:.0f}% of ACKs combined (bundle {r['mean_bundle']:.2f})"
-    return text + f", session {r['session_tput_mbps']:.2f} Mbit/s"
+    text += f", session {r['session_tput_mbps']:.2f} Mbit/s"
+    if not r.get("faithful", True):
+        text += f" [UNFAITHFUL: {r['unfaithful_why']}]"
+    return text

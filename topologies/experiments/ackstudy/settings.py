@@ -49,6 +49,10 @@ class Settings:
     # receiver-given parameters embedded in the multiplex spec (KEY=VALUE), e.g.
     # fold_pending=always to measure queue access against the daemon's read batch
     spec_params: tuple[str, ...] = ()
+    # fidelity (fidelity.py): runs that broke an invariant are left out of Table 1 unless
+    # kept, and rerun up to this many times
+    keep_unfaithful: bool = False
+    retry_unfaithful: int = 0
     quick: bool = False
 
     @property
@@ -132,6 +136,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(repeatable; see docs/multiplex.md), e.g. fold_pending=always")
     p.add_argument("--dataplane", choices=["linux", "ovs"],
                    help="router data plane (linux: kernel forwarding + tc diversion; default)")
+    p.add_argument("--keep-unfaithful", action="store_true",
+                   help="count runs that broke a fidelity bound in Table 1 too (default: "
+                        "they are in runs.csv, drawn hollow, and left out of the table)")
+    p.add_argument("--retry-unfaithful", type=int, metavar="N",
+                   help="rerun a run that broke a fidelity bound up to N times (default 0)")
 
 
 def from_args(ns: argparse.Namespace) -> Settings:
@@ -142,6 +151,12 @@ def from_args(ns: argparse.Namespace) -> Settings:
         v = getattr(ns, key, None)
         if v is not None:
             setattr(s, key, v)
+    if getattr(ns, "keep_unfaithful", False):
+        s.keep_unfaithful = True
+    if getattr(ns, "retry_unfaithful", None) is not None:
+        if ns.retry_unfaithful < 0:
+            raise SystemExit("concast exp ack-study: --retry-unfaithful must be 0 or more")
+        s.retry_unfaithful = ns.retry_unfaithful
     if ns.delays is not None:
         s.delays_ms = ns.delays
     if getattr(ns, "sender_bundling", None) is not None:

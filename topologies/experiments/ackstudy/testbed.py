@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from concast.topologies.experiments.ackstudy import mplexctl
+from concast.topologies.experiments.ackstudy import fidelity, mplexctl
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
 
@@ -185,7 +185,11 @@ class Testbed:
                                           s.max_total_delay_ms)
             join_s = time.monotonic() - t0
         before = mplexctl.status(net, hosts)
-        links_before = self.link_totals()
+        # One snapshot of every link before and one after; the run's lateness starts here.
+        emu_before = net.emulator.call("stats", reset_lateness=True)
+        cpu_before = fidelity.read_cpu_times()
+        late_before = self.lateness_by_class(emu_before["links"])
+        links_before = link_totals(emu_before["links"])
         engines_before = self.engine_counters()
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
@@ -194,44 +198,86 @@ class Testbed:
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
         after = mplexctl.status(net, hosts)
-        links_after = self.link_totals()
+        emu = net.emulator.call("stats")
+        cpu = fidelity.cpu_shares(cpu_before, fidelity.read_cpu_times())
+        links_after = link_totals(emu["links"])
+        late_after = self.lateness_by_class(emu["links"])
         engines_after = self.engine_counters()
         if mode == "on":
             mplexctl.senders_off(net, self.clients, self.sv_ip)
         row = measure(res.to_dict(), before, after, self.clients)
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
+        row.update(ack_books(row, links_before, links_after))
+        row.update(fidelity.measure(emu, late_before, late_after, cpu))
+        row.update(fidelity.verdict(row))
         row.update(engine_deltas(engines_before, engines_after))
+        # Bundles still open at the end hold ACKs that have not reached R (yet).
+        row["routers_open_states_end"] = sum(e.get("open_states", 0)
+                                             for e in engines_after.values())
         return row
 
     def engine_counters(self) -> dict[str, dict]:
         """Every router's merge-engine counters for the multiplex flow (`concast router
-        flows`), to tell what bundled: the gate, the read batch (`taken`) or the timers."""
+        flows`), to tell what bundled: the gate, the read batch (`taken`) or the timers;
+        with the bundles it holds open (`open_states`) and the frames the kernel dropped
+        at its CPU port (`cpu_port_kernel_drops`, every kind; `concast router stats`), to
+        tell where ACKs that neither R nor a link accounts for went."""
         from concast.hosts import routerd
         out = {}
         for r in self.net.plan.routers:
+            sock = self.net.routerd_socket(r)
             try:
-                flows = routerd.query(self.net.routerd_socket(r), "flows")["flows"]
+                flows = routerd.query(sock, "flows")["flows"]
+                drops = routerd.query(sock, "stats")["counters"].get("cpu_port_kernel_drops", 0)
             except (OSError, ValueError, KeyError):
                 continue  # a router that does not answer counts as nothing
             for f in flows:
                 if f.get("group") == mplexctl.GROUP and f.get("engine"):
-                    out[r] = f["engine"]["counters"]
+                    out[r] = {**f["engine"]["counters"], "open_states": f["engine"]["open_states"]}
+            out.setdefault(r, {})["cpu_port_kernel_drops"] = drops
         return out
 
-    def link_totals(self) -> dict:
-        """The link emulator's counters summed over every link direction (all traffic: the
-        pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
-        totals = dict.fromkeys(LINK_COUNTERS, 0)
-        for link in self.net.emulator.stats():
-            for way in ("ab", "ba"):
-                for k in LINK_COUNTERS:
-                    totals[k] += link.get(way, {}).get(k, 0)
-        return totals
+    def lateness_by_class(self, links: list[dict]) -> dict:
+        return fidelity.lateness_by_class(links, set(self.net.plan.hosts))
+
+
+def link_totals(links: list[dict]) -> dict:
+    """The link emulator's counters summed over every link direction (all traffic: the
+    pages, their ACKs and the cross traffic), to tell queue drops from random loss."""
+    totals = dict.fromkeys(LINK_COUNTERS + LINK_DROP_BOOKS, 0)
+    for link in links:
+        for way in ("ab", "ba"):
+            d = link.get(way, {})
+            for k in LINK_COUNTERS:
+                totals[k] += d.get(k, 0)
+            for cause, kinds in d.get("drops", {}).items():
+                for kind, n in kinds.items():
+                    if f"{cause}_{kind}" in totals:
+                        totals[f"{cause}_{kind}"] += n
+    return totals
 
 
 LINK_COUNTERS = ("frames_in", "dropped_queue", "dropped_loss")
-ENGINE_COUNTERS = ("received", "out", "taken", "gate_held", "gate_hold_us", "timer_fires")
+# What the emulator's drops carried, by cause (queue, configured loss, link down) and kind:
+# ACK records inside MplexPkts are the ones the books below need.
+LINK_DROP_BOOKS = tuple(f"{cause}_{kind}" for cause in ("queue", "loss", "down")
+                        for kind in ("mplex_pkts", "mplex_records", "pure_acks", "csp", "other"))
+
+
+def ack_books(row: dict, links_before: dict, links_after: dict) -> dict:
+    """Where every ACK the clients' hostd captured went: unbundled at R, or lost inside an
+    MplexPkt that a link dropped (its queue was full, configured loss, or the link was down).
+    `acks_unaccounted` is what none of these explain; 0 when the books balance."""
+    lost = {cause: links_after[f"{cause}_mplex_records"] - links_before[f"{cause}_mplex_records"]
+            for cause in ("queue", "loss", "down")}
+    books = {f"acks_lost_link_{cause}": n for cause, n in lost.items()}
+    books["acks_unaccounted"] = row["acks_captured"] - row["records_at_r"] - sum(lost.values())
+    return books
+
+
+ENGINE_COUNTERS = ("received", "out", "taken", "dropped", "gate_held", "gate_hold_us",
+                   "timer_fires", "cpu_port_kernel_drops")
 
 
 def engine_deltas(before: dict[str, dict], after: dict[str, dict]) -> dict:

@@ -48,9 +48,20 @@ fn dispatch(emu: &mut Emu, req: &Value) -> Result<Value, String> {
                     "late_p50_us": emu.lateness.quantile_us(0.5),
                     "late_p99_us": emu.lateness.quantile_us(0.99),
                     "late_max_us": emu.lateness.quantile_us(1.0),
+                    "late_bound_us": emu.late_bound_ns / 1000,
+                    "write_p50_us": emu.write_time.quantile_us(0.5),
+                    "write_p99_us": emu.write_time.quantile_us(0.99),
+                    "write_max_us": emu.write_time.quantile_us(1.0),
+                    "wake_late_p99_us": emu.wake_late.quantile_us(0.99),
+                    "wake_late_max_us": emu.wake_late.quantile_us(1.0),
+                    "busy_p99_us": emu.busy.quantile_us(0.99),
+                    "busy_max_us": emu.busy.quantile_us(1.0),
                 });
                 if req.get("reset_lateness").and_then(Value::as_bool) == Some(true) {
                     emu.lateness = Default::default();
+                    emu.write_time = Default::default();
+                    emu.wake_late = Default::default();
+                    emu.busy = Default::default();
                 }
                 Ok(reply)
             }
@@ -180,6 +191,9 @@ fn dir_stats(l: &Link, d: usize) -> Value {
         "frames_in": c.frames_in, "bytes_in": c.bytes_in,
         "delivered": c.delivered, "bytes": c.bytes_delivered,
         "dropped_queue": c.dropped_queue, "dropped_loss": c.dropped_loss, "dropped_down": c.dropped_down,
+        "drops": l.drops[d].to_json(),
+        "late_frames": l.late[d].frames, "late_over_bound": l.late[d].over_bound,
+        "late_max_us": l.late[d].max_ns / 1000,
         "backlog_pkts": pkts, "backlog_bytes": bytes, "max_backlog": c.max_backlog,
         "in_flight": dir.in_flight(),
         "qdelay_p50_us": dir.qdelay.quantile_us(0.5), "qdelay_p99_us": dir.qdelay.quantile_us(0.99),

@@ -7,8 +7,9 @@ use std::collections::{BinaryHeap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use concast_daemon::log::{emit, Level};
-use concast_linkemu::hist::Hist;
-use concast_linkemu::model::Direction;
+use concast_linkemu::hist::{Hist, Lateness};
+use concast_linkemu::kind::DropBooks;
+use concast_linkemu::model::{Direction, Drop};
 use concast_linkemu::state::{Slot, StateFile};
 
 use crate::tap;
@@ -29,6 +30,10 @@ pub struct Link {
     pub ends: [End; 2],
     /// dirs[0] carries what end a transmits to end b; dirs[1] the reverse.
     pub dirs: [Direction<Vec<u8>>; 2],
+    /// What each direction's drops carried (ACKs in bundles, pure ACKs, CSP, other).
+    pub drops: [DropBooks; 2],
+    /// How late each direction's frames left against their due time.
+    pub late: [Lateness; 2],
     pub slots: [u32; 2],
     /// The due time the heap holds for each direction (u64::MAX: none).
     scheduled: [u64; 2],
@@ -45,8 +50,17 @@ pub struct Emu {
     scratch: Vec<u8>,
     pub state: Option<StateFile>,
     pub write_errors: u64,
-    /// How late frames left against their due time (the loop's own jitter), all links.
+    /// How late frames left against their due time (the loop's own jitter), all links,
+    /// every frame written (an on-time frame counts as 0).
     pub lateness: Hist,
+    /// A frame later than this is over the fidelity bound (`--late-bound-us`).
+    pub late_bound_ns: u64,
+    /// How long each TAP write took (the receiving namespace's stack runs inside it).
+    pub write_time: Hist,
+    /// Per loop iteration: how late it woke for its earliest due event, and how long its
+    /// work took (reads, writes, control requests).
+    pub wake_late: Hist,
+    pub busy: Hist,
 }
 
 pub fn now_ns() -> u64 {
@@ -68,7 +82,7 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
 }
 
 impl Emu {
-    pub fn new(epfd: RawFd, state: Option<StateFile>) -> Emu {
+    pub fn new(epfd: RawFd, state: Option<StateFile>, late_bound_ns: u64) -> Emu {
         Emu {
             epfd,
             links: Vec::new(),
@@ -80,6 +94,10 @@ impl Emu {
             state,
             write_errors: 0,
             lateness: Hist::default(),
+            late_bound_ns,
+            write_time: Hist::default(),
+            wake_late: Hist::default(),
+            busy: Hist::default(),
         }
     }
 
@@ -109,7 +127,7 @@ impl Emu {
             epoll_add(self.epfd, fd, token).map_err(|e| format!("epoll: {e}"))?;
         }
         self.generation = self.generation.wrapping_add(1);
-        let link = Link { id: id.clone(), ends, dirs, slots, scheduled: [u64::MAX; 2], generation: self.generation };
+        let link = Link { id: id.clone(), ends, dirs, drops: Default::default(), late: Default::default(), slots, scheduled: [u64::MAX; 2], generation: self.generation };
         if idx == self.links.len() {
             self.links.push(Some(link));
         } else {
@@ -178,7 +196,8 @@ impl Emu {
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
                 Ok(true) => {
                     let len = buf.len() as u32;
-                    if let Err((_, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                    if let Err((cause, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                        link.drops[end].record(cause, &buf);
                         self.pool.push(buf);
                     }
                 }
@@ -206,13 +225,20 @@ impl Emu {
         let dir = &mut link.dirs[d];
         dir.retire(now);
         while let Some((frame, up, due)) = dir.pop_due(now) {
-            if due < now {
-                self.lateness.record_ns(now - due);
-            }
+            // Lateness is taken when the frame is written, not when the batch began: a frame
+            // behind slow writes of its batch is late too.
+            let at = now_ns();
+            let late_ns = at.saturating_sub(due);
+            self.lateness.record_ns(late_ns);
+            link.late[d].record_ns(late_ns, self.late_bound_ns);
             if !up {
                 dir.account(frame.len() as u32, false); // carrier went down in flight
+                link.drops[d].record(Drop::Down, &frame);
             } else if out.is_some_and(|fd| tap::write_frame(fd, &frame).is_ok()) {
                 dir.account(frame.len() as u32, true);
+                // A TAP write runs the receiving stack in this thread: how long it took
+                // tells loop stalls from slow writes.
+                self.write_time.record_ns(now_ns().saturating_sub(at));
             } else {
                 self.write_errors += 1;
             }

@@ -85,3 +85,37 @@ mod tests {
         assert!((990..=1270).contains(&p99), "{p99}");
     }
 }
+
+/// One link direction's lateness against a bound, exactly (no buckets): how many frames left,
+/// how many of them later than the bound, and the latest. The fidelity check of an experiment
+/// reads these per link (docs/linkemu.md, "Fidelity").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lateness {
+    pub frames: u64,
+    pub over_bound: u64,
+    pub max_ns: u64,
+}
+
+impl Lateness {
+    pub fn record_ns(&mut self, late_ns: u64, bound_ns: u64) {
+        self.frames += 1;
+        if late_ns > bound_ns {
+            self.over_bound += 1;
+        }
+        self.max_ns = self.max_ns.max(late_ns);
+    }
+}
+
+#[cfg(test)]
+mod lateness_tests {
+    use super::Lateness;
+
+    #[test]
+    fn counts_frames_over_the_bound_and_the_latest() {
+        let mut l = Lateness::default();
+        for ns in [0, 400_000, 500_000, 500_001, 3_000_000] {
+            l.record_ns(ns, 500_000);
+        }
+        assert_eq!(l, Lateness { frames: 5, over_bound: 2, max_ns: 3_000_000 });
+    }
+}

@@ -8,11 +8,10 @@ mod tap;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use concast_daemon::log::{emit, Level};
@@ -36,16 +35,30 @@ struct Args {
     /// thread wakes up for a due frame milliseconds late; a real-time one does not.
     #[arg(long, default_value_t = 0)]
     realtime: i32,
+    /// Fidelity bound: a frame written later than this after its due time is counted
+    /// per link as over the bound (docs/linkemu.md, "Fidelity")
+    #[arg(long, default_value_t = 500)]
+    late_bound_us: u64,
 }
 
 const TIMER: u64 = 0;
 const LISTENER: u64 = 1;
 const CLIENT_BASE: u64 = 16;
 
+/// A control client. Replies are queued and written without blocking: the loop that moves
+/// every link's frames must never wait for a slow reader (a `stats` reply written blocking
+/// stalled all links for tens of ms while the machine was busy; docs/linkemu.md).
 struct Client {
     stream: UnixStream,
+    token: u64,
     inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    /// The client hung up its side; close once its replies are out.
+    eof: bool,
 }
+
+/// A client whose unread replies pass this is dropped (it stopped reading).
+const MAX_OUTBUF: usize = 64 << 20;
 
 fn arm(timer: &OwnedFd, at: Option<u64>) {
     let at = at.map(|t| t.max(1)).unwrap_or(0); // 0 disarms
@@ -56,23 +69,17 @@ fn arm(timer: &OwnedFd, at: Option<u64>) {
     unsafe { libc::timerfd_settime(timer.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
 }
 
-/// Read what a client sent; answer each complete line. Returns false when it hung up.
-fn serve_client(emu: &mut Emu, c: &mut Client) -> bool {
+/// Read what a client sent, answer each complete line, write what the socket takes now.
+/// Returns false when the client is done (hung up with nothing left to send, or broken).
+fn serve_client(emu: &mut Emu, epfd: RawFd, c: &mut Client) -> bool {
     let mut buf = [0u8; 16384];
-    let mut open = true;
-    loop {
+    while !c.eof {
         match c.stream.read(&mut buf) {
-            Ok(0) => {
-                open = false;
-                break;
-            }
+            Ok(0) => c.eof = true,
             Ok(n) => c.inbuf.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => {
-                open = false;
-                break;
-            }
+            Err(_) => return false,
         }
     }
     while let Some(nl) = c.inbuf.iter().position(|&b| b == b'\n') {
@@ -82,16 +89,37 @@ fn serve_client(emu: &mut Emu, c: &mut Client) -> bool {
             continue;
         }
         let reply = control::handle(emu, text.trim());
-        // Replies are written blocking (with a bound) so a big `stats` is never cut short.
-        let _ = c.stream.set_nonblocking(false);
-        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(2)));
-        let ok = writeln!(c.stream, "{reply}").is_ok();
-        let _ = c.stream.set_nonblocking(true);
-        if !ok {
+        // Serialised whole, then written in as few syscalls as the socket allows.
+        if serde_json::to_writer(&mut c.outbuf, &reply).is_err() {
             return false;
         }
+        c.outbuf.push(b'\n');
     }
-    open
+    while !c.outbuf.is_empty() {
+        match c.stream.write(&c.outbuf) {
+            Ok(n) => {
+                c.outbuf.drain(..n);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    if c.outbuf.len() > MAX_OUTBUF {
+        return false;
+    }
+    if c.eof && c.outbuf.is_empty() {
+        return false;
+    }
+    // Wait for room when replies are pending; stop asking for input after EOF (a closed
+    // socket is always readable and would spin the loop).
+    let mut events = if c.outbuf.is_empty() { 0 } else { libc::EPOLLOUT as u32 };
+    if !c.eof {
+        events |= libc::EPOLLIN as u32;
+    }
+    let mut ev = libc::epoll_event { events, u64: c.token };
+    unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, c.stream.as_raw_fd(), &mut ev) };
+    true
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -121,7 +149,7 @@ fn run(args: Args) -> Result<(), String> {
     let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
     epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
     concast_daemon::stop_on_signals();
-    let mut emu = Emu::new(epfd, state);
+    let mut emu = Emu::new(epfd, state, args.late_bound_us * 1000);
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
     let mut armed: Option<u64> = None;
@@ -130,6 +158,11 @@ fn run(args: Args) -> Result<(), String> {
 
     while !concast_daemon::stopping() {
         let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };
+        let woke = emu::now_ns();
+        // How late the loop woke for the earliest due event (0 when nothing was due yet).
+        if let Some(due) = armed {
+            emu.wake_late.record_ns(woke.saturating_sub(due));
+        }
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == ErrorKind::Interrupted {
@@ -149,14 +182,14 @@ fn run(args: Args) -> Result<(), String> {
                         if stream.set_nonblocking(true).is_err() || epoll_add(epfd, stream.as_raw_fd(), next_client).is_err() {
                             continue;
                         }
-                        clients.insert(next_client, Client { stream, inbuf: Vec::new() });
+                        clients.insert(next_client, Client { stream, token: next_client, inbuf: Vec::new(), outbuf: Vec::new(), eof: false });
                         next_client += 1;
                     }
                 }
                 t if t >= TAP_TOKEN_BASE => emu.on_readable(t),
                 t => {
                     if let Some(c) = clients.get_mut(&t) {
-                        if !serve_client(&mut emu, c) {
+                        if !serve_client(&mut emu, epfd, c) {
                             epoll_del(epfd, c.stream.as_raw_fd());
                             clients.remove(&t);
                         }
@@ -165,6 +198,7 @@ fn run(args: Args) -> Result<(), String> {
             }
         }
         emu.run_due(emu::now_ns());
+        emu.busy.record_ns(emu::now_ns() - woke);
         let next = emu.next_deadline();
         if next != armed {
             arm(&timer, next);
