@@ -49,14 +49,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+from concast import tools
+from concast.hosts import routerd
+from concast.topologies import line
 
-from concast.hosts import routerd  # noqa: E402
-from concast.topologies import line  # noqa: E402
-
-ROUTERD = ROOT / "target/release/concast-routerd"
-SUM = ROOT / "build/mergespecs/sum.wasm"
+ROUTERD = tools.binary_or_build_path("concast-routerd")
+SUM = tools.spec_or_build_path("sum")
 PORT = 7007
 GROUP_MERGE = 7
 GROUP_PASS = 8

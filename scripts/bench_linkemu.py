@@ -28,11 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from concast.topologies.links import LinkEmulator  # noqa: E402
+from concast import tools
+from concast.topologies.links import LinkEmulator
 
-TOOL = ROOT / "target" / "release" / "linkemu-bench"
+TOOL = tools.binary_or_build_path("linkemu-bench")
 
 
 def sh(*argv: str) -> str:

@@ -38,14 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+from concast import tools
+from concast.hosts import routerd
 
-from concast.hosts import routerd  # noqa: E402
-
-ROUTERD = ROOT / "target/release/concast-routerd"
-BLAST = ROOT / "target/release/concast-blast"
-SPECS = ROOT / "build/mergespecs"
+ROUTERD = tools.binary_or_build_path("concast-routerd")
+BLAST = tools.binary_or_build_path("concast-blast")
+SPECS = tools.spec_or_build_path("sum").parent
 RECEIVER = "10.9.9.2"
 ROUTER_ADDR = "10.0.0.1"
 ROUTER_MAC = "02:cc:0a:00:00:01"

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 
-from concast import ROOT
+from concast import ROOT, tools
 
 P4_SOURCE = ROOT / "p4src" / "concast.p4"
 P4_INCLUDES = sorted((ROOT / "p4src" / "include").glob("*.p4"))
-BUILD_DIR = ROOT / "build" / "p4"
+BUILD_DIR = tools.BUILD / "p4"
 JSON_PATH = BUILD_DIR / "concast.json"
 P4INFO_PATH = BUILD_DIR / "concast.p4info.txtpb"
 

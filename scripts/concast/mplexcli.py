@@ -27,6 +27,7 @@ import time
 
 from concast import hostcli
 from concast.hostcli import BadUsage, receiver_addr
+from concast.hosts.capture import wait_capture
 
 MPLEX_GROUP = 1
 
@@ -130,26 +131,6 @@ def request_fields(ns: argparse.Namespace) -> dict:
             except tools.MissingTool as e:
                 raise RuntimeError(str(e)) from None
     return f
-
-
-def wait_capture(client, receiver: str, group: int, timeout: float,
-                 what: str = "pure ACKs") -> tuple[bool, str]:
-    """After a sender's `on`: (capturing?, what to print)."""
-    def ours(ev: dict) -> bool:
-        return ev.get("receiver") == receiver and ev.get("group") == group and \
-            ev.get("event") in ("mplex", "fallback")
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ev = client.next_event(left, ours)
-        if ev is None:
-            break
-        if ev["event"] == "fallback":
-            return False, f"not multiplexing: the join fell back ({ev.get('reason')}); " \
-                          f"is `concast mplex on --role receiver` running at {receiver}?"
-        if ev.get("state") == "capturing":
-            return True, f"capturing: {what} toward {receiver} now travel in group {group}"
-        return False, f"not multiplexing: {ev.get('reason')}"
-    return False, f"still joining after {timeout:g} s (capture starts once the join is active)"
 
 
 def cmd_mplex(ns: argparse.Namespace) -> int:

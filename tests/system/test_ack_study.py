@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from hostdtools import PYTHON, ROOT, missing_builds
+from concast import ROOT
+from hostdtools import PYTHON, missing_builds
 
 pytestmark = pytest.mark.mininet
 

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from concast import perf
+from concast import perf, tools
 
 HOP_MTU = 1200
 IP_UDP = 28
@@ -102,11 +102,11 @@ def _transfer(first_mtu: int, df: bool, tag: str) -> tuple[dict, dict]:
         env["CONCAST_UDP_DF"] = "off"
     common = ["--composite", "Bulk+resize", "--pmtu-raise", "0.05"]
     with RoutedPath(tag, first_mtu) as path:
-        srv = path.popen("b", [perf.binary(), "server", "--listen", "0.0.0.0:15311", "--hash",
+        srv = path.popen("b", [str(tools.rust_binary("concast-perf")), "server", "--listen", "0.0.0.0:15311", "--hash",
                                "--idle", "5", *common], env)
         try:
             time.sleep(0.3)
-            cli = path.popen("a", [perf.binary(), "client", "--to", "10.78.2.2:15311", "--bytes",
+            cli = path.popen("a", [str(tools.rust_binary("concast-perf")), "client", "--to", "10.78.2.2:15311", "--bytes",
                                    str(BYTES), "--size", "20000", *common], env)
             out, err = _finish(cli, 120)
             assert cli.returncode == 0, err

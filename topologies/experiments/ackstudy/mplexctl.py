@@ -47,7 +47,7 @@ def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
     first join of a network fetches the spec over every hop) is turned off and on again,
     up to `rounds` times. Returns how many re-joins that took."""
     from concast.hosts import Client
-    from concast.mplexcli import wait_capture
+    from concast.hosts.capture import wait_capture
     pending = list(clients)
     rejoins = 0
     failed: dict[str, str] = {}

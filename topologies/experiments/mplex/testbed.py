@@ -77,7 +77,7 @@ class Testbed:
     # --- Mplex_Control through hostd -------------------------------------------------------
     def mplex_on(self) -> None:
         from concast.hosts import Client
-        from concast.mplexcli import wait_capture
+        from concast.hosts.capture import wait_capture
         with Client(self.net.hostd_socket("sv")) as c:
             r = c.request("mplex", action="on", role="receiver", group=self.s.group,
                           spec_path=str(tools.spec_module("multiplex")))

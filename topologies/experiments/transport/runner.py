@@ -15,7 +15,6 @@ from concast import ROOT, tools
 from .report import save, table, third_party_table
 from .settings import KNOWN_PROTOCOLS, PROTOCOLS, TCP_CCS, Settings, say
 from .testbed import Testbed
-from concast.perf import binary
 
 
 
@@ -154,7 +153,7 @@ def missing_prerequisites() -> str | None:
             return f"{tool} is not installed (bash scripts/setup.sh)"
     try:
         for b in ("mtping", "concast-perf"):
-            binary(b)
+            str(tools.rust_binary(b))
     except tools.MissingTool as e:
         return str(e)
     from concast.topologies.links import BINARY
