@@ -8,6 +8,7 @@ run time (SHARED): the protocol text the conformance suite names, the suite itse
 system-test helpers it imports, and the P4 program. concast.tools finds them there when there
 is no checkout.
 """
+import shutil
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -52,7 +53,13 @@ def shared() -> list[tuple[str, list[str]]]:
     return sorted(by_dir.items())
 
 
+# setuptools' scratch space, apart from the Rust and spec outputs in build/, and emptied on
+# every run: a module removed from the tree must not ship from a stale copy.
+SCRATCH = "build/python"
+shutil.rmtree(HERE / SCRATCH, ignore_errors=True)
+
 names, dirs = packages()
 setup(packages=names, package_dir=dirs,
       package_data={"concast.vectors": ["*.json"]},
-      data_files=shared())
+      data_files=shared(),
+      options={"build": {"build_base": SCRATCH}})
