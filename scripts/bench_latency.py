@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Added latency of one concast hop with a zero-delay merge spec, over plain forwarding
-(DESIGN.md target: <= 50 us median). Root only; about half a minute.
+(design-brief target: <= 50 us median). Root only; about half a minute.
 
 Network: `line(n_routers=1, senders=1)`, i.e. s1 - r1 - rx on userspace OVS, with routerd on
 r1 started from the run's `--config` plus a preinstalled flow

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """concast-linkemu's speed and accuracy, next to a plain veth pair measured in the same run
-(DESIGN.md target: delay within 5 %, loss within 1 point, rate within 5 %, jitter p99 <=
+(design-brief target: delay within 5 %, loss within 1 point, rate within 5 %, jitter p99 <=
 200 us). Root only; about a minute.
 
 Everything happens in one namespace this script creates and deletes: emulated links join

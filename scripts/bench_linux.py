@@ -78,7 +78,6 @@ def rss_mb(pids: list[int]) -> float:
 
 
 def startup(dataplane: str, with_routerd: bool) -> dict:
-    from concast import ROOT
     from concast.controller import dataplanes
     from concast.topologies.transitstub import transit_stub
     desc = transit_stub(dataplane=dataplane)

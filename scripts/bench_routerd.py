@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""routerd merge throughput over a veth, on one core (DESIGN.md target: >= 200,000 diverted
+"""routerd merge throughput over a veth, on one core (design-brief target: >= 200,000 diverted
 datagrams merged per second), against its peer measured in the same run: routerd with no flow,
 which passes every datagram back unchanged through the same I/O path ("plain forwarding").
 

@@ -9,7 +9,7 @@ import pytest
 
 from concast.topologies import dumbbell, procs
 from concast.topologies.workload import cross, pairs, web
-from concast.topologies.workload import netns as ns
+from concast import netns as ns
 from concast.topologies.workload.tcpsettings import TcpSettings
 
 pytestmark = pytest.mark.mininet

@@ -163,7 +163,7 @@ def test_pairs_on_a_transit_stub_network_cross_the_core():
 def test_room_for_files_raises_the_soft_limit():
     import os
     import resource
-    from concast.topologies.workload import netns
+    from concast import netns
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     in_use = len(os.listdir("/proc/self/fd"))
     try:

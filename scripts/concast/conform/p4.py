@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from concast import ROOT, tools
+from concast import tools
 
 BUILD = tools.BUILD / "conform-p4"
 COMPILER = "p4c-bm2-ss"

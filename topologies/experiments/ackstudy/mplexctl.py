@@ -4,6 +4,7 @@ then the answers are awaited, so 200 joins take one signalling round, not 200.""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from concast import tools
 
@@ -19,7 +20,7 @@ def receiver_on(net, server: str, spec_path=None) -> dict:
                          spec_path=str(spec))
 
 
-def embed_params(params: tuple[str, ...], out) -> "Path":
+def embed_params(params: tuple[str, ...], out) -> Path:
     """The multiplex spec with `params` (KEY=VALUE) embedded as its concast.params section,
     written to `out`: every router that fetches it over CSP merges with those values."""
     import subprocess
@@ -32,12 +33,6 @@ def embed_params(params: tuple[str, ...], out) -> "Path":
     subprocess.run([str(tools.rust_binary("concast-spec")), "check", str(out)],
                    check=True, capture_output=True)  # the parameters parse: init accepts them
     return out
-
-
-def receiver_off(net, server: str) -> None:
-    from concast.hosts import Client
-    with Client(net.hostd_socket(server)) as c:
-        c.request("mplex", action="off", role="receiver", group=GROUP)
 
 
 def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,

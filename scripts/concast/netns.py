@@ -72,6 +72,11 @@ def run_in(jobs: Sequence[tuple[str | None, Callable[[], T]]]) -> list[T]:
     return out
 
 
+def call_in(netns: str | None, fn: Callable[[], T]) -> T:
+    """fn() run inside one namespace (see run_in); e.g. a socket that stays there."""
+    return run_in([(netns, fn)])[0]
+
+
 def _enter_fd(fd: int) -> None:
     if _libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
