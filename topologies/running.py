@@ -13,9 +13,11 @@ from pathlib import Path
 
 from concast.controller import dataplanes
 from concast.controller.daemons import Daemon, Daemons
-from concast.topologies import addressing, leftovers, naming, registry
+from concast import registry
+from concast.netmodel import addressing, naming
+from concast.topologies import leftovers
 from concast.topologies.capture import Capture
-from concast.topologies.model import Topology
+from concast.netmodel.model import Topology
 
 RUNS_DIR = Path("/tmp/concast/runs")  # logs, configs and sockets of each run; kept for reading
 

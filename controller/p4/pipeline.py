@@ -122,7 +122,7 @@ def arp_entry(port: int, addr, mac: str) -> Entry:
 
 def base_entries(router, routes) -> list[Entry]:
     """Every router: ARP answers for its port addresses, one ipv4_lpm entry per route.
-    `router` is a concast.topologies.addressing.RouterPlan, `routes` concast.controller.routes."""
+    `router` is a concast.netmodel.addressing.RouterPlan, `routes` concast.controller.routes."""
     out = [arp_entry(p.ofport, p.address, router.mac) for p in router.ports]
     out += [lpm_entry(r.prefix, r.ofport, r.next_hop_mac, router.mac) for r in routes]
     return out

@@ -53,7 +53,7 @@ def device(request, tmp_path_factory):
             moved.append(h)
             ip("-n", tester, "link", "set", iface, "up")
             port = next(p for p in r1.ports if p.peer_address == plan.hosts[h].ip)
-            from concast.topologies import naming
+            from concast.netmodel import naming
             ip("-n", net["r1"].netns, "neigh", "del", str(plan.hosts[h].ip),
                "dev", naming.port_iface(net.tag, "r1", port.ofport))
         flags = ["--ports", ",".join(f"{h}={i}" for h, i in IFACES.items()),

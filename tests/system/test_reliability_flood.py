@@ -25,7 +25,7 @@ from systools import HOSTTCP
 from concast import ROOT
 from concast.controller.ovs import portstats
 from concast.topologies import tree
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel.naming import CPU_OFPORT
 
 pytestmark = pytest.mark.mininet
 FLOOD = ROOT / "target" / "release" / "concast-flood"

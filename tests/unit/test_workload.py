@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from concast.topologies import dumbbell, procs, star
+from concast import procs
+
+from concast.topologies import dumbbell, star
 from concast.topologies.workload import cross, page, pairs, stats, web
 from concast.topologies.workload.tcpsettings import TcpSettings, _replace_command
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from concast import tools
-from concast.topologies import dumbbell, naming
+from concast.netmodel import naming
+from concast.topologies import dumbbell
 from concast.topologies.capture import Capture
 from concast.topologies.experiments import pcapread
 

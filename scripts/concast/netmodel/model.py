@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from concast.topologies import naming
+from concast.netmodel import naming
 
 
 @dataclass(frozen=True)
