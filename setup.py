@@ -63,3 +63,5 @@ setup(packages=names, package_dir=dirs,
       package_data={"concast.vectors": ["*.json"]},
       data_files=shared(),
       options={"build": {"build_base": SCRATCH}})
+shutil.rmtree(HERE / SCRATCH, ignore_errors=True)     # the wheel is written by now
+

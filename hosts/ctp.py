@@ -34,8 +34,8 @@ class CtpError(RuntimeError):
 
 
 def library_path() -> Path:
-    """$CONCAST_CTP_LIB, else concast.tools' lookup ($CONCAST_BIN, then the freshest build
-    of the workspace or the crate's own target)."""
+    """$CONCAST_CTP_LIB, else concast.tools' lookup ($CONCAST_BIN, then the checkout's
+    target/release)."""
     env = os.environ.get("CONCAST_CTP_LIB")
     if env:
         return Path(env)

@@ -6,8 +6,8 @@ A binary NAME is, in this order:
   1. an explicit path (a verb's own flag, passed as `explicit=`);
   2. in a folder of $CONCAST_BIN (os.pathsep-separated; `concast --bin-dir DIR` sets it);
   3. on $PATH;
-  4. in the checkout's target/release or target/transport/release (the freshest of the two;
-     the transport crate may be built on its own there), then target/debug.
+  4. in the checkout's target/release, then target/debug (every crate, the transport too,
+     is a member of the one Cargo workspace, so this is where `cargo build` puts them).
 A merge spec NAME.wasm is: an explicit path, else in $CONCAST_SPECS (`concast --spec-dir`),
 else in the checkout's build/mergespecs.
 
@@ -78,13 +78,9 @@ def rust_binary(name: str, explicit: str | os.PathLike | None = None) -> Path:
     if found:
         return Path(found)
     if CHECKOUT is not None:
-        release = [p for p in (CHECKOUT / "target" / "release" / name,
-                               CHECKOUT / "target" / "transport" / "release" / name)
-                   if _executable(p)]
-        if release:
-            return max(release, key=lambda p: p.stat().st_mtime)     # the freshest build
-        if _executable(CHECKOUT / "target" / "debug" / name):
-            return CHECKOUT / "target" / "debug" / name
+        for profile in ("release", "debug"):
+            if _executable(CHECKOUT / "target" / profile / name):
+                return CHECKOUT / "target" / profile / name
         raise MissingTool(f"{name} is not built: run `make build` first")
     raise MissingTool(f"{name} not found: put it on PATH or name its folder with "
                       f"${BIN_ENV} (or concast --bin-dir)")
@@ -96,11 +92,8 @@ def library(name: str) -> Path:
     for folder in filter(None, os.environ.get(BIN_ENV, "").split(os.pathsep)):
         if (Path(folder) / name).is_file():
             return Path(folder) / name
-    if CHECKOUT is not None:
-        found = [p for p in (CHECKOUT / "target" / "release" / name,
-                             CHECKOUT / "target" / "transport" / "release" / name) if p.is_file()]
-        if found:
-            return max(found, key=lambda p: p.stat().st_mtime)
+    if CHECKOUT is not None and (CHECKOUT / "target" / "release" / name).is_file():
+        return CHECKOUT / "target" / "release" / name
     raise MissingTool(f"{name} is not built: cargo build --release -p concast-transport "
                       f"(or name its folder with ${BIN_ENV})")
 
