@@ -35,7 +35,7 @@ class Topology:
     """Routers, hosts and router-router links, in declaration order.
 
     Declaration order matters: it fixes router indices, host subnets, link subnets and
-    OpenFlow port numbers (see topologies/addressing.py).
+    OpenFlow port numbers (see netmodel/addressing.py).
     """
 
     def __init__(self) -> None:
