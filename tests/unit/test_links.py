@@ -49,7 +49,7 @@ def test_reader_rejects_other_files(tmp_path):
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not links.BINARY.exists(),
-                                reason="needs root and target/release/concast-linkemu")
+                                reason=f"needs root and {links.BINARY}")
 
 
 @pytest.fixture
