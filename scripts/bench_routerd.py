@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from concast import tools
+from concast.netns import Scratch
 from concast.hosts import routerd
 
 ROUTERD = tools.binary_or_build_path("concast-routerd")
@@ -81,17 +82,13 @@ class Bench:
         self.ns = f"ccb-{os.getpid()}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.ns}-"))
         self.pids: list[int] = []  # every process this script started
-        self.ns_made = False
+        self.scratch = Scratch()
         self.nice = ["nice", "-n", str(args.nice)] if args.nice else []
 
     # ------------------------------------------------------------------ setup / cleanup
     def setup(self) -> None:
-        sh("ip", "netns", "add", self.ns)
-        self.ns_made = True
-        n = ["ip", "-n", self.ns]
-        sh(*n, "link", "add", "name", "rd0", "type", "veth", "peer", "name", "bl0")
-        for dev in ("lo", "rd0", "bl0"):
-            sh(*n, "link", "set", dev, "up")
+        self.scratch.add(self.ns)
+        self.scratch.veth(self.ns, "rd0", self.ns, "bl0")
         for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
             sh("ip", "netns", "exec", self.ns, "sysctl", "-qw", f"{key}=1", check=False)
 
@@ -106,9 +103,7 @@ class Bench:
             except ChildProcessError:
                 pass
         self.pids.clear()
-        if self.ns_made:
-            sh("ip", "netns", "del", self.ns, check=False)
-            self.ns_made = False
+        self.scratch.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ one run

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from concast.controller.p4 import pipeline as P
-from concast.netns import call_in
+from concast.netns import Scratch, call_in
 from concast.controller.p4.switch import Switch, tools_missing
 
 ROUTER_MAC = "02:cc:0a:00:00:01"
@@ -144,17 +144,16 @@ def bmv2(tmp_path_factory):
     p4info, json_path = _compile(tmp)
     ns = f"ccp4-{os.getpid()}"
     switch = client = ports = None
+    scratch = Scratch()
     try:
-        _run("ip", "netns", "add", ns)
+        scratch.add(ns)
         ip = ("ip", "netns", "exec", ns)
         _run(*ip, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         _run(*ip, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
-        _run(*ip, "ip", "link", "set", "lo", "up")
         for test_end, (switch_end, _port) in IFACES.items():
-            _run(*ip, "ip", "link", "add", test_end, "type", "veth", "peer", "name", switch_end)
+            scratch.veth(ns, test_end, ns, switch_end, mtu=9000, up=False)
             _run(*ip, "ip", "link", "set", test_end, "address", HOST_MAC[test_end])
             for dev in (test_end, switch_end):
-                _run(*ip, "ip", "link", "set", dev, "mtu", "9000")
                 _run(*ip, "ip", "link", "set", dev, "up")
         switch = Switch(ns, {port: sw for sw, port in IFACES.values()}, netns=ns,
                         rundir=tmp).start()
@@ -176,4 +175,4 @@ def bmv2(tmp_path_factory):
             client.close()
         if switch:
             switch.stop()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        scratch.close()
