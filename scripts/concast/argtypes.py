@@ -20,19 +20,19 @@ def receiver_addr(text: str) -> str:
     return str(a)
 
 
-def _u32(text: str) -> int:
+def _u32(text: str, what: str) -> int:
     try:
         v = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 <= v <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{v} is not a 32-bit number (0..4294967295)")
+        raise argparse.ArgumentTypeError(f"{v} is not a 32-bit {what} (0..4294967295)")
     return v
 
 
 def group_id(text: str) -> int:
     """A concast group for `send`/`recv`: 32 bits, not the multiplex group."""
-    g = _u32(text)
+    g = _u32(text, "group ID")
     if g == MPLEX_GROUP:
         raise argparse.ArgumentTypeError(f"group {MPLEX_GROUP} is reserved for the multiplex "
                                          f"service")
@@ -40,7 +40,7 @@ def group_id(text: str) -> int:
 
 
 def mplex_group(text: str) -> int:
-    g = _u32(text)
+    g = _u32(text, "multiplex group")
     if g == 0:
         raise argparse.ArgumentTypeError(f"{g} is not a multiplex group (1..4294967295; the "
                                          f"well-known one is {MPLEX_GROUP})")
@@ -48,7 +48,7 @@ def mplex_group(text: str) -> int:
 
 
 def key_id(text: str) -> int:
-    return _u32(text)
+    return _u32(text, "key")
 
 
 def port(text: str) -> int:
