@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from concast.topologies import procs
+from concast import procs
 
 
 @dataclass

@@ -11,7 +11,7 @@ import heapq
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from concast.topologies.addressing import Plan
+from concast.netmodel.addressing import Plan
 
 
 @dataclass(frozen=True)

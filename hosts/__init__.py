@@ -11,6 +11,8 @@
 - aggregate.py: the payload of the bundled aggregate specs (sum, count, min, max)
 - locate.py:    which socket belongs to a host or router of a running network
 - routerd.py:   one question to routerd's management socket
+- capture.py:   waiting until a sender's multiplex flow captures
+- ctp.py:       the host transport's C ABI through ctypes
 """
 from concast.hosts.client import Client, HostdError  # noqa: F401
 from concast.hosts import aggregate  # noqa: F401

@@ -23,7 +23,7 @@ import json
 import os
 from pathlib import Path
 
-from concast import ROOT
+from concast import tools
 
 URGENT = 1
 _ERR = 512
@@ -34,17 +34,15 @@ class CtpError(RuntimeError):
 
 
 def library_path() -> Path:
-    """$CONCAST_CTP_LIB, else the freshest build of the workspace or the crate's own target."""
+    """$CONCAST_CTP_LIB, else concast.tools' lookup ($CONCAST_BIN, then the checkout's
+    target/release)."""
     env = os.environ.get("CONCAST_CTP_LIB")
     if env:
         return Path(env)
-    found = [p for p in (ROOT / "target" / "release" / "libconcast_transport.so",
-                         ROOT / "target" / "transport" / "release" / "libconcast_transport.so")
-             if p.is_file()]
-    if not found:
-        raise CtpError("libconcast_transport.so is not built: run "
-                       "`cargo build --release -p concast-transport`")
-    return max(found, key=lambda p: p.stat().st_mtime)
+    try:
+        return tools.library("libconcast_transport.so")
+    except tools.MissingTool as e:
+        raise CtpError(str(e)) from None
 
 
 _lib = None

@@ -19,7 +19,7 @@ class NotFound(LookupError):
 
 
 def _runs(tag: str | None) -> list[dict]:
-    from concast.topologies import registry
+    from concast import registry
     out = []
     for rec in registry.load_all():
         if (tag is None or rec.tag == tag) and rec.owner_alive():
@@ -48,7 +48,7 @@ def own_host(tag: str | None = None) -> tuple[str, dict] | None:
     """(host, run record) if this process runs in the namespace of a host whose hostd is
     running. Compared through the hostd's /proc/PID/ns/net: the /run/netns names are bind
     mounts that a Mininet host's own mount namespace does not see."""
-    from concast.topologies import procs
+    from concast import procs
     me = _ns_id("/proc/self/ns/net")
     for data in _runs(tag):
         for d in data.get("daemons", []):

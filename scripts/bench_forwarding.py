@@ -28,9 +28,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # the `concast` package
-
-from concast.topologies import line  # noqa: E402
+from concast.topologies import line
 
 PAYLOAD = 64
 PORT = 5201

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Added latency of one concast hop with a zero-delay merge spec, over plain forwarding
-(DESIGN.md target: <= 50 us median). Root only; about half a minute.
+(design-brief target: <= 50 us median). Root only; about half a minute.
 
 Network: `line(n_routers=1, senders=1)`, i.e. s1 - r1 - rx on userspace OVS, with routerd on
 r1 started from the run's `--config` plus a preinstalled flow
@@ -49,14 +49,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+from concast import tools
+from concast.hosts import routerd
+from concast.topologies import line
 
-from concast.hosts import routerd  # noqa: E402
-from concast.topologies import line  # noqa: E402
-
-ROUTERD = ROOT / "target/release/concast-routerd"
-SUM = ROOT / "build/mergespecs/sum.wasm"
+ROUTERD = tools.binary_or_build_path("concast-routerd")
+SUM = tools.spec_or_build_path("sum")
 PORT = 7007
 GROUP_MERGE = 7
 GROUP_PASS = 8

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """concast-linkemu's speed and accuracy, next to a plain veth pair measured in the same run
-(DESIGN.md target: delay within 5 %, loss within 1 point, rate within 5 %, jitter p99 <=
+(design-brief target: delay within 5 %, loss within 1 point, rate within 5 %, jitter p99 <=
 200 us). Root only; about a minute.
 
 Everything happens in one namespace this script creates and deletes: emulated links join
@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from concast.topologies.links import LinkEmulator  # noqa: E402
+from concast import tools
+from concast.netns import Scratch
+from concast.topologies.links import LinkEmulator
 
-TOOL = ROOT / "target" / "release" / "linkemu-bench"
+TOOL = tools.binary_or_build_path("linkemu-bench")
 
 
 def sh(*argv: str) -> str:
@@ -40,8 +40,8 @@ def sh(*argv: str) -> str:
 
 
 class Bench:
-    def __init__(self, ns: str, emu: LinkEmulator) -> None:
-        self.ns, self.emu = ns, emu
+    def __init__(self, scratch: Scratch, ns: str, emu: LinkEmulator) -> None:
+        self.scratch, self.ns, self.emu = scratch, ns, emu
         self.links: list[int] = []
         self.veths: list[int] = []
 
@@ -53,9 +53,7 @@ class Bench:
             sh("ip", "-n", self.ns, "link", "set", f"b{i}", "up")
             self.links.append(i)
         for i in range(len(self.veths), n):
-            sh("ip", "-n", self.ns, "link", "add", f"va{i}", "type", "veth", "peer", "name", f"vb{i}")
-            sh("ip", "-n", self.ns, "link", "set", f"va{i}", "up")
-            sh("ip", "-n", self.ns, "link", "set", f"vb{i}", "up")
+            self.scratch.veth(self.ns, f"va{i}", self.ns, f"vb{i}")
             self.veths.append(i)
 
     def rx(self, iface: str) -> tuple[int, int]:
@@ -102,8 +100,8 @@ def main() -> int:
         return 2
     secs = 1.0 if args.quick else 3.0
     probes = 1000 if args.quick else 5000
-    ns = f"linkemu-bench-{os.getpid()}"
-    sh("ip", "netns", "add", ns)
+    scratch = Scratch()
+    ns = scratch.add(f"linkemu-bench-{os.getpid()}")
     rt = {} if args.realtime is None else {"realtime": args.realtime}
     emu = LinkEmulator(tempfile.mkdtemp(prefix="bench-linkemu-"), f"b{os.getpid()}", **rt)
     rows: list[tuple[str, float, float | None, str]] = []
@@ -116,7 +114,7 @@ def main() -> int:
 
     try:
         emu.start()
-        b = Bench(ns, emu)
+        b = Bench(scratch, ns, emu)
         b.ensure_links(16)
         for n in (1, 16):
             fps, _ = b.rate("", n, secs)
@@ -144,7 +142,7 @@ def main() -> int:
         row("rate achieved / configured 10 Mbit/s", bps / 10e6, None, "")
     finally:
         emu.stop()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        scratch.close()
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         with open(args.csv, "w", newline="") as f:

@@ -22,12 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))   # the `concast` package and bench_forwarding
+import bench_forwarding as bf      # beside this script: on sys.path when it runs
 
-import bench_forwarding as bf  # noqa: E402
-
-from concast.topologies import line  # noqa: E402
+from concast.topologies import line
 
 
 def udp_try(net, seconds: float, pps: int | None) -> tuple[float, float, float]:
@@ -81,7 +78,6 @@ def rss_mb(pids: list[int]) -> float:
 
 
 def startup(dataplane: str, with_routerd: bool) -> dict:
-    from concast import ROOT
     from concast.controller import dataplanes
     from concast.topologies.transitstub import transit_stub
     desc = transit_stub(dataplane=dataplane)

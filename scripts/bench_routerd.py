@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""routerd merge throughput over a veth, on one core (DESIGN.md target: >= 200,000 diverted
+"""routerd merge throughput over a veth, on one core (design-brief target: >= 200,000 diverted
 datagrams merged per second), against its peer measured in the same run: routerd with no flow,
 which passes every datagram back unchanged through the same I/O path ("plain forwarding").
 
@@ -38,14 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))   # the `concast` package
+from concast import tools
+from concast.netns import Scratch
+from concast.hosts import routerd
 
-from concast.hosts import routerd  # noqa: E402
-
-ROUTERD = ROOT / "target/release/concast-routerd"
-BLAST = ROOT / "target/release/concast-blast"
-SPECS = ROOT / "build/mergespecs"
+ROUTERD = tools.binary_or_build_path("concast-routerd")
+BLAST = tools.binary_or_build_path("concast-blast")
+SPECS = tools.spec_or_build_path("sum").parent
 RECEIVER = "10.9.9.2"
 ROUTER_ADDR = "10.0.0.1"
 ROUTER_MAC = "02:cc:0a:00:00:01"
@@ -83,17 +82,13 @@ class Bench:
         self.ns = f"ccb-{os.getpid()}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.ns}-"))
         self.pids: list[int] = []  # every process this script started
-        self.ns_made = False
+        self.scratch = Scratch()
         self.nice = ["nice", "-n", str(args.nice)] if args.nice else []
 
     # ------------------------------------------------------------------ setup / cleanup
     def setup(self) -> None:
-        sh("ip", "netns", "add", self.ns)
-        self.ns_made = True
-        n = ["ip", "-n", self.ns]
-        sh(*n, "link", "add", "name", "rd0", "type", "veth", "peer", "name", "bl0")
-        for dev in ("lo", "rd0", "bl0"):
-            sh(*n, "link", "set", dev, "up")
+        self.scratch.add(self.ns)
+        self.scratch.veth(self.ns, "rd0", self.ns, "bl0")
         for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
             sh("ip", "netns", "exec", self.ns, "sysctl", "-qw", f"{key}=1", check=False)
 
@@ -108,9 +103,7 @@ class Bench:
             except ChildProcessError:
                 pass
         self.pids.clear()
-        if self.ns_made:
-            sh("ip", "netns", "del", self.ns, check=False)
-            self.ns_made = False
+        self.scratch.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ one run

@@ -71,7 +71,8 @@ install_python_venv() {
         /usr/bin/python3 -m venv --system-site-packages "$VENV"
     fi
     local stamp="$VENV/.concast-installed"
-    if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+    # setup.py maps the folders to import names: a change there needs a new install too
+    if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ]; then
         say "installing the concast Python package and its dependencies"
         "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT"
         touch "$stamp"

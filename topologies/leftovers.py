@@ -1,7 +1,7 @@
 """Remove what concast networks left behind, and only that.
 
 Never `mn -c`: it kills processes machine-wide by name. This looks only at run
-records (topologies/registry.py) and at OVS bridges that carry our external_ids,
+records (scripts/concast/registry.py) and at OVS bridges that carry our external_ids,
 and removes a network only when the process that started it is gone.
 
     python -m concast.topologies.leftovers            # leftovers of dead runs
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from concast.topologies import procs, registry
+from concast import procs, registry
 
 
 def _run(argv: list[str]) -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from mininet.link import Intf, Link
 
-ROOT = Path(__file__).resolve().parents[1]
-BINARY = ROOT / "target" / "release" / "concast-linkemu"
+from concast import tools
+
+BINARY = tools.binary_or_build_path("concast-linkemu")   # the one lookup (concast.tools)
 EMULATED = ("delay", "loss", "max_queue_size")   # what TCLink could only do with netem
 PARAMS = ("delay", "loss", "bw", "max_queue_size")
 # SCHED_FIFO priority of the emulator's loop: on this 2-core machine, under load, a normal

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from concast.topologies import addressing
-from concast.topologies.model import Topology
+from concast.netmodel import addressing
+from concast.netmodel.model import Topology
 
 
 class ConcastNet:
@@ -66,7 +66,7 @@ class ConcastNet:
         """A network saved with save(): same routers, hosts, links, params and addresses.
         `dataplane` overrides the saved one."""
         from concast.topologies import netfile
-        return netfile.load(path, dataplane)
+        return netfile.load(path, cls, dataplane)
 
     def start(self, run_dir: Path | str | None = None, quiet: bool = True):
         """Build and start it (needs root and Open vSwitch); returns a RunningNet, which

@@ -9,7 +9,7 @@
      "meta":    {...}}
 
 `order` is the declaration order of hosts and links, which fixes port numbers and
-addresses (topologies/addressing.py); loading replays it, so a loaded network gets the
+addresses (scripts/concast/netmodel/addressing.py); loading replays it, so a loaded network gets the
 very same address plan as the saved one.
 """
 from __future__ import annotations
@@ -51,14 +51,15 @@ def _need(obj: dict, key: str, kind, where: str):
     return obj[key]
 
 
-def from_dict(data: dict, dataplane: str | None = None):
-    from concast.topologies.net import ConcastNet
+def from_dict(data: dict, make, dataplane: str | None = None):
+    """The network `data` describes, built on `make(dataplane)` (ConcastNet, which calls
+    this module: taking the class keeps the import one way)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"not a saved concast network (no \"format\": \"{FORMAT}\")")
     if data.get("version") != VERSION:
         raise ValueError(f"saved network version {data.get('version')!r}; this concast "
                          f"reads version {VERSION}")
-    net = ConcastNet(dataplane or data.get("dataplane") or "ovs")
+    net = make(dataplane or data.get("dataplane") or "ovs")
     for i, r in enumerate(_need(data, "routers", list, "network")):
         net.router(_need(r, "name", str, f"routers[{i}]"), bool(r.get("capable", True)))
     hosts = {h["name"]: h for h in _need(data, "hosts", list, "network")
@@ -91,13 +92,13 @@ def from_dict(data: dict, dataplane: str | None = None):
     return net
 
 
-def load(path: Path | str, dataplane: str | None = None):
+def load(path: Path | str, make, dataplane: str | None = None):
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON ({e})") from None
     try:
-        return from_dict(data, dataplane)
+        return from_dict(data, make, dataplane)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None

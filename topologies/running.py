@@ -13,9 +13,11 @@ from pathlib import Path
 
 from concast.controller import dataplanes
 from concast.controller.daemons import Daemon, Daemons
-from concast.topologies import addressing, leftovers, naming, registry
+from concast import registry
+from concast.netmodel import addressing, naming
+from concast.topologies import leftovers
 from concast.topologies.capture import Capture
-from concast.topologies.model import Topology
+from concast.netmodel.model import Topology
 
 RUNS_DIR = Path("/tmp/concast/runs")  # logs, configs and sockets of each run; kept for reading
 
@@ -276,7 +278,7 @@ class RunningNet:
     def start_routerd(self, argv: list[str], routers: list[str] | None = None,
                       name: str = "routerd", env: dict | None = None) -> dict[str, Daemon]:
         """Start one daemon per capable router from a template, e.g.
-        [str(ROOT/"target/release/concast-routerd"), "--config", "{config}",
+        [str(tools.rust_binary("concast-routerd")), "--config", "{config}",
          "--hold", "3"]; fields: see router_fields()."""
         chosen = ([r for r, h in self.routers.items() if h.capable] if routers is None
                   else list(routers))
@@ -313,7 +315,7 @@ class RunningNet:
     def start_hostd(self, argv: list[str], hosts: list[str] | None = None,
                     name: str = "hostd", env: dict | None = None) -> dict[str, Daemon]:
         """Start one daemon per host (default: every host) inside the host's namespace,
-        from a template, e.g. [str(ROOT/"target/release/concast-hostd"), "--config",
+        from a template, e.g. [str(tools.rust_binary("concast-hostd")), "--config",
         "{config}"]; fields: see host_fields(). Logs go to <run_dir>/logs/<host>-<name>.log;
         PIDs are in the run record and stop() stops them like routerd."""
         chosen = list(self.plan.hosts) if hosts is None else list(hosts)

@@ -34,7 +34,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from concast.topologies import addressing, naming
+from concast.netmodel import addressing, naming
 from concast.topologies.net import ConcastNet
 
 GENERATOR = "transit-stub"

@@ -7,8 +7,8 @@ import subprocess
 
 from concast.controller.linux.router import LinuxRouter
 from concast.controller.routes import all_routes
-from concast.topologies import naming
-from concast.topologies.addressing import Plan
+from concast.netmodel import naming
+from concast.netmodel.addressing import Plan
 
 
 def _node_class():

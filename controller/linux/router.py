@@ -10,9 +10,9 @@ from ipaddress import IPv4Address, IPv4Network
 from concast.controller.linux import tc
 from concast.controller.linux.bpf import divert_program
 from concast.controller.routes import Route, egress_table
-from concast.topologies import naming
-from concast.topologies.addressing import RouterPlan
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel import naming
+from concast.netmodel.addressing import RouterPlan
+from concast.netmodel.naming import CPU_OFPORT
 
 
 def run(argv: list[str], stdin: str | None = None, ok_errors: tuple[str, ...] = ()) -> str:

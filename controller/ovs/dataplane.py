@@ -8,9 +8,9 @@ import subprocess
 from concast.controller.ovs import ofctl, pipeline
 from concast.controller.ovs.router import OvsRouter
 from concast.controller.routes import all_routes
-from concast.topologies import naming
-from concast.topologies.addressing import Plan
-from concast.topologies.sysfs import disable_ipv6
+from concast.netmodel import naming
+from concast.netmodel.addressing import Plan
+from concast.sysfs import disable_ipv6
 
 
 class OvsDataplane:

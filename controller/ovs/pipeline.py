@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from concast.controller.routes import Route
 from concast.controller.ovs import selectors as sel
-from concast.topologies.addressing import RouterPlan
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel.addressing import RouterPlan
+from concast.netmodel.naming import CPU_OFPORT
 
 
 def _flow(cookie: int, table: int, priority: int, match: str, actions: str) -> str:

@@ -7,8 +7,8 @@ from ipaddress import IPv4Address
 from concast.controller.routes import Route, egress_table
 from concast.controller.ovs import ofctl, pipeline
 from concast.controller.ovs import selectors as sel
-from concast.topologies.addressing import RouterPlan
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel.addressing import RouterPlan
+from concast.netmodel.naming import CPU_OFPORT
 
 
 @dataclass

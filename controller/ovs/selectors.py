@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel.naming import CPU_OFPORT
 
 OFCTL = ("ovs-ofctl", "-O", "OpenFlow13")
 

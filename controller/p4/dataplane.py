@@ -16,9 +16,10 @@ from pathlib import Path
 
 from concast.controller.p4 import pipeline as P
 from concast.controller.routes import Route, all_routes, egress_table
-from concast.topologies import naming, procs
-from concast.topologies.addressing import Plan, RouterPlan
-from concast.topologies.sysfs import disable_ipv6
+from concast import procs
+from concast.netmodel import naming
+from concast.netmodel.addressing import Plan, RouterPlan
+from concast.sysfs import disable_ipv6
 
 # Unix socket paths hold at most 107 bytes, and run directories under pytest's temporary
 # space are long: the switches' sockets and logs go here, one folder per run.

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 
-from concast import ROOT
+from concast import ROOT, tools
 
 P4_SOURCE = ROOT / "p4src" / "concast.p4"
 P4_INCLUDES = sorted((ROOT / "p4src" / "include").glob("*.p4"))
-BUILD_DIR = ROOT / "build" / "p4"
+BUILD_DIR = tools.BUILD / "p4"
 JSON_PATH = BUILD_DIR / "concast.json"
 P4INFO_PATH = BUILD_DIR / "concast.p4info.txtpb"
 
@@ -122,7 +122,7 @@ def arp_entry(port: int, addr, mac: str) -> Entry:
 
 def base_entries(router, routes) -> list[Entry]:
     """Every router: ARP answers for its port addresses, one ipv4_lpm entry per route.
-    `router` is a concast.topologies.addressing.RouterPlan, `routes` concast.controller.routes."""
+    `router` is a concast.netmodel.addressing.RouterPlan, `routes` concast.controller.routes."""
     out = [arp_entry(p.ofport, p.address, router.mac) for p in router.ports]
     out += [lpm_entry(r.prefix, r.ofport, r.next_hop_mac, router.mac) for r in routes]
     return out

@@ -47,8 +47,50 @@ def cmd_net(ns: argparse.Namespace) -> int:
     return leftovers.main(ns.rest)
 
 
+def version() -> str:
+    """The installed package's version, and the checkout's git revision when there is one."""
+    from importlib import metadata
+    try:
+        v = metadata.version("concast")
+    except metadata.PackageNotFoundError:
+        v = "unknown"
+    rev = tools.revision()
+    return f"concast {v}" + (f" ({rev})" if rev else "")
+
+
+class _Dir(argparse.Action):
+    """--bin-dir/--spec-dir: an existing folder, put in the environment for the lookup
+    (concast.tools) of this process and of the programs it starts."""
+
+    def __call__(self, parser, ns, value, option_string=None):
+        if not os.path.isdir(value):
+            parser.error(f"{option_string} {value}: not a folder")
+        if self.dest == "bin_dir":
+            os.environ[tools.BIN_ENV] = os.pathsep.join(
+                filter(None, [os.path.abspath(value), os.environ.get(tools.BIN_ENV)]))
+        else:
+            os.environ[tools.SPECS_ENV] = os.path.abspath(value)
+        setattr(ns, self.dest, value)
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, ns, value, option_string=None):
+        print(version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="concast", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action=_Version)
+    p.add_argument("--bin-dir", action=_Dir, metavar="DIR",
+                   help=f"look for the Rust binaries here first (sets ${tools.BIN_ENV}; "
+                        f"then PATH, then a checkout's target/release)")
+    p.add_argument("--spec-dir", action=_Dir, metavar="DIR",
+                   help=f"take the built merge specs from here (sets ${tools.SPECS_ENV}; "
+                        f"else a checkout's build/mergespecs)")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     s = sub.add_parser("spec", help="check or run a merge spec offline (concast spec --help); "

@@ -13,72 +13,19 @@ find their hostd by themselves when run inside a host's namespace; elsewhere the
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-MPLEX_GROUP = 1
+from concast.argtypes import group_id, key_id, port, positive, receiver_addr
+
 QUERIES = ("status", "flows", "stats")
 
 
 class BadUsage(Exception):
     """A command line that cannot be right (exit 2)."""
-
-
-# --- argument types: each says what is wrong ----------------------------------------------
-def receiver_addr(text: str) -> str:
-    try:
-        a = ipaddress.IPv4Address(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
-    if a.is_multicast or a.is_loopback or a.is_unspecified or int(a) >> 28 >= 15:
-        raise argparse.ArgumentTypeError(f"{text} is not a unicast host address")
-    return str(a)
-
-
-def group_id(text: str) -> int:
-    try:
-        g = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= g <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{g} is not a 32-bit group ID (0..4294967295)")
-    if g == MPLEX_GROUP:
-        raise argparse.ArgumentTypeError("group 1 is reserved for the multiplex service")
-    return g
-
-
-def key_id(text: str) -> int:
-    try:
-        k = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= k <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{k} is not a 32-bit key")
-    return k
-
-
-def udp_port(text: str) -> int:
-    try:
-        p = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= p <= 65535:
-        raise argparse.ArgumentTypeError(f"{p} is not a port (1..65535)")
-    return p
-
-
-def positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
-    return v
 
 
 def parse_values(words: list[str], default_key: int, as_hex: bool) -> list[tuple[str, bytes]]:
@@ -321,8 +268,8 @@ def add_verbs(sub) -> None:
                                    "lines of VALUES from stdin and sends each line as it comes).")
     s.add_argument("--to", type=receiver_addr, required=True, metavar="R", help="the receiver")
     s.add_argument("--group", type=group_id, required=True, metavar="G")
-    s.add_argument("--sport", type=udp_port, default=4000)
-    s.add_argument("--dport", type=udp_port, default=5000)
+    s.add_argument("--sport", type=port, default=4000)
+    s.add_argument("--dport", type=port, default=5000)
     s.add_argument("--ttl", type=int, choices=range(1, 256), metavar="1..255", default=64)
     s.add_argument("--key", type=key_id, default=1, help="key of bare VALUES (default 1)")
     s.add_argument("--selector", help="flow selector PROTO/DPORT (default 17/<dport>)")
@@ -339,7 +286,7 @@ def add_verbs(sub) -> None:
                                    "datagram of G that reaches this host (after its final merge).")
     r.add_argument("--group", type=group_id, required=True, metavar="G")
     r.add_argument("--spec", metavar="FILE.wasm", help="install (or replace) this merge spec first")
-    r.add_argument("--port", type=udp_port, help="also deliver plain UDP to this port (senders "
+    r.add_argument("--port", type=port, help="also deliver plain UDP to this port (senders "
                                                  "that fell back to unicast)")
     r.add_argument("--count", type=int, help="stop after this many datagrams")
     r.add_argument("--timeout", type=positive, help="stop after this many seconds")

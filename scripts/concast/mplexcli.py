@@ -23,55 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 from concast import hostcli
 from concast.hostcli import BadUsage, receiver_addr
-
-MPLEX_GROUP = 1
-
-
-def group_id(text: str) -> int:
-    try:
-        g = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= g <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{g} is not a multiplex group (1..4294967295; the "
-                                         "well-known one is 1)")
-    return g
-
-
-def delay_ms(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
-    if not 0 <= v <= 10_000:
-        raise argparse.ArgumentTypeError(f"{text} ms is not between 0 and 10000 ms")
-    return v
-
-
-def threshold(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if not 28 <= v <= 1448:
-        raise argparse.ArgumentTypeError(f"{v} is not between 28 (the smallest UDP datagram) "
-                                         "and 1448 bytes")
-    return v
-
-
-def port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"{v} is not a port (1..65535)")
-    return v
-
+from concast.argtypes import delay_ms, mplex_group, port, threshold
+from concast.hosts.capture import wait_capture
+from concast.scapy.mplex import MPLEX_GROUP
 
 def flow_fields(ns: argparse.Namespace) -> dict:
     """The application flow a sender names (nothing: the kernel's pure ACKs)."""
@@ -132,26 +89,6 @@ def request_fields(ns: argparse.Namespace) -> dict:
     return f
 
 
-def wait_capture(client, receiver: str, group: int, timeout: float,
-                 what: str = "pure ACKs") -> tuple[bool, str]:
-    """After a sender's `on`: (capturing?, what to print)."""
-    def ours(ev: dict) -> bool:
-        return ev.get("receiver") == receiver and ev.get("group") == group and \
-            ev.get("event") in ("mplex", "fallback")
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ev = client.next_event(left, ours)
-        if ev is None:
-            break
-        if ev["event"] == "fallback":
-            return False, f"not multiplexing: the join fell back ({ev.get('reason')}); " \
-                          f"is `concast mplex on --role receiver` running at {receiver}?"
-        if ev.get("state") == "capturing":
-            return True, f"capturing: {what} toward {receiver} now travel in group {group}"
-        return False, f"not multiplexing: {ev.get('reason')}"
-    return False, f"still joining after {timeout:g} s (capture starts once the join is active)"
-
-
 def cmd_mplex(ns: argparse.Namespace) -> int:
     if ns.action == "status":
         with hostcli.connect(ns) as c:
@@ -193,7 +130,7 @@ def add_verbs(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     m.add_argument("action", choices=("on", "off", "status"))
     m.add_argument("--role", choices=("sender", "receiver"))
-    m.add_argument("--group", type=group_id, default=MPLEX_GROUP, metavar="G",
+    m.add_argument("--group", type=mplex_group, default=MPLEX_GROUP, metavar="G",
                    help="multiplex group (default 1, the well-known one)")
     m.add_argument("--to", type=receiver_addr, metavar="R", help="the receiver (senders)")
     m.add_argument("--max-local-delay", type=delay_ms, metavar="MS",

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path as FsPath
 
-from concast import ROOT, tools
+from concast import tools
 from concast.perfpath import MininetPath, Path, unavailable
 
 RESULTS = tools.RESULTS / "perf.json"
@@ -24,13 +24,8 @@ _ports = itertools.count(15201)
 
 
 def binary(name: str = "concast-perf") -> str:
-    """A transport binary (concast-perf, mtping) from the workspace build, else the transport
-    crate's own target dir."""
-    found = [p for p in (ROOT / "target" / "release" / name,
-                         ROOT / "target" / "transport" / "release" / name) if p.is_file()]
-    if not found:
-        return str(tools.rust_binary(name))  # from PATH, or says how to build it
-    return str(max(found, key=lambda p: p.stat().st_mtime))  # the freshest build
+    """A transport binary (concast-perf, mtping): concast.tools' lookup, as a string."""
+    return str(tools.rust_binary(name))
 
 
 def missing(commands, binaries=("concast-perf",)) -> str | None:

@@ -12,12 +12,9 @@ import os
 import shutil
 import subprocess
 
+from concast.netns import Scratch, ip
+
 A_ADDR, B_ADDR = "10.77.0.1", "10.77.0.2"
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
 
 
 def unavailable(commands) -> str | None:
@@ -28,6 +25,7 @@ def unavailable(commands) -> str | None:
         if not shutil.which(c):
             return f"{c} is not installed"
     return None
+
 
 class PathError(RuntimeError):
     """The namespaces could not be set up (not root, no ip or nft)."""
@@ -46,6 +44,7 @@ class Path:
         self.prefix = f"cperf-{tag or os.getpid()}-"
         self.ns = {"a": self.prefix + "a", "b": self.prefix + "b"}
         self.addr = {"a": A_ADDR, "b": B_ADDR}
+        self.scratch = Scratch()
 
     def __enter__(self) -> "Path":
         why = unavailable(("ip", "nft", "ethtool") if self.loss else ("ip",))
@@ -64,13 +63,10 @@ class Path:
     def _build(self) -> None:
         va, vb = self.prefix + "va", self.prefix + "vb"
         for h in ("a", "b"):
-            _ip("netns", "add", self.ns[h])
-            _ip("-n", self.ns[h], "link", "set", "lo", "up")
-        _ip("link", "add", va[:15], "netns", self.ns["a"], "type", "veth",
-            "peer", "name", vb[:15], "netns", self.ns["b"])
+            self.scratch.add(self.ns[h])
+        self.scratch.veth(self.ns["a"], va[:15], self.ns["b"], vb[:15], mtu=self.mtu)
         for h, v in (("a", va[:15]), ("b", vb[:15])):
-            _ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", v)
-            _ip("-n", self.ns[h], "link", "set", v, "mtu", str(self.mtu), "up")
+            ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", v)
             if self.loss:
                 self._wire_sized(h, v)
                 self._drop(h, self.loss)
@@ -87,7 +83,7 @@ class Path:
         """One bottleneck each way: a token bucket with about 20 ms of queue."""
         burst = max(int(self.rate_mbit * 1e6 / 8 / 250), 3 * self.mtu)
         limit = max(int(self.rate_mbit * 1e6 / 8 * 0.02), 4 * self.mtu)
-        _ip("netns", "exec", self.ns[host], "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+        ip("netns", "exec", self.ns[host], "tc", "qdisc", "add", "dev", dev, "root", "tbf",
             "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "limit", str(limit))
 
     def _drop(self, host: str, loss: float) -> None:
@@ -116,8 +112,7 @@ class Path:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
     def close(self) -> None:
-        for ns in self.ns.values():
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.scratch.close()
 
 
 class MininetPath(Path):

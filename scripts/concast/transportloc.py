@@ -3,11 +3,12 @@
 `#[cfg(test)]` module ends it)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from concast import ROOT
+from concast import tools
 
-SRC = ROOT / "hosts" / "transport" / "src"
+SRC = (tools.CHECKOUT or tools.WORK) / "hosts" / "transport" / "src"
 
 
 def count(path: Path) -> int:
@@ -34,5 +35,9 @@ def table() -> str:
 
 
 def main() -> int:
+    if not SRC.is_dir():
+        print(f"concast perf --loc: counts the transport's Rust sources, which are in a "
+              f"checkout ({SRC} is not there; set $CONCAST_ROOT)", file=sys.stderr)
+        return 2
     print(table())
     return 0

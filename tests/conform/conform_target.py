@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from concast import ROOT
+from concast import tools
 from concast.scapy import (CHUNK_SIZE, CSP, CSP_Join, CSP_JoinAck, CSP_SpecChunk, classify,
                            csp_datagram)
 from conform_wire import Log, Port, Wire
 from signing import R_KEY
 
-MPLEX_SPEC = ROOT / "build" / "mergespecs" / "multiplex.wasm"
+MPLEX_SPEC = tools.spec_or_build_path("multiplex")
 HOLD_S = 300                  # what our child asks for: no expiry during a run
 # Groups start at a random point of each run: a device (or one of our routers) tested twice
 # within a hold time still has the first run's flows, which a reused group would meet.
@@ -196,7 +196,7 @@ def is_csp(ip: bytes, group: int, ctype: int) -> bool:
 def build_on_ports(dut):
     """The body of the session fixture for --ports (`yield from`)."""
     if not MPLEX_SPEC.exists():
-        pytest.skip(f"{MPLEX_SPEC.relative_to(ROOT)} is not built (make specs)")
+        pytest.skip(f"{MPLEX_SPEC} is not built (make specs)")
     try:
         t = on_ports(dut)
     except (RuntimeError, OSError) as e:
@@ -231,7 +231,7 @@ def build(dataplane: str, kind: str, run_dir: Path, p4_program: str | None = Non
     if why:
         pytest.skip(why)
     if not MPLEX_SPEC.exists():
-        pytest.skip(f"{MPLEX_SPEC.relative_to(ROOT)} is not built (make specs)")
+        pytest.skip(f"{MPLEX_SPEC} is not built (make specs)")
     if p4_program:
         from concast.controller.p4.switch import tools_missing
         if tools_missing():

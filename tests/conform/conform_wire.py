@@ -1,40 +1,22 @@
 """The suite's access to the wire: an AF_PACKET socket on a host's interface, opened inside
-the host's network namespace (the socket stays there after we switch back), and a log of
+the host's network namespace (concast.netns; the socket stays there), and a log of
 every frame sent and seen, written as a pcap when a test fails."""
 from __future__ import annotations
 
-import ctypes
-import os
 import select
 import socket
 import time
 from pathlib import Path
 
+from concast.netns import call_in
+
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
 
 
 def socket_in(netns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
     """A socket created inside the named namespace (/run/netns/NAME); it stays there."""
-    here = os.open("/proc/self/ns/net", os.O_RDONLY)
-    there = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-    try:
-        _setns(there)
-        try:
-            return socket.socket(family, kind, proto)
-        finally:
-            _setns(here)
-    finally:
-        os.close(here)
-        os.close(there)
+    return call_in(netns, lambda: socket.socket(family, kind, proto))
 
 
 def packet_socket_in(netns: str | None, iface: str) -> socket.socket:

@@ -49,6 +49,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "spec(id): the protocol.md sentence a test checks")
+    # also registered in pyproject.toml; here for a wheel's copy, which runs without it
+    config.addinivalue_line("markers", "mininet: needs root, Mininet and Open vSwitch")
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:mininet.node")
 
 

@@ -13,18 +13,17 @@ not on PATH or we are not root.
 """
 from __future__ import annotations
 
-import ctypes
 from ipaddress import IPv4Network
 import os
 import select
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
 
 from concast.controller.p4 import pipeline as P
+from concast.netns import Scratch, call_in
 from concast.controller.p4.switch import Switch, tools_missing
 
 ROUTER_MAC = "02:cc:0a:00:00:01"
@@ -33,7 +32,6 @@ HOST_MAC = {"h1": "02:cc:0a:01:00:02", "h2": "02:cc:0a:02:00:02", "h3": "02:cc:0
             "rd": "02:cc:0a:00:ff:01"}
 PORT_ADDR = {1: "10.1.0.1", 2: "10.2.0.1", 3: "10.3.0.1"}
 IFACES = {"h1": ("s1", 1), "h2": ("s2", 2), "h3": ("s3", 3), "rd": ("scpu", P.CPU_PORT)}
-CLONE_NEWNET = 0x40000000
 
 
 def _run(*cmd):
@@ -42,27 +40,7 @@ def _run(*cmd):
 
 def _in_netns(ns: str, fn):
     """Run fn() in a thread that has entered network namespace `ns`; return its result."""
-    out = {}
-
-    def target():
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
-            out["value"] = fn()
-        except BaseException as e:     # noqa: BLE001 - handed to the caller
-            out["error"] = e
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return call_in(ns, fn)
 
 
 class Ports:
@@ -166,17 +144,16 @@ def bmv2(tmp_path_factory):
     p4info, json_path = _compile(tmp)
     ns = f"ccp4-{os.getpid()}"
     switch = client = ports = None
+    scratch = Scratch()
     try:
-        _run("ip", "netns", "add", ns)
+        scratch.add(ns)
         ip = ("ip", "netns", "exec", ns)
         _run(*ip, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         _run(*ip, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
-        _run(*ip, "ip", "link", "set", "lo", "up")
         for test_end, (switch_end, _port) in IFACES.items():
-            _run(*ip, "ip", "link", "add", test_end, "type", "veth", "peer", "name", switch_end)
+            scratch.veth(ns, test_end, ns, switch_end, mtu=9000, up=False)
             _run(*ip, "ip", "link", "set", test_end, "address", HOST_MAC[test_end])
             for dev in (test_end, switch_end):
-                _run(*ip, "ip", "link", "set", dev, "mtu", "9000")
                 _run(*ip, "ip", "link", "set", dev, "up")
         switch = Switch(ns, {port: sw for sw, port in IFACES.values()}, netns=ns,
                         rundir=tmp).start()
@@ -198,4 +175,4 @@ def bmv2(tmp_path_factory):
             client.close()
         if switch:
             switch.stop()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        scratch.close()

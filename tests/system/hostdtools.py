@@ -7,20 +7,22 @@ import collections
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from concast import ROOT
+from concast import tools
 from concast.hosts import Client, aggregate, routerd
 
-ROUTERD = ROOT / "target" / "release" / "concast-routerd"
-HOSTD = ROOT / "target" / "release" / "concast-hostd"
-SPECS = ROOT / "build" / "mergespecs"
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
+# Found by the one lookup (concast.tools: $CONCAST_BIN, PATH, the checkout's build).
+ROUTERD = tools.binary_or_build_path("concast-routerd")
+HOSTD = tools.binary_or_build_path("concast-hostd")
+SPECS = tools.spec_or_build_path("sum").parent
+PYTHON = sys.executable      # the interpreter running the tests, with this `concast` installed
 HOLD = "3"          # short soft state: refreshes every second, so restarts heal quickly
-SPEC_TOOL = ROOT / "target" / "release" / "concast-spec"
+SPEC_TOOL = tools.binary_or_build_path("concast-spec")
 # How long a round waits for a late child before going out partial. The specs' 10 ms default
 # splits rounds when the shared test machine is loaded; the receiver embeds a longer one.
 ROUND_TIMEOUT_US = 200_000
@@ -28,7 +30,7 @@ ROUND_TIMEOUT_US = 200_000
 
 def tolerant(name: str) -> Path:
     """The bundled spec `name` with ROUND_TIMEOUT_US embedded as its receiver parameter."""
-    out = ROOT / "build" / "test-specs" / f"{name}-t{ROUND_TIMEOUT_US}.wasm"
+    out = tools.BUILD / "test-specs" / f"{name}-t{ROUND_TIMEOUT_US}.wasm"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([str(SPEC_TOOL), "embed", str(SPECS / f"{name}.wasm"), "--param",
@@ -40,7 +42,7 @@ def tolerant(name: str) -> Path:
 def missing_builds() -> str | None:
     for path in (ROUTERD, HOSTD, SPEC_TOOL, SPECS / "sum.wasm", SPECS / "max.wasm"):
         if not path.exists():
-            return f"{path.relative_to(ROOT)} is not built (cargo build --release; make specs)"
+            return f"{path} is not built (cargo build --release; make specs)"
     return None
 
 
@@ -113,7 +115,7 @@ class Senders:
                 "--dport", str(dport), "--leave", *extra, "-"]
         for h in hosts:
             self.procs[h] = net[h].popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
+                                         stderr=subprocess.STDOUT, text=True, cwd=str(tools.WORK))
         for h, p in self.procs.items():
             while True:
                 line = p.stdout.readline()

@@ -11,13 +11,14 @@ import subprocess
 
 import pytest
 
-from hostdtools import PYTHON, ROOT, missing_builds
+from concast import ROOT, tools
+from hostdtools import PYTHON, missing_builds
 
 pytestmark = pytest.mark.mininet
 
 SKIP = missing_builds() or (
-    None if (ROOT / "build" / "mergespecs" / "multiplex.wasm").exists()
-    else "build/mergespecs/multiplex.wasm is not built (make specs)")
+    None if tools.spec_or_build_path("multiplex").exists()
+    else f"{tools.spec_or_build_path('multiplex')} is not built (make specs)")
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,8 @@ def test_bmv2_counters_see_the_traffic(net):
 
 
 def test_bmv2_stop_leaves_no_switch_interface_or_record(tmp_path_factory):
-    from concast.topologies import line, procs
+    from concast import procs
+    from concast.topologies import line
     n = line(n_routers=2, senders=1)
     n.dataplane = "bmv2"
     why = tools_missing()

@@ -18,6 +18,7 @@ import pytest
 from hostdtools import HOLD, PYTHON, missing_builds
 
 from concast import ROOT
+from concast.netns import Scratch
 from concast.topologies import line
 
 pytestmark = pytest.mark.mininet
@@ -41,19 +42,18 @@ def device(request, tmp_path_factory):
     net = line(1, senders=1, capable=(kind == "ours"), dataplane="linux").start(
         run_dir=tmp_path_factory.mktemp(f"dut-{kind}"))
     tester = f"concast-conform-{os.getpid()}-{kind}"
-    moved = []
+    moved, scratch = [], Scratch()
     try:
         if kind == "ours":
             net.start_concast(hold=float(HOLD), hosts=(), timeout=10)
         plan, r1 = net.plan, net.plan.routers["r1"]
-        ip("netns", "add", tester)
-        ip("-n", tester, "link", "set", "lo", "up")
+        scratch.add(tester)
         for h, iface in IFACES.items():
             ip("-n", net.netns(h), "link", "set", iface, "netns", tester)
             moved.append(h)
             ip("-n", tester, "link", "set", iface, "up")
             port = next(p for p in r1.ports if p.peer_address == plan.hosts[h].ip)
-            from concast.topologies import naming
+            from concast.netmodel import naming
             ip("-n", net["r1"].netns, "neigh", "del", str(plan.hosts[h].ip),
                "dev", naming.port_iface(net.tag, "r1", port.ofport))
         flags = ["--ports", ",".join(f"{h}={i}" for h, i in IFACES.items()),
@@ -64,7 +64,7 @@ def device(request, tmp_path_factory):
         for h in moved:         # home again, so the network's own teardown finds them
             subprocess.run(["ip", "-n", tester, "link", "set", IFACES[h], "netns",
                             net.netns(h)], capture_output=True, timeout=20)
-        subprocess.run(["ip", "netns", "del", tester], capture_output=True, timeout=20)
+        scratch.close()
         net.stop()
 
 

@@ -10,7 +10,11 @@ import time
 
 import pytest
 
-from concast.topologies import cleanup, line, naming, procs, registry
+from concast import procs, registry
+
+from concast.netmodel import naming
+
+from concast.topologies import cleanup, line
 
 pytestmark = pytest.mark.mininet
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from concast import perf
+from concast import perf, tools
 from concast.perfpath import B_ADDR, Path
 
 
@@ -26,7 +26,7 @@ PORT = 17710
 
 
 def _serve(path: Path, d) -> subprocess.Popen:
-    p = path.popen("b", [perf.binary("mtping"), "serve", "--listen", f"0.0.0.0:{PORT}", "--dir", str(d)])
+    p = path.popen("b", [str(tools.rust_binary("mtping")), "serve", "--listen", f"0.0.0.0:{PORT}", "--dir", str(d)])
     time.sleep(0.3)
     return p
 
@@ -38,7 +38,7 @@ def _stop(p: subprocess.Popen) -> None:
 
 
 def _get(path: Path, *args: str, timeout: float = 120) -> dict:
-    p = path.popen("a", [perf.binary("mtping"), "get", f"{B_ADDR}:{PORT}", *args])
+    p = path.popen("a", [str(tools.rust_binary("mtping")), "get", f"{B_ADDR}:{PORT}", *args])
     out, err = p.communicate(timeout=timeout)
     assert p.returncode == 0, err
     return json.loads(out)
@@ -66,7 +66,7 @@ def test_a_server_restarted_mid_transfer_loses_nothing(tmp_path):
     (tmp_path / "big").write_bytes(blob)
     with Path(tag=f"s{os.getpid()}", rate_mbit=50) as path:
         srv = _serve(path, tmp_path)
-        cli = path.popen("a", [perf.binary("mtping"), "get", f"{B_ADDR}:{PORT}", "--name", "big"])
+        cli = path.popen("a", [str(tools.rust_binary("mtping")), "get", f"{B_ADDR}:{PORT}", "--name", "big"])
         try:
             time.sleep(1.0)            # 20 MB at 50 Mbit/s takes over 3 s: still running
             _stop(srv)
@@ -87,7 +87,7 @@ def test_mtping_ping_times_size_only_transactions(tmp_path):
     with Path(tag=f"p{os.getpid()}") as path:
         srv = _serve(path, tmp_path)
         try:
-            p = path.popen("a", [perf.binary("mtping"), "ping", f"{B_ADDR}:{PORT}", "-c", "5", "--interval-ms", "20"])
+            p = path.popen("a", [str(tools.rust_binary("mtping")), "ping", f"{B_ADDR}:{PORT}", "-c", "5", "--interval-ms", "20"])
             out, err = p.communicate(timeout=60)
         finally:
             _stop(srv)

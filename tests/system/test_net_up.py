@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hostdtools import missing_builds  # noqa: E402
+from hostdtools import missing_builds      # tests/system is on sys.path (its conftest)
 
-from concast import ROOT  # noqa: E402
+from concast import ROOT
 
 pytestmark = pytest.mark.mininet
 CONCAST = [str(ROOT / ".venv" / "bin" / "python"), "-m", "concast.cli", "net", "up"]

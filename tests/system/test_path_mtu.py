@@ -27,7 +27,8 @@ from hostdtools import PYTHON, SPECS, concast_network, router_flow, wait_for
 from concast.hosts import Client
 from concast.scapy import mplex_records
 from concast.topologies import ConcastNet
-from concast.topologies import links, naming
+from concast.netmodel import naming
+from concast.topologies import links
 from concast.topologies.capture import Capture
 
 pytestmark = pytest.mark.mininet

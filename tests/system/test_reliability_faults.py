@@ -22,7 +22,7 @@ from hostdtools import (HOLD, HOSTD, SPEC_TOOL, SPECS, kill, missing_builds, rou
 from reliability import (RoundFeeder, Tally, judge_rounds, merged_count, routerd_answers,
                          write_table)
 
-from concast.topologies import naming
+from concast.netmodel import naming
 from concast.hosts import Client
 from concast.hosts.client import wait_ready
 from concast.topologies import tree

@@ -22,13 +22,13 @@ from hostdtools import HOLD, PYTHON, missing_builds, router, tolerant, wait_for
 from reliability import RoundFeeder, Tally, judge_rounds, merged_count, routerd_answers, write_table
 from systools import HOSTTCP
 
-from concast import ROOT
+from concast import ROOT, tools
 from concast.controller.ovs import portstats
 from concast.topologies import tree
-from concast.topologies.naming import CPU_OFPORT
+from concast.netmodel.naming import CPU_OFPORT
 
 pytestmark = pytest.mark.mininet
-FLOOD = ROOT / "target" / "release" / "concast-flood"
+FLOOD = tools.binary_or_build_path("concast-flood")
 FOUR = ["s1", "s2", "s3", "s4"]
 NAMES = {"option": "concast_option_bad_length", "csp": "csp_truncated",
          "mplex": "mplex_truncated_header"}
@@ -42,7 +42,7 @@ ROWS: list[list] = []
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     why = missing_builds() or (None if FLOOD.exists() else
-                               "target/release/concast-flood is not built (cargo build --release)")
+                               f"{FLOOD} is not built (cargo build --release)")
     if why:
         pytest.skip(why)
     n = tree(levels=2, fanout=2, senders=8).start(run_dir=tmp_path_factory.mktemp("flood"))

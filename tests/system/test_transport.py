@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from concast import perf
+from concast import perf, tools
 from concast.perfpath import B_ADDR, Path
 
 
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
 
 
 def _server(path: Path, port: int, *args: str) -> subprocess.Popen:
-    return path.popen("b", [perf.binary(), "server", "--listen", f"0.0.0.0:{port}", *args])
+    return path.popen("b", [str(tools.rust_binary("concast-perf")), "server", "--listen", f"0.0.0.0:{port}", *args])
 
 
 def _client(path: Path, port: int, *args: str) -> subprocess.CompletedProcess:
-    p = path.popen("a", [perf.binary(), "client", "--to", f"{B_ADDR}:{port}", *args])
+    p = path.popen("a", [str(tools.rust_binary("concast-perf")), "client", "--to", f"{B_ADDR}:{port}", *args])
     out, err = p.communicate(timeout=180)
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 

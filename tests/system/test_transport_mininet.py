@@ -40,7 +40,7 @@ CTPFLOW = Path(__file__).with_name("ctpflow.py")
 @pytest.fixture(scope="module")
 def path():
     try:
-        perf.binary()
+        str(tools.rust_binary("concast-perf"))
     except tools.MissingTool as e:
         pytest.skip(str(e))
     with MininetPath(tag=f"m{os.getpid()}") as p:
@@ -49,7 +49,7 @@ def path():
 
 def transfer(path: MininetPath, composite: str, cc: str) -> tuple[dict, dict]:
     """BYTES from host a to host b; the client's and the server's JSON records."""
-    exe, port = perf.binary(), next(_ports)
+    exe, port = str(tools.rust_binary("concast-perf")), next(_ports)
     common = ["--composite", composite, "--cc", cc, "--size", "1400"]
     srv = path.popen("b", [exe, "server", "--listen", f"0.0.0.0:{port}", "--hash", "--idle", "3",
                            *common])

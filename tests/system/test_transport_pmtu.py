@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from concast import perf
+from concast import perf, tools
+from concast.netns import Scratch
 
 HOP_MTU = 1200
 IP_UDP = 28
@@ -47,6 +48,7 @@ class RoutedPath:
         self.dev = f"p{tag}"[:11]  # device names: 15 characters at most
         self.ns = {h: self.prefix + h for h in "arb"}
         self.first_mtu = first_mtu
+        self.scratch = Scratch()
 
     def __enter__(self) -> "RoutedPath":
         try:
@@ -62,16 +64,13 @@ class RoutedPath:
     def _build(self) -> None:
         ns = self.ns
         for n in ns.values():
-            _run("ip", "netns", "add", n)
-            _run("ip", "-n", n, "link", "set", "lo", "up")
+            self.scratch.add(n)
         links = [("a", "r", "10.78.1", self.first_mtu), ("r", "b", "10.78.2", HOP_MTU)]
         for left, right, net, mtu in links:
             lv, rv = self.dev + left + right, self.dev + right + left
-            _run("ip", "link", "add", lv, "netns", ns[left], "type", "veth", "peer", "name", rv,
-                 "netns", ns[right])
+            self.scratch.veth(ns[left], lv, ns[right], rv, mtu=mtu)
             for h, v, host in ((left, lv, 1 if left == "a" else 254), (right, rv, 254 if right == "r" else 2)):
                 _run("ip", "-n", ns[h], "addr", "add", f"{net}.{host}/24", "dev", v)
-                _run("ip", "-n", ns[h], "link", "set", v, "mtu", str(mtu), "up")
         _run("ip", "-n", ns["a"], "route", "add", "default", "via", "10.78.1.254")
         _run("ip", "-n", ns["b"], "route", "add", "default", "via", "10.78.2.254")
         _run("ip", "netns", "exec", ns["r"], "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -83,8 +82,7 @@ class RoutedPath:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def close(self) -> None:
-        for n in self.ns.values():
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        self.scratch.close()
 
 
 def _finish(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
@@ -102,11 +100,11 @@ def _transfer(first_mtu: int, df: bool, tag: str) -> tuple[dict, dict]:
         env["CONCAST_UDP_DF"] = "off"
     common = ["--composite", "Bulk+resize", "--pmtu-raise", "0.05"]
     with RoutedPath(tag, first_mtu) as path:
-        srv = path.popen("b", [perf.binary(), "server", "--listen", "0.0.0.0:15311", "--hash",
+        srv = path.popen("b", [str(tools.rust_binary("concast-perf")), "server", "--listen", "0.0.0.0:15311", "--hash",
                                "--idle", "5", *common], env)
         try:
             time.sleep(0.3)
-            cli = path.popen("a", [perf.binary(), "client", "--to", "10.78.2.2:15311", "--bytes",
+            cli = path.popen("a", [str(tools.rust_binary("concast-perf")), "client", "--to", "10.78.2.2:15311", "--bytes",
                                    str(BYTES), "--size", "20000", *common], env)
             out, err = _finish(cli, 120)
             assert cli.returncode == 0, err

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
-from concast.topologies import dumbbell, procs
+from concast import procs
+
+from concast.topologies import dumbbell
 from concast.topologies.workload import cross, pairs, web
-from concast.topologies.workload import netns as ns
+from concast import netns as ns
 from concast.topologies.workload.tcpsettings import TcpSettings
 
 pytestmark = pytest.mark.mininet

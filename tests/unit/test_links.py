@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from concast.netns import Scratch
 from concast.topologies import links
 from concast.topologies.linkstate import StateReader
 
@@ -49,19 +50,18 @@ def test_reader_rejects_other_files(tmp_path):
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not links.BINARY.exists(),
-                                reason="needs root and target/release/concast-linkemu")
+                                reason=f"needs root and {links.BINARY}")
 
 
 @pytest.fixture
 def emu(tmp_path):
-    ns = f"lemunit-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    e = links.LinkEmulator(tmp_path, f"u{os.getpid()}", slots=8, realtime=0).start()
-    try:
-        yield e, ns
-    finally:
-        e.stop()
-        subprocess.run(["ip", "netns", "del", ns])
+    with Scratch() as scratch:
+        ns = scratch.add(f"lemunit-{os.getpid()}")
+        e = links.LinkEmulator(tmp_path, f"u{os.getpid()}", slots=8, realtime=0).start()
+        try:
+            yield e, ns
+        finally:
+            e.stop()
 
 
 def iface_exists(ns: str, name: str) -> bool:

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from concast.topologies import dumbbell, procs, star
+from concast import procs
+
+from concast.topologies import dumbbell, star
 from concast.topologies.workload import cross, page, pairs, stats, web
 from concast.topologies.workload.tcpsettings import TcpSettings, _replace_command
 
@@ -163,7 +165,7 @@ def test_pairs_on_a_transit_stub_network_cross_the_core():
 def test_room_for_files_raises_the_soft_limit():
     import os
     import resource
-    from concast.topologies.workload import netns
+    from concast import netns
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     in_use = len(os.listdir("/proc/self/fd"))
     try:

@@ -3,7 +3,7 @@
 
 Packed with `struct` straight from the header diagram, without Scapy or any project code:
 the Rust decoder (hosts/transport/tests/mtp_vectors.rs) and the Scapy layer
-(tests/scapy/mtp.py, tests/unit/test_mtp_scapy.py) are both checked against these bytes.
+(scripts/concast/scapy/mtp.py, tests/unit/test_mtp_scapy.py) are both checked against these bytes.
 
 Run: python3 tests/vectors/mtp_generate.py   (rewrites mtp.json; --check compares)
 """

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from concast.topologies.workload import launch
-from concast.topologies.workload import netns as ns
+from concast import netns as ns
 
 MODULE = "concast.topologies.workload.cross"
 HEADER = struct.Struct("!IQQ")          # flow id, sequence, sender monotonic ns

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from concast.topologies import procs
+from concast import procs
 
 
 class ChildFailed(RuntimeError):

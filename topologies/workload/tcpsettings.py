@@ -11,7 +11,7 @@ import json
 import subprocess
 from dataclasses import asdict, dataclass
 
-from concast.topologies.workload import netns as ns
+from concast import netns as ns
 
 CC_KEY = "net.ipv4.tcp_congestion_control"
 ROUTE_OPTS = ("initcwnd", "advmss", "quickack")

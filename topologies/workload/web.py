@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from concast.topologies.workload import launch, page, stats
-from concast.topologies.workload import netns as ns
+from concast import netns as ns
 from concast.topologies.workload import tcpsettings
 from concast.topologies.workload.tcpsettings import TcpSettings
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from concast import ROOT
+from concast import tools
 
-BUILD = ROOT / "build" / "conform-p4"
+BUILD = tools.BUILD / "conform-p4"
 COMPILER = "p4c-bm2-ss"
 
 

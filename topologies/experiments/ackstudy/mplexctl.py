@@ -4,6 +4,7 @@ then the answers are awaited, so 200 joins take one signalling round, not 200.""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from concast import tools
 
@@ -19,7 +20,7 @@ def receiver_on(net, server: str, spec_path=None) -> dict:
                          spec_path=str(spec))
 
 
-def embed_params(params: tuple[str, ...], out) -> "Path":
+def embed_params(params: tuple[str, ...], out) -> Path:
     """The multiplex spec with `params` (KEY=VALUE) embedded as its concast.params section,
     written to `out`: every router that fetches it over CSP merges with those values."""
     import subprocess
@@ -34,12 +35,6 @@ def embed_params(params: tuple[str, ...], out) -> "Path":
     return out
 
 
-def receiver_off(net, server: str) -> None:
-    from concast.hosts import Client
-    with Client(net.hostd_socket(server)) as c:
-        c.request("mplex", action="off", role="receiver", group=GROUP)
-
-
 def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
                max_total_ms: float, timeout: float = 60.0, rounds: int = 3) -> int:
     """Every client captures its pure ACKs toward the server, or this raises saying who
@@ -47,7 +42,7 @@ def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
     first join of a network fetches the spec over every hop) is turned off and on again,
     up to `rounds` times. Returns how many re-joins that took."""
     from concast.hosts import Client
-    from concast.mplexcli import wait_capture
+    from concast.hosts.capture import wait_capture
     pending = list(clients)
     rejoins = 0
     failed: dict[str, str] = {}

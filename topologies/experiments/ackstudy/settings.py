@@ -3,8 +3,9 @@ a scaled-down preset (`quick()`) that CI and `make run` use."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+from concast.argtypes import comma_list
 from concast.topologies.experiments.ackstudy import paper
 
 ENVS = ("low-loss", "high-loss")
@@ -81,23 +82,6 @@ def quick() -> Settings:
                     quick=True)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
-    if any(v < 0 or v > 10_000 for v in vals):
-        raise argparse.ArgumentTypeError("delays must be between 0 and 10000 ms")
-    return vals
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
-
-
 def _envs(text: str) -> tuple[str, ...]:
     vals = tuple(text.split(","))
     bad = [v for v in vals if v not in ENVS]
@@ -115,9 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transit-nodes", type=int, help="transit routers (4)")
     p.add_argument("--topology", help="a saved topology JSON (concast net up --save) instead")
     p.add_argument("--topo-seed", type=int, help="seed of the generated topology (1)")
-    p.add_argument("--delays", type=_floats, help="MaxLocalDelay values in ms (0,1,5,10,20,50)")
+    p.add_argument("--delays", type=comma_list(float, 0, 10_000, "delays (ms)"), help="MaxLocalDelay values in ms (0,1,5,10,20,50)")
     p.add_argument("--envs", type=_envs, help="low-loss,high-loss")
-    p.add_argument("--seeds", type=_ints, help="seeds of the cross traffic (1,2,3)")
+    p.add_argument("--seeds", type=comma_list(int, what="integers"), help="seeds of the cross traffic (1,2,3)")
     p.add_argument("--modes", type=lambda t: tuple(t.split(",")), help="on,off")
     p.add_argument("--tcp-flows", type=int, help="long-lived TCP cross flows, high-loss (40)")
     p.add_argument("--cross-tcp-to", choices=["random", "server-stub", "server"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from concast.progress import sayer
 from concast.topologies.experiments.ackstudy import fidelity, mplexctl
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
@@ -15,8 +16,7 @@ WEB_PORT = 8080
 SERVER = "sv"
 
 
-def say(text: str) -> None:
-    print(f"[ack-study] {text}", flush=True)
+say = sayer("ack-study")
 
 
 def describe(s: Settings):
@@ -116,7 +116,7 @@ class Testbed:
 
     def _no_metrics_cache(self) -> None:
         """Every run starts from the same TCP state: no cached ssthresh or RTT per peer."""
-        from concast.topologies.workload import netns as ns
+        from concast import netns as ns
         spaces = [self.net.netns(h) for h in self.net.plan.hosts]
         ns.run_in([(n, lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save", "1"))
                    for n in spaces])

@@ -5,6 +5,7 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from concast.progress import sayer
 from concast.topologies.experiments import pcapread
 
 FETCH = Path(__file__).parent.parent / "fetch.py"
@@ -15,8 +16,7 @@ LINKS = ("access", "r1-r2", "r2-sv")
 LINK_TITLES = {"access": "c→r1 (all access links)", "r1-r2": "r1→r2", "r2-sv": "r2→sv"}
 
 
-def say(text: str) -> None:
-    print(f"[mplex] {text}", flush=True)
+say = sayer("mplex")
 
 
 @dataclass

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from concast import tools
-from concast.topologies import dumbbell, naming
+from concast.netmodel import naming
+from concast.topologies import dumbbell
 from concast.topologies.capture import Capture
 from concast.topologies.experiments import pcapread
 
@@ -77,7 +78,7 @@ class Testbed:
     # --- Mplex_Control through hostd -------------------------------------------------------
     def mplex_on(self) -> None:
         from concast.hosts import Client
-        from concast.mplexcli import wait_capture
+        from concast.hosts.capture import wait_capture
         with Client(self.net.hostd_socket("sv")) as c:
             r = c.request("mplex", action="on", role="receiver", group=self.s.group,
                           spec_path=str(tools.spec_module("multiplex")))

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 from concast import ROOT, tools
+from concast.argtypes import comma_list
 
 from .report import save, table, third_party_table
 from .settings import KNOWN_PROTOCOLS, PROTOCOLS, TCP_CCS, Settings, say
 from .testbed import Testbed
-from concast.perf import binary
 
 
 
@@ -154,7 +154,7 @@ def missing_prerequisites() -> str | None:
             return f"{tool} is not installed (bash scripts/setup.sh)"
     try:
         for b in ("mtping", "concast-perf"):
-            binary(b)
+            str(tools.rust_binary(b))
     except tools.MissingTool as e:
         return str(e)
     from concast.topologies.links import BINARY
@@ -167,14 +167,10 @@ def _interrupt(*_) -> None:
     raise KeyboardInterrupt
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp transport", description=__doc__)
-    ap.add_argument("--rates", type=_floats, default=[10.0], help="Mbit/s, comma separated")
-    ap.add_argument("--losses", type=_floats, default=[0, 1, 3, 5, 10], help="percent, comma separated")
+    ap.add_argument("--rates", type=comma_list(float, what="rates"), default=[10.0], help="Mbit/s, comma separated")
+    ap.add_argument("--losses", type=comma_list(float, what="loss percentages"), default=[0, 1, 3, 5, 10], help="percent, comma separated")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS))
     ap.add_argument("--sizes", type=lambda t: [int(float(x)) for x in t.split(",") if x.strip()],
                     default=[256_000, 4_000_000], help="bytes per object, comma separated (one sweep each)")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from concast.progress import sayer
+
 MTP_PORT, TCP_PORT, BULK_PORT = 7710, 7711, 7712
 #: kernel TCP is named with its sender's congestion control: the namespace default on this
 #: machine is BBR, which reads random loss as no signal; the dissertation's TCP (and the
@@ -15,12 +17,11 @@ REFERENCE_TCP = "tcp-cubic"
 #: What the issue quotes from Noble's dissertation (about 3 % loss); the link settings of
 #: that measurement could not be looked up from this machine.
 DISSERTATION = {"loss_pct": 3.0, "mtp_kbytes_per_s": 242.6, "tcp_kbytes_per_s": 17.96}
-#: The design's goal (DESIGN.md): MTP at least 5x kernel TCP at 3 % loss.
+#: The design's goal (the design brief): MTP at least 5x kernel TCP at 3 % loss.
 GOAL_RATIO = 5.0
 
 
-def say(text: str) -> None:
-    print(f"[transport] {text}", flush=True)
+say = sayer("transport")
 
 
 @dataclass

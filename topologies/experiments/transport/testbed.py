@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from concast.perf import binary
+from concast import tools
 
 from .settings import BULK_PORT, MTP_PORT, TCP_PORT, say
 
@@ -113,7 +113,7 @@ class Testbed:
         logs = self.work / "logs"
         logs.mkdir(exist_ok=True)
         s = self.server
-        self.procs.append(s.popen([binary("mtping"), "serve", "--listen", f"0.0.0.0:{MTP_PORT}",
+        self.procs.append(s.popen([str(tools.rust_binary("mtping")), "serve", "--listen", f"0.0.0.0:{MTP_PORT}",
                                    "--dir", str(self.www)],
                                   stdout=open(logs / "mtping-serve.log", "w"), stderr=subprocess.STDOUT))
         self.procs.append(s.popen([sys.executable, "-m", "concast.topologies.experiments.transport.tcpobj",
@@ -145,7 +145,7 @@ class Testbed:
         return json.loads(lines[-1])
 
     def mtp_get(self, name: str, count: int, limit: float, cc: str = "mtp") -> dict | None:
-        return self.run_json(self.client, [binary("mtping"), "get", f"{self.server_ip}:{MTP_PORT}",
+        return self.run_json(self.client, [str(tools.rust_binary("mtping")), "get", f"{self.server_ip}:{MTP_PORT}",
                                            "--name", name, "--count", str(count), "--limit", str(limit),
                                            # the cell's limit governs (its stop counts the bytes
                                            # in order): a transaction must not expire before it
@@ -163,7 +163,7 @@ class Testbed:
     def bulk_send(self, nbytes: int, limit: float) -> dict | None:
         """Part 1's Bulk moves `nbytes` (concast-perf's own pseudo-random bytes, hashed at both
         ends) in one session; goodput is the receiver's."""
-        perf = binary("concast-perf")
+        perf = str(tools.rust_binary("concast-perf"))
         srv = self.server.popen([perf, "server", "--listen", f"0.0.0.0:{BULK_PORT}", "--composite", "Bulk",
                                  "--hash", "--idle", "10", "--flows", "1"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

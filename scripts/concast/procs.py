@@ -84,11 +84,6 @@ def pids_by_netns(ns_paths: list[str | Path]) -> dict[str, list[int]]:
     return out
 
 
-def pids_in_netns(ns_path: str | Path) -> list[int]:
-    """Processes whose network namespace is the one bound at `ns_path`."""
-    return pids_by_netns([ns_path]).get(str(ns_path), [])
-
-
 def kill_pids(pids: list[int], timeout: float = 2.0) -> None:
     """SIGTERM, then SIGKILL after `timeout` to those still there (PIDs checked against
     their start times, so a recycled PID is left alone)."""
@@ -105,8 +100,3 @@ def kill_pids(pids: list[int], timeout: float = 2.0) -> None:
             _signal(pid, signal.SIGKILL, False)
             _reap(pid)
 
-
-def kill_netns_processes(ns_path: str | Path, timeout: float = 2.0) -> None:
-    """Every process left in one of our host namespaces (iperf3, tcpdump, ... that a
-    test started in the background)."""
-    kill_pids(pids_in_netns(ns_path), timeout)

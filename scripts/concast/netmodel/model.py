@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from concast.topologies import naming
+from concast.netmodel import naming
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Topology:
     """Routers, hosts and router-router links, in declaration order.
 
     Declaration order matters: it fixes router indices, host subnets, link subnets and
-    OpenFlow port numbers (see topologies/addressing.py).
+    OpenFlow port numbers (see netmodel/addressing.py).
     """
 
     def __init__(self) -> None:

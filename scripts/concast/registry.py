@@ -13,7 +13,9 @@ import random
 import subprocess
 from pathlib import Path
 
-from concast.topologies import naming, procs
+from concast import procs
+
+from concast.netmodel import naming
 
 STATE_DIR = Path("/run/concast/nets")
 

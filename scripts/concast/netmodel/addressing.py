@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 
-from concast.topologies import naming
-from concast.topologies.model import Topology
+from concast.netmodel import naming
+from concast.netmodel.model import Topology
 
 ROUTER_ID_NET = IPv4Network("10.0.0.0/24")
 LINK_NET = IPv4Network("172.16.0.0/16")

@@ -1,4 +1,6 @@
-"""Sockets and sysctls inside named network namespaces, from one process.
+"""Network namespaces from one process: the ones a test or a benchmark makes for itself
+(`Scratch`: namespaces, veth pairs between them, removed again), and sockets and sysctls
+inside named namespaces.
 
 A socket belongs to the namespace its creating thread was in, for good; so a worker
 thread hops into each namespace (setns), creates what is asked, and the sockets are
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import subprocess
 import threading
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
@@ -72,6 +75,11 @@ def run_in(jobs: Sequence[tuple[str | None, Callable[[], T]]]) -> list[T]:
     return out
 
 
+def call_in(netns: str | None, fn: Callable[[], T]) -> T:
+    """fn() run inside one namespace (see run_in); e.g. a socket that stays there."""
+    return run_in([(netns, fn)])[0]
+
+
 def _enter_fd(fd: int) -> None:
     if _libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
@@ -100,3 +108,52 @@ def room_for_files(n: int, spare: int = 64) -> None:
         if hard != resource.RLIM_INFINITY and want > hard:
             raise OSError(f"{n} sockets need {want} open files; the hard limit is {hard}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def ip(*args: str, check: bool = True) -> str:
+    """`ip ARGS...`; its stdout. A failure raises CalledProcessError with ip's message."""
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True).stdout
+
+
+class Scratch:
+    """Namespaces this process makes for itself, and veth pairs between them; close() (or
+    leaving the `with`) deletes exactly those, and with them every interface inside.
+
+        with Scratch() as s:
+            a, b = s.add("t-a"), s.add("t-b")
+            s.veth(a, "va", b, "vb", mtu=1500)
+    """
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    def __enter__(self) -> "Scratch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def add(self, name: str) -> str:
+        """A new namespace with its loopback up."""
+        ip("netns", "add", name)
+        self.made.append(name)
+        ip("-n", name, "link", "set", "lo", "up")
+        return name
+
+    def veth(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, mtu: int | None = None,
+             up: bool = True) -> None:
+        """A veth pair, `dev_a` in `ns_a` and `dev_b` in `ns_b` (may be the same one)."""
+        if ns_a == ns_b:
+            ip("-n", ns_a, "link", "add", dev_a, "type", "veth", "peer", "name", dev_b)
+        else:
+            ip("link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
+               "netns", ns_b)
+        for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
+            if mtu is not None:
+                ip("-n", ns, "link", "set", dev, "mtu", str(mtu))
+            if up:
+                ip("-n", ns, "link", "set", dev, "up")
+
+    def close(self) -> None:
+        while self.made:
+            ip("netns", "del", self.made.pop(), check=False)

@@ -1,0 +1,112 @@
+"""Argument types for the command lines (argparse `type=`): each says what is wrong with a
+bad value, so a bad command line ends with a clear message and exit status 2. The CLI verbs
+(hostcli, mplexcli) and the experiments' parsers take theirs from here."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from typing import Callable
+
+from concast.scapy.mplex import MPLEX_GROUP     # the well-known multiplex group (protocol.md)
+
+
+def receiver_addr(text: str) -> str:
+    try:
+        a = ipaddress.IPv4Address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+    if a.is_multicast or a.is_loopback or a.is_unspecified or int(a) >> 28 >= 15:
+        raise argparse.ArgumentTypeError(f"{text} is not a unicast host address")
+    return str(a)
+
+
+def _u32(text: str, what: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{v} is not a 32-bit {what} (0..4294967295)")
+    return v
+
+
+def group_id(text: str) -> int:
+    """A concast group for `send`/`recv`: 32 bits, not the multiplex group."""
+    g = _u32(text, "group ID")
+    if g == MPLEX_GROUP:
+        raise argparse.ArgumentTypeError(f"group {MPLEX_GROUP} is reserved for the multiplex "
+                                         f"service")
+    return g
+
+
+def mplex_group(text: str) -> int:
+    g = _u32(text, "multiplex group")
+    if g == 0:
+        raise argparse.ArgumentTypeError(f"{g} is not a multiplex group (1..4294967295; the "
+                                         f"well-known one is {MPLEX_GROUP})")
+    return g
+
+
+def key_id(text: str) -> int:
+    return _u32(text, "key")
+
+
+def port(text: str) -> int:
+    try:
+        p = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"{p} is not a port (1..65535)")
+    return p
+
+
+def positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return v
+
+
+def delay_ms(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not 0 <= v <= 10_000:
+        raise argparse.ArgumentTypeError(f"{text} ms is not between 0 and 10000 ms")
+    return v
+
+
+def threshold(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if not 28 <= v <= 1448:
+        raise argparse.ArgumentTypeError(f"{v} is not between 28 (the smallest UDP datagram) "
+                                         "and 1448 bytes")
+    return v
+
+
+def comma_list(cast: Callable[[str], float] = float, low: float | None = None,
+               high: float | None = None, what: str = "numbers") -> Callable[[str], tuple]:
+    """A type for `A,B,C`: each item cast, optionally within [low, high]."""
+    def parse(text: str) -> tuple:
+        try:
+            vals = tuple(cast(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a comma-separated list of {what}: {text!r}") from None
+        if not vals:
+            raise argparse.ArgumentTypeError(f"no {what} in {text!r}")
+        if any((low is not None and v < low) or (high is not None and v > high) for v in vals):
+            bounds = ([f"at least {low:g}"] if low is not None else []) + \
+                     ([f"at most {high:g}"] if high is not None else [])
+            raise argparse.ArgumentTypeError(f"{what} must be {' and '.join(bounds)}: {text!r}")
+        return vals
+    parse.__name__ = f"list of {what}"
+    return parse
