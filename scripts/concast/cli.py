@@ -2,6 +2,7 @@
 
 Verbs that drive Rust programs (the merge engine's offline runner, routerd, hostd)
 hand their arguments to those binaries unchanged, so there is one parser per tool.
+The conventions every verb follows are in docs/cli.md.
 """
 from __future__ import annotations
 
@@ -22,10 +23,23 @@ def _exec_rust(binary: str, args: list[str]) -> int:
     return 0  # not reached
 
 
+SPEC_HELP = """\
+usage: concast spec {check,run,embed,upload,help} ...
+
+Merge specs: check, run or embed parameters offline (the concast-spec tool, whose own
+usage follows), or install one at a running receiver's hostd:
+
+  concast spec upload --group G FILE.wasm [--node HOST]   (concast spec upload --help)
+"""
+
+
 def cmd_spec(ns: argparse.Namespace) -> int:
     if ns.rest[:1] == ["upload"]:           # to a running hostd, not the offline tool
         from concast import hostcli
         return hostcli.spec_upload(ns.rest[1:])
+    if not ns.rest or ns.rest[0] in ("-h", "--help", "help"):
+        print(SPEC_HELP, flush=True)
+        return _exec_rust("concast-spec", ["help"])
     return _exec_rust("concast-spec", ns.rest)
 
 
@@ -82,8 +96,25 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+DESCRIPTION = """\
+concast: programmable router middleware for in-network services. Senders join a concast flow
+(R, G); routers that see the Concast ID option merge the flow's datagrams with the receiver's
+merge spec (WebAssembly) and forward the result toward R. A multiplex service on top bundles
+small packets (TCP ACKs) toward the same receiver. Everything runs on emulated networks."""
+
+EXAMPLES = """\
+examples:
+  concast net up tree --dataplane linux        a network with routers, at a Mininet prompt
+  concast spec run build/mergespecs/sum.wasm --input mergespecs/engine/tests/data/sum.jsonl
+  sudo concast exp ack-study --quick           the paper's ACK study in small (a minute)
+
+concast VERB --help says more about each verb; docs/cli.md has the conventions
+(exit status 0 ok, 1 the check or run failed, 2 usage, 3 a missing prerequisite)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="concast", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="concast", description=DESCRIPTION, epilog=EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=_Version)
     p.add_argument("--bin-dir", action=_Dir, metavar="DIR",
                    help=f"look for the Rust binaries here first (sets ${tools.BIN_ENV}; "
@@ -96,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("spec", help="check or run a merge spec offline (concast spec --help); "
                                     "concast spec upload: install one at a running hostd",
                        add_help=False)
-    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="check|run|embed|upload|help and their options")
     s.set_defaults(func=cmd_spec)
 
     d = sub.add_parser("decode", help="decode concast packets (hex or pcap) and print them")
@@ -110,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     n = sub.add_parser("net", help="concast net up TOPO: start a network (concast net up "
                                    "--help); concast net cleanup: remove leftovers of dead runs")
-    n.add_argument("action", choices=["up", "cleanup"])
+    n.add_argument("action", choices=["up", "cleanup"],
+                   help="up: start a network; cleanup: remove what dead runs left")
     n.add_argument("rest", nargs=argparse.REMAINDER, help="the action's own options (--help)")
     n.set_defaults(func=cmd_net)
 
@@ -130,7 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
+    p = build_parser()
+    ns, extra = p.parse_known_args(argv)
+    if extra:
+        # `concast spec --help`: the spec verb hands everything to its own parsers.
+        if getattr(ns, "verb", None) != "spec":
+            p.error(f"unrecognized arguments: {' '.join(extra)}")
+        ns.rest = extra + ns.rest
     return ns.func(ns)
 
 

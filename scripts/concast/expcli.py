@@ -16,7 +16,8 @@ MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport"}
 def add_verbs(sub) -> None:
     e = sub.add_parser("exp", help="run an experiment on a Mininet network (root)",
                        description="; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
-    e.add_argument("name", choices=sorted(EXPERIMENTS))
+    e.add_argument("name", choices=sorted(EXPERIMENTS),
+                   help="the experiment; concast exp NAME --help for its options")
     e.add_argument("args", nargs=argparse.REMAINDER, help="the experiment's own options "
                                                           "(concast exp NAME --help)")
     e.set_defaults(func=lambda ns: importlib.import_module(

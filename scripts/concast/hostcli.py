@@ -188,7 +188,7 @@ def spec_upload(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="concast spec upload",
                                 description="install a merge spec for a group at this receiver's "
                                             "hostd, or replace the one in force (live)")
-    p.add_argument("--group", type=group_id, required=True)
+    p.add_argument("--group", type=group_id, required=True, help="the concast group G")
     p.add_argument("file", help="the merge spec, a .wasm module")
     add_node_options(p)
     ns = p.parse_args(argv)
@@ -267,10 +267,13 @@ def add_verbs(sub) -> None:
                                    "one datagram (aggregate payloads: VALUE or KEY=VALUE; `-` reads "
                                    "lines of VALUES from stdin and sends each line as it comes).")
     s.add_argument("--to", type=receiver_addr, required=True, metavar="R", help="the receiver")
-    s.add_argument("--group", type=group_id, required=True, metavar="G")
-    s.add_argument("--sport", type=port, default=4000)
-    s.add_argument("--dport", type=port, default=5000)
-    s.add_argument("--ttl", type=int, choices=range(1, 256), metavar="1..255", default=64)
+    s.add_argument("--group", type=group_id, required=True, metavar="G",
+                   help="the concast group (the Concast ID option's G)")
+    s.add_argument("--sport", type=port, default=4000, help="UDP source port (default 4000)")
+    s.add_argument("--dport", type=port, default=5000,
+                   help="UDP destination port at R (default 5000)")
+    s.add_argument("--ttl", type=int, choices=range(1, 256), metavar="1..255", default=64,
+                   help="IPv4 TTL of the datagrams (default 64)")
     s.add_argument("--key", type=key_id, default=1, help="key of bare VALUES (default 1)")
     s.add_argument("--selector", help="flow selector PROTO/DPORT (default 17/<dport>)")
     s.add_argument("--hex", action="store_true", help="VALUES are hex UDP payloads")
@@ -278,13 +281,16 @@ def add_verbs(sub) -> None:
     s.add_argument("--leave", action="store_true", help="leave the flow afterwards")
     s.add_argument("--wait", type=positive, default=5.0, help="seconds to wait for the join")
     add_node_options(s)
-    s.add_argument("values", nargs="+", metavar="VALUES")
+    s.add_argument("values", nargs="+", metavar="VALUES",
+                   help="what to send: numbers (KEY:VALUE or VALUE, one datagram each), or hex "
+                        "UDP payloads with --hex")
     s.set_defaults(func=lambda ns: run_guarded(s, lambda: cmd_send(ns)))
 
     r = sub.add_parser("recv", help="stream what reaches this receiver for a group",
                        description="Optionally install a merge spec for G, then print every "
                                    "datagram of G that reaches this host (after its final merge).")
-    r.add_argument("--group", type=group_id, required=True, metavar="G")
+    r.add_argument("--group", type=group_id, required=True, metavar="G",
+                   help="the concast group to receive")
     r.add_argument("--spec", metavar="FILE.wasm", help="install (or replace) this merge spec first")
     r.add_argument("--port", type=port, help="also deliver plain UDP to this port (senders "
                                                  "that fell back to unicast)")
@@ -295,13 +301,13 @@ def add_verbs(sub) -> None:
     r.set_defaults(func=lambda ns: run_guarded(r, lambda: cmd_recv(ns)))
 
     h = sub.add_parser("host", help="ask a hostd for its status, flows or counters")
-    h.add_argument("what", choices=QUERIES)
+    h.add_argument("what", choices=QUERIES, help="what to ask for")
     h.add_argument("target", nargs="?", metavar="NODE", help="host name or socket path")
     h.add_argument("--run", help="run tag, when several networks are running")
     h.set_defaults(func=lambda ns: run_guarded(h, lambda: cmd_host(ns)))
 
     o = sub.add_parser("router", help="ask a routerd for its status, flows or counters")
-    o.add_argument("what", choices=QUERIES)
+    o.add_argument("what", choices=QUERIES, help="what to ask for")
     o.add_argument("target", metavar="NODE", help="router name or socket path")
     o.add_argument("--run", help="run tag, when several networks are running")
     o.set_defaults(func=lambda ns: run_guarded(o, lambda: cmd_router(ns)))

@@ -128,8 +128,10 @@ def add_verbs(sub) -> None:
     m = sub.add_parser("mplex", help="turn the multiplex service on or off at a host "
                                      "(Mplex_Control), or show its counters",
                        description=__doc__.split("\n\n")[0])
-    m.add_argument("action", choices=("on", "off", "status"))
-    m.add_argument("--role", choices=("sender", "receiver"))
+    m.add_argument("action", choices=("on", "off", "status"),
+                   help="switch the service on or off, or show its counters")
+    m.add_argument("--role", choices=("sender", "receiver"),
+                   help="this host as a sender (captures toward --to) or as R (unbundles)")
     m.add_argument("--group", type=mplex_group, default=MPLEX_GROUP, metavar="G",
                    help="multiplex group (default 1, the well-known one)")
     m.add_argument("--to", type=receiver_addr, metavar="R", help="the receiver (senders)")

@@ -440,10 +440,10 @@ fn run(args: &Args) -> Result<ExitCode, Failure> {
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1).peekable();
-    if matches!(
-        argv.peek().map(String::as_str),
-        Some("help" | "--help" | "-h")
-    ) {
+    // `help`, or -h/--help anywhere (`concast-spec run --help`), prints the usage.
+    let wants_help = matches!(argv.peek().map(String::as_str), Some("help"))
+        || std::env::args().skip(1).any(|a| a == "--help" || a == "-h");
+    if wants_help {
         let _ = writeln!(io::stdout(), "{USAGE}"); // a closed stdout is no error here
         return ExitCode::SUCCESS;
     }
