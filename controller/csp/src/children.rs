@@ -3,20 +3,31 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+/// A JOIN (or a REFRESH taken as one) not answered yet: what an answer copies (2.1-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asked {
+    pub seq: u32,
+    /// The type of the message answered: 1 (JOIN) or 3 (REFRESH).
+    pub typ: u8,
+}
+
 #[derive(Clone, Debug)]
 pub struct Child {
     pub expires_at: u64,
-    /// Sequence number of a JOIN not yet answered.
-    pub unanswered: Option<u32>,
+    /// The JOIN (or REFRESH taken as a JOIN) not yet answered.
+    pub unanswered: Option<Asked>,
     /// It sent LEAVE; `expires_at` is then the end of its leave delay.
     pub left: bool,
     /// Hold time granted to it, in seconds (what its JOIN_ACK says).
     pub hold_s: u16,
+    /// Its JOIN said it reads signature trailers (section 2.2's S flag): offers to it carry
+    /// R's signature; without the flag they go unsigned, as a node from before 2.9 expects.
+    pub signed: bool,
 }
 
 impl Child {
-    pub fn joined(expires_at: u64, unanswered: Option<u32>, hold_s: u16) -> Child {
-        Child { expires_at, unanswered, left: false, hold_s }
+    pub fn joined(expires_at: u64, unanswered: Option<Asked>, hold_s: u16, signed: bool) -> Child {
+        Child { expires_at, unanswered, left: false, hold_s, signed }
     }
 }
 

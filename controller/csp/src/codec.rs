@@ -18,6 +18,7 @@ fn join(b: &wcsp::JoinBody<&[u8]>) -> JoinBody {
         hold_s: b.hold_time(),
         selector: Selector { proto: b.selector_proto(), dport: b.selector_dport() },
         hash: *b.spec_hash(),
+        signed: b.signed(),
     }
 }
 
@@ -50,7 +51,7 @@ pub fn decode(m: &wcsp::Message<'_>) -> Msg {
 }
 
 fn join_repr(b: &JoinBody) -> wcsp::JoinRepr {
-    wcsp::JoinRepr { hold_time: b.hold_s, selector_proto: b.selector.proto, selector_dport: b.selector.dport, spec_hash: b.hash }
+    wcsp::JoinRepr { hold_time: b.hold_s, selector_proto: b.selector.proto, selector_dport: b.selector.dport, spec_hash: b.hash, signed: b.signed }
 }
 
 /// Writes `msg` as a whole IPv4 CSP datagram (Router Alert, TTL 64) into `buf`.
@@ -110,7 +111,7 @@ mod tests {
     #[test]
     fn every_body_roundtrips() {
         let flow = FlowId { receiver: "10.0.9.9".parse().unwrap(), group: 7 };
-        let j = JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 6000 }, hash: [3; 32] };
+        let j = JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 6000 }, hash: [3; 32], signed: true };
         for body in [
             Body::Join(j.clone()),
             Body::Refresh(j),

@@ -17,5 +17,5 @@ mod store;
 
 pub use config::Config;
 pub use msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, SpecSig, NO_HASH};
-pub use node::{Action, CspCounters, FlowStatus, LinkMtu, Node, Role};
+pub use node::{Action, CspCounters, FlowStatus, LinkMtu, Node, Role, SpecCheck};
 pub use store::{chunk_count, sha256, SpecStore, CHUNK_SIZE, MAX_SPEC_SIZE};

@@ -29,6 +29,9 @@ pub struct JoinBody {
     pub selector: Selector,
     /// The spec the joiner already holds, `NO_HASH` if none.
     pub hash: SpecHash,
+    /// The joiner reads signature trailers (section 2.2's S flag); a node from before 2.9
+    /// sends 0 there and is answered with unsigned offers.
+    pub signed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

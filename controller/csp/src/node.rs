@@ -4,10 +4,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::net::Ipv4Addr;
 
-use crate::children::{Child, Children};
+use crate::children::{Asked, Child, Children};
 use crate::msg::{Body, ErrorCode, FlowId, JoinBody, Msg, Selector, SpecHash, SpecSig, NO_HASH};
 use crate::sign;
-use crate::store::{Fetch, FetchStep, SpecStore};
+use crate::store::{sha256, Fetch, FetchStep, SpecStore};
 use crate::Config;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +97,9 @@ struct Upstream {
     sig: Option<SpecSig>,
     /// The last spec offered (and checked): its signature becomes `sig` when it is in force.
     offered: Option<(SpecHash, Option<SpecSig>)>,
+    /// The last spec whose bytes this node refused (not a valid module here): offered
+    /// again, it is refused without being fetched again (section 2.6).
+    refused: Option<SpecHash>,
 }
 
 impl Upstream {
@@ -112,6 +115,7 @@ impl Upstream {
             key: None,
             sig: None,
             offered: None,
+            refused: None,
         }
     }
 
@@ -178,7 +182,26 @@ pub struct Node {
     /// The receiver's spec-signing key (None: its specs go out unsigned).
     signer: Option<sign::Key>,
     pub counters: CspCounters,
+    /// Transfers completed by the message being handled, checked before use (`handle_checked`).
+    fetched: Vec<Fetched>,
 }
+
+/// A spec whose transfer just completed (hash verified), not yet checked as a module.
+#[derive(Debug)]
+struct Fetched {
+    key: Key,
+    bytes: Vec<u8>,
+    /// Who served the last chunk, and that SPEC_CHUNK's sequence number.
+    from: Ipv4Addr,
+    seq: u32,
+}
+
+/// Checks a fetched spec's bytes before a node uses them or passes them on: routerd loads
+/// the module into its merge engine (Wasm validation, the ABI, compilation). `Err` says why not.
+pub type SpecCheck<'a> = &'a mut dyn FnMut(&[u8]) -> Result<(), String>;
+
+/// The S flag of this node's own JOINs and REFRESHes: it reads signature trailers (2.2).
+const READS_SIGNATURES: bool = true;
 
 type Out = Vec<Action>;
 
@@ -212,6 +235,7 @@ impl Node {
             link_mtu: Box::new(|_| None),
             signer: None,
             counters: CspCounters::default(),
+            fetched: Vec::new(),
         }
     }
 
@@ -299,7 +323,7 @@ impl Node {
         let mut up = Upstream::new(selector);
         up.key = self.cfg.receiver_keys.get(&flow.receiver).copied();
         up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
-        let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector, hash: NO_HASH });
+        let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector, hash: NO_HASH, signed: READS_SIGNATURES });
         send(&mut out, flow.receiver, Msg { flow, seq, body });
         self.joined.insert(flow, SenderFlow { state: SState::Joining, up });
         self.schedule(Key::Joined(flow));
@@ -332,11 +356,12 @@ impl Node {
         let served = self.served.entry(group).or_default();
         let changed = served.spec.map(|(h, _, _)| h) != Some(hash);
         served.spec = Some((hash, size, sig));
-        let children = served.children.addrs();
+        let children: Vec<(Ipv4Addr, bool)> = served.children.iter().map(|(a, c)| (*a, c.signed)).collect();
         let mut out = Vec::new();
         if changed {
-            for c in children {
+            for (c, signed) in children {
                 let seq = self.next_seq();
+                let sig = sig.filter(|_| signed);
                 send(&mut out, c, Msg { flow, seq, body: Body::SpecUpdate { size, hash, sig } });
             }
         }
@@ -350,15 +375,23 @@ impl Node {
         }
     }
 
-    /// Router: the merge engine quarantined the flow (trap, limit, or a spec it rejected).
+    /// Router: the merge engine quarantined the flow (trap, limit, or a spec it could not
+    /// start), or its first spec could not be put in force. Every child is sent
+    /// FLOW_QUARANTINED; for a child whose JOIN is unanswered it is the answer (its sequence
+    /// number and type, and no JOIN_ACK follows), for the others sequence number 0 and
+    /// offending type 0 (it answers nothing) [2.8-15].
     pub fn quarantine(&mut self, flow: FlowId, reason: &str) -> Out {
         let mut out = Vec::new();
         if let Some(r) = self.routed.get_mut(&flow) {
             r.state = RState::Quarantined;
-            let targets: Vec<(Ipv4Addr, u32)> =
-                r.children.iter().map(|(a, c)| (*a, c.unanswered.unwrap_or(0))).collect();
-            for (a, seq) in targets {
-                send(&mut out, a, Msg::error(flow, seq, ErrorCode::FlowQuarantined, 0, reason));
+            r.up.join = None;
+            let targets: Vec<(Ipv4Addr, Asked)> = r
+                .children
+                .iter_mut()
+                .map(|(a, c)| (*a, c.unanswered.take().unwrap_or(Asked { seq: 0, typ: 0 })))
+                .collect();
+            for (a, asked) in targets {
+                send(&mut out, a, Msg::error(flow, asked.seq, ErrorCode::FlowQuarantined, asked.typ, reason));
             }
             out.push(Action::Log { text: format!("flow {flow} quarantined: {reason}") });
         }
@@ -367,8 +400,23 @@ impl Node {
 
     // ------------------------------------------------------------------ messages
 
-    /// Handle one CSP message that arrived from `src` addressed to `dst`.
+    /// Handle one CSP message that arrived from `src` addressed to `dst`; a spec it completes
+    /// is used without a module check (hosts: the engine checks it when the flow starts).
     pub fn handle(&mut self, now: u64, src: Ipv4Addr, dst: Ipv4Addr, msg: Msg) -> Out {
+        self.handle_checked(now, src, dst, msg, &mut |_| Ok(()))
+    }
+
+    /// `handle`, with every spec the message completes passed through `check` before it is
+    /// put in force, stored or passed on (a router: docs/protocol.md 2.6, [2.6-4]).
+    pub fn handle_checked(&mut self, now: u64, src: Ipv4Addr, dst: Ipv4Addr, msg: Msg, check: SpecCheck<'_>) -> Out {
+        let mut out = self.dispatch(now, src, dst, msg);
+        for f in std::mem::take(&mut self.fetched) {
+            self.settle_fetched(now, f, check, &mut out);
+        }
+        out
+    }
+
+    fn dispatch(&mut self, now: u64, src: Ipv4Addr, dst: Ipv4Addr, msg: Msg) -> Out {
         let for_me = dst == self.addr;
         let intercept = msg.body.is_intercepted() && msg.flow.receiver != self.addr && self.role == Role::Router;
         if msg.flow.receiver == self.addr && msg.body.is_intercepted() {
@@ -429,10 +477,12 @@ impl Node {
                     return out;
                 }
                 let granted = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
-                served.children.upsert(src, Child::joined(hold(b, &self.cfg), None, granted));
+                served.children.upsert(src, Child::joined(hold(b, &self.cfg), None, granted, b.signed));
                 if is_join || !known || b.hash != hash {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let path_mtu = self.ack_mtu(None, src);
+                    // A joiner from before signing reads only the 40-byte form (2.9-16).
+                    let sig = sig.filter(|_| b.signed);
                     send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
                 }
                 self.schedule(Key::Served(group));
@@ -469,7 +519,7 @@ impl Node {
                     let mut up = Upstream::new(b.selector);
                     up.key = self.cfg.receiver_keys.get(&flow.receiver).copied();
                     up.join = Some(Retry { seq, next_at: now + self.cfg.join_retry_us, delay: self.cfg.join_retry_us, tries: 1 });
-                    let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector: b.selector, hash: NO_HASH });
+                    let body = Body::Join(JoinBody { hold_s: self.cfg.hold_s, selector: b.selector, hash: NO_HASH, signed: READS_SIGNATURES });
                     send(&mut out, flow.receiver, Msg { flow, seq, body });
                     self.routed.insert(flow, RouterFlow { state: RState::Pending, up, children: Children::default() });
                     out.push(Action::Log { text: format!("flow {flow}: join from {src}, joining upstream") });
@@ -483,13 +533,19 @@ impl Node {
                 let known = r.children.contains(&src);
                 let settled = matches!(r.state, RState::Active | RState::Quarantined);
                 let answer_now = settled && (!known || b.hash != r.up.hash || is_join);
-                let unanswered = if settled { None } else { Some(msg.seq) };
+                // A REFRESH taken as a JOIN is answered like one, copying its own number (2.7-14).
+                let unanswered = if settled { None } else { Some(Asked { seq: msg.seq, typ: msg.body.type_num() }) };
                 let granted = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
-                r.children.upsert(src, Child::joined(expires_at, unanswered, granted));
-                if answer_now {
+                r.children.upsert(src, Child::joined(expires_at, unanswered, granted, b.signed));
+                if answer_now && r.up.hash == NO_HASH {
+                    // Quarantined before any spec was in force: no spec to name (2.8-15).
+                    let why = format!("flow {flow} is quarantined at {}: it never got a spec", self.addr);
+                    send(&mut out, src, Msg::error(flow, msg.seq, ErrorCode::FlowQuarantined, msg.body.type_num(), &why));
+                } else if answer_now {
                     let hold_s = (self.cfg.granted_hold_us(b.hold_s) / 1_000_000) as u16;
                     let size = self.store.get(&r.up.hash).map_or(0, |s| s.len() as u32);
-                    let (hash, sig) = (r.up.hash, r.up.sig);
+                    let hash = r.up.hash;
+                    let sig = r.up.sig.filter(|_| b.signed);
                     let path_mtu = min_mtu(r.up.path_mtu, (self.link_mtu)(src)).unwrap_or(0);
                     send(&mut out, src, Msg { flow, seq: msg.seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
                 }
@@ -553,6 +609,10 @@ impl Node {
                     self.reject(src, flow, msg.seq, offending, &why, &mut out);
                     return out; // nothing of a refused JOIN_ACK is used, not even its path MTU
                 }
+                if self.upstream_mut(key).refused == Some(hash) {
+                    self.reject(src, flow, msg.seq, offending, "spec refused here before: not a valid merge spec", &mut out);
+                    return out;
+                }
                 // Ours toward R is the advertised one (0: not known) capped by our own link.
                 let told = Some(path_mtu).filter(|&m| m != 0);
                 self.upstream_mut(key).path_mtu = min_mtu(told, (self.link_mtu)(flow.receiver));
@@ -561,6 +621,10 @@ impl Node {
             Body::SpecUpdate { size, hash, sig } => {
                 if let Err(why) = self.check_offer(key, flow, size, &hash, sig) {
                     self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                    return out;
+                }
+                if self.upstream_mut(key).refused == Some(hash) {
+                    self.reject(src, flow, msg.seq, offending, "spec refused here before: not a valid merge spec", &mut out);
                     return out;
                 }
                 let up = self.upstream_mut(key);
@@ -581,12 +645,19 @@ impl Node {
                     }
                 };
                 self.seq = seq;
-                if let FetchStep::Mismatch(why) = &step {
-                    // The bytes are not the signed hash's: refuse them to whoever served them.
-                    let why = why.clone();
-                    self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                match step {
+                    FetchStep::Done(bytes) => {
+                        // Checked as a module before anything uses it (handle_checked).
+                        self.upstream_mut(key).fetch = None;
+                        self.fetched.push(Fetched { key, bytes, from: src, seq: msg.seq });
+                    }
+                    FetchStep::Mismatch(why) => {
+                        // The bytes are not the signed hash's: refuse them to whoever served them.
+                        self.reject(src, flow, msg.seq, offending, &why, &mut out);
+                        self.fetch_step(now, key, FetchStep::Mismatch(why), &mut out);
+                    }
+                    step => self.fetch_step(now, key, step, &mut out),
                 }
-                self.fetch_step(now, key, step, &mut out);
             }
             Body::Error { code, reason, .. } => self.on_error(key, code, &reason, &mut out),
             _ => {}
@@ -698,23 +769,67 @@ impl Node {
             }
             FetchStep::Failed(why) | FetchStep::Mismatch(why) => {
                 self.upstream_mut(key).fetch = None;
-                let reason = format!("spec transfer failed: {why}");
-                match key {
-                    Key::Routed(f) => {
-                        let settled = self.routed[&f].state == RState::Active;
-                        if !settled {
-                            out.extend(self.quarantine(f, &reason));
-                            // children still need answers so they stop retrying
-                            self.answer_children(f, out);
-                        } else {
-                            out.push(Action::Log { text: format!("flow {f}: spec update not applied: {reason}") });
-                        }
-                    }
-                    Key::Joined(f) => self.fall_back(f, reason, out),
-                    Key::Served(_) => {}
-                }
+                self.spec_not_taken(key, &format!("spec transfer failed: {why}"), out);
             }
         }
+    }
+
+    /// A spec offered by upstream cannot be put in force (its transfer failed, or its bytes
+    /// were refused). A flow that has a spec keeps it and does not pass the update on; a
+    /// router's flow that never had one is quarantined, which answers its pending children
+    /// (2.8-15); a sender falls back to unicast.
+    fn spec_not_taken(&mut self, key: Key, reason: &str, out: &mut Out) {
+        match key {
+            Key::Routed(f) => {
+                let first = matches!(self.routed[&f].state, RState::Pending | RState::Fetching);
+                if first {
+                    out.extend(self.quarantine(f, reason));
+                } else {
+                    out.push(Action::Log { text: format!("flow {f}: spec update not applied: {reason}") });
+                }
+            }
+            Key::Joined(f) => {
+                if self.joined[&f].state == SState::Joined {
+                    out.push(Action::Log { text: format!("flow {f}: spec update not applied: {reason}") });
+                } else {
+                    self.fall_back(f, reason.to_string(), out);
+                }
+            }
+            Key::Served(_) => {}
+        }
+    }
+
+    /// A transfer completed with the right hash: the bytes must pass `check` (a router loads
+    /// them as a merge spec) before they are stored, served, put in force or passed on.
+    /// Refused: ERROR SPEC_REJECTED to the node that served the last chunk, copying that
+    /// SPEC_CHUNK's number and type, and to R as well [2.7-15]; the flow keeps the spec it
+    /// had, and its children are not told of the new one [2.6-4].
+    fn settle_fetched(&mut self, now: u64, f: Fetched, check: SpecCheck<'_>, out: &mut Out) {
+        let (flow, exists) = match f.key {
+            Key::Routed(fl) => (fl, self.routed.contains_key(&fl)),
+            Key::Joined(fl) => (fl, self.joined.contains_key(&fl)),
+            Key::Served(_) => return,
+        };
+        if !exists {
+            return;
+        }
+        match check(&f.bytes) {
+            Ok(()) => {
+                let hash = self.store.insert(f.bytes);
+                self.spec_ready(now, f.key, hash, out);
+            }
+            Err(why) => {
+                let hash = sha256(&f.bytes);
+                self.upstream_mut(f.key).refused = Some(hash);
+                let why = format!("spec failed validation here: {why}");
+                self.reject(f.from, flow, f.seq, 6, &why, out);
+                if f.from != flow.receiver {
+                    send(out, flow.receiver, Msg::error(flow, f.seq, ErrorCode::SpecRejected, 6, &why));
+                }
+                self.spec_not_taken(f.key, &why, out);
+            }
+        }
+        self.schedule(f.key);
     }
 
     /// The spec `hash` is in the store: activate the flow or switch it to the new spec.
@@ -748,8 +863,10 @@ impl Node {
                     out.push(Action::SwitchSpec { flow: f, hash });
                     let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
                     let sig = self.routed[&f].up.sig;
-                    for c in self.routed[&f].children.addrs() {
+                    let children: Vec<(Ipv4Addr, bool)> = self.routed[&f].children.iter().map(|(a, c)| (*a, c.signed)).collect();
+                    for (c, signed) in children {
                         let seq = self.next_seq();
+                        let sig = sig.filter(|_| signed);
                         send(out, c, Msg { flow: f, seq, body: Body::SpecUpdate { size, hash, sig } });
                     }
                 }
@@ -776,13 +893,14 @@ impl Node {
         let (hash, sig) = (r.up.hash, r.up.sig);
         let own = r.up.path_mtu;
         let size = self.store.get(&hash).map_or(0, |s| s.len() as u32);
-        let waiting: Vec<(Ipv4Addr, u32, u16)> = r
+        let waiting: Vec<(Ipv4Addr, u32, u16, bool)> = r
             .children
             .iter_mut()
-            .filter_map(|(addr, child)| child.unanswered.take().map(|seq| (*addr, seq, child.hold_s)))
+            .filter_map(|(addr, child)| child.unanswered.take().map(|a| (*addr, a.seq, child.hold_s, child.signed)))
             .collect();
-        for (addr, seq, hold_s) in waiting {
+        for (addr, seq, hold_s, signed) in waiting {
             let path_mtu = self.ack_mtu(own, addr);
+            let sig = sig.filter(|_| signed);
             send(out, addr, Msg { flow, seq, body: Body::JoinAck { hold_s, path_mtu, spec_size: size, hash, sig } });
         }
     }
@@ -792,13 +910,13 @@ impl Node {
         match key {
             Key::Routed(f) => match code {
                 Some(ErrorCode::NoSpec) => {
-                    let targets: Vec<(Ipv4Addr, u32)> = self.routed[&f]
+                    let targets: Vec<(Ipv4Addr, Asked)> = self.routed[&f]
                         .children
                         .iter()
-                        .map(|(a, c)| (*a, c.unanswered.unwrap_or(0)))
+                        .map(|(a, c)| (*a, c.unanswered.unwrap_or(Asked { seq: 0, typ: 1 })))
                         .collect();
-                    for (a, seq) in targets {
-                        send(out, a, Msg::error(f, seq, ErrorCode::NoSpec, 1, reason));
+                    for (a, asked) in targets {
+                        send(out, a, Msg::error(f, asked.seq, ErrorCode::NoSpec, asked.typ, reason));
                     }
                     self.routed.remove(&f);
                     out.push(Action::Log { text: format!("flow {f}: receiver has no spec ({reason})") });
@@ -807,8 +925,15 @@ impl Node {
                     let step = FetchStep::Failed(format!("upstream: {reason}"));
                     self.fetch_step(0, key, step, out);
                 }
+                // The upstream router will never name a spec: neither can we (2.8-15).
+                Some(ErrorCode::FlowQuarantined) if self.routed[&f].state == RState::Pending => {
+                    out.extend(self.quarantine(f, &format!("upstream quarantined the flow: {reason}")));
+                }
                 _ => out.push(Action::Log { text: format!("flow {f}: error {code:?} from upstream: {reason}") }),
             },
+            Key::Joined(f) if code == Some(ErrorCode::FlowQuarantined) && self.joined[&f].state == SState::Joining => {
+                self.fall_back(f, format!("FlowQuarantined: {reason}"), out)
+            }
             Key::Joined(f) => match code {
                 Some(ErrorCode::NoSpec) | Some(ErrorCode::ResourceLimit) | Some(ErrorCode::SpecNotFound) => {
                     let name = code.map_or_else(|| "unknown error".to_string(), |c| format!("{c:?}"));
@@ -892,14 +1017,14 @@ impl Node {
                 r.tries += 1;
                 r.delay *= 2;
                 r.next_at = now + r.delay;
-                let body = Body::Join(JoinBody { hold_s, selector: up.selector, hash: up.hash });
+                let body = Body::Join(JoinBody { hold_s, selector: up.selector, hash: up.hash, signed: READS_SIGNATURES });
                 send(out, flow.receiver, Msg { flow, seq: r.seq, body });
             }
         }
         if let Some(at) = up.refresh_at {
             if at <= now {
                 up.refresh_at = Some(now + refresh_us);
-                let body = Body::Refresh(JoinBody { hold_s, selector: up.selector, hash: up.hash });
+                let body = Body::Refresh(JoinBody { hold_s, selector: up.selector, hash: up.hash, signed: READS_SIGNATURES });
                 send(out, flow.receiver, Msg { flow, seq: next(), body });
             }
         }

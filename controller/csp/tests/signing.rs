@@ -67,7 +67,7 @@ impl Lab {
     }
 
     fn join(&mut self) {
-        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH });
+        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH, signed: true });
         self.feed_a(c(), Msg { flow: flow(), seq: 100, body });
     }
 
@@ -86,7 +86,7 @@ impl Lab {
 
     /// What R itself would answer to a JOIN for `group` (its genuine, signed JOIN_ACK).
     fn genuine_ack(&mut self, group: u32) -> Msg {
-        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH });
+        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH, signed: true });
         let out = self.r.handle(0, ip("10.0.5.99"), r(), Msg { flow: FlowId { receiver: r(), group }, seq: 1, body });
         match out.into_iter().next() {
             Some(Action::Send { msg, .. }) => msg,
@@ -103,7 +103,7 @@ fn ack(size: u32, hash: SpecHash, sig: Option<SpecSig>) -> Msg {
 /// A pending flow at A: C's JOIN went to R but R's answer is lost; forged answers come next.
 fn pending_lab(cfg: Config) -> Lab {
     let mut lab = Lab::new(cfg);
-    let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH });
+    let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH, signed: true });
     let out = lab.a.handle(0, c(), r(), Msg { flow: flow(), seq: 100, body });
     assert!(matches!(&out[0], Action::Send { to, msg: Msg { body: Body::Join(_), .. } } if *to == r()));
     assert_eq!(lab.state(), "pending");

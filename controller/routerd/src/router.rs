@@ -117,7 +117,12 @@ impl Router {
                     self.ingest_batches(now, &frames, sink);
                     self.counters.csp_in += 1;
                     let msg = codec::decode(&message);
-                    let actions = self.node.handle(now, hdr.src_addr(), hdr.dst_addr(), msg);
+                    // A fetched spec must load here before it is put in force or passed on
+                    // (protocol.md 2.6-4): the engine validates and compiles it (and caches
+                    // the compiled module for the Activate that follows).
+                    let engine = &mut self.engine;
+                    let mut check = |bytes: &[u8]| engine.load_spec(bytes).map(|_| ()).map_err(|e| e.to_string());
+                    let actions = self.node.handle_checked(now, hdr.src_addr(), hdr.dst_addr(), msg, &mut check);
                     if actions.iter().any(|a| matches!(a, Action::Forward)) {
                         self.counters.passed_through += 1;
                         sink.frame(frame);
@@ -152,6 +157,11 @@ impl Router {
                 Ok(Datagram::Ipv4(hdr)) => {
                     if hdr.dst_addr() == self.addr {
                         self.counters.local_dropped += 1; // nothing but CSP is served here
+                    } else if hdr.is_fragment() {
+                        // A fragment of anything (CSP included: classify never reads a
+                        // fragment as CSP) goes on at once, counted as such (protocol.md 1.2-11).
+                        self.counters.fragments_passed += 1;
+                        sink.frame(frame);
                     } else {
                         // Caught by a selector but not concast: back unchanged.
                         self.counters.passed_through += 1;

@@ -117,7 +117,7 @@ impl Lab {
 
     fn join(&mut self, child: &str) -> Vec<Vec<u8>> {
         let flow = FlowId { receiver: ip(RX), group: 7 };
-        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH });
+        let body = Body::Join(JoinBody { hold_s: 30, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH, signed: true });
         self.feed(vec![csp_frame(child, RX, &Msg { flow, seq: 11, body })])
     }
 }
@@ -215,26 +215,29 @@ fn csp_for_other_nodes_is_forwarded_unchanged() {
 }
 
 #[test]
-fn a_spec_that_fails_to_load_quarantines_the_flow_and_datagrams_flow_on() {
+fn a_first_spec_that_fails_to_load_is_rejected_to_r_and_quarantines_the_flow() {
+    // protocol.md 2.7-4 and 2.8-15: R hears SPEC_REJECTED (the bytes failed validation
+    // here), the pending child FLOW_QUARANTINED answering its JOIN, and datagrams flow on.
     let mut lab = Lab::new();
     lab.receiver.install_spec(7, b"\0asm\x01\0\0\0 not really".to_vec());
     let out = lab.join(C1);
-    let errors: Vec<u16> = decode(&out)
+    let errors: Vec<(u16, u32)> = decode(&out)
         .into_iter()
         .filter_map(|o| match o {
-            Out::Csp(_, dst, Msg { body: Body::Error { code, .. }, .. }) if dst == ip(C1) => Some(code),
+            Out::Csp(_, dst, Msg { seq, body: Body::Error { code, .. }, .. }) if dst == ip(C1) => Some((code, seq)),
             _ => None,
         })
         .collect();
-    assert_eq!(errors, vec![6], "FLOW_QUARANTINED to the child");
+    assert_eq!(errors, vec![(6, 11)], "FLOW_QUARANTINED to the child, copying its JOIN's number");
+    assert!(decode(&out).iter().all(|o| !matches!(o, Out::Csp(_, _, Msg { body: Body::JoinAck { .. }, .. }))));
     let to_rx: Vec<u16> = lab.to_rx.iter().filter_map(|m| match m.body {
         Body::Error { code, .. } => Some(code),
         _ => None,
     }).collect();
-    assert_eq!(to_rx, vec![6], "and to R, which uploaded the spec");
+    assert_eq!(to_rx, vec![2], "SPEC_REJECTED to R, which uploaded the spec");
+    assert_eq!(lab.router.node.flows()[0].state, "quarantined");
     let good = contribution(C1, 1, 5);
     assert_eq!(lab.feed(vec![good.clone()]), vec![good]);
-    assert_eq!(lab.router.counters.quarantined_flows, 1);
 }
 
 #[test]
@@ -361,7 +364,7 @@ fn a_leave_for_a_flow_the_router_does_not_have_gets_unknown_flow() {
 fn a_join_asking_for_a_longer_hold_than_the_bound_is_granted_the_bound() {
     let mut lab = Lab::new();
     let flow = FlowId { receiver: ip(RX), group: 7 };
-    let body = Body::Join(JoinBody { hold_s: u16::MAX, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH });
+    let body = Body::Join(JoinBody { hold_s: u16::MAX, selector: Selector { proto: 17, dport: 5000 }, hash: NO_HASH, signed: true });
     let out = lab.feed(vec![csp_frame(C1, RX, &Msg { flow, seq: 11, body })]);
     let granted: Vec<u16> = decode(&out)
         .into_iter()
@@ -389,4 +392,53 @@ fn a_forged_join_ack_is_refused_counted_and_the_flow_keeps_merging() {
     assert_eq!(lab.router.answer("stats")["csp"]["specs_rejected"], 1);
     let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
     assert_eq!(contributions(&out), vec![(2, 12)], "the honest spec still merges");
+}
+
+#[test]
+fn an_update_to_bytes_that_are_not_a_module_is_refused_not_quarantined_and_not_passed_on() {
+    // protocol.md 2.7-4, 2.6-4, 2.7-15: the engine's check refuses the bytes before the CSP
+    // node puts them in force: SPEC_REJECTED to R (which served them), nothing to the
+    // children, and the flow keeps merging with the spec it had.
+    let mut lab = Lab::new();
+    lab.join(C1);
+    lab.join(C2);
+    let junk: Vec<u8> = (0..1500u32).map(|i| (i * 7 + 1) as u8).collect();
+    let updates: Vec<Vec<u8>> = lab
+        .receiver
+        .install_spec(7, junk)
+        .into_iter()
+        .filter_map(|a| if let Action::Send { to, msg } = a { Some(csp_frame(RX, &to.to_string(), &msg)) } else { None })
+        .collect();
+    assert_eq!(updates.len(), 1, "R's one child, the router, is sent the update");
+    let out = lab.feed(updates);
+    let told: Vec<(u16, u8)> = lab
+        .to_rx
+        .iter()
+        .filter_map(|m| if let Body::Error { code, offending, .. } = m.body { Some((code, offending)) } else { None })
+        .collect();
+    assert_eq!(told, vec![(2, 6)], "SPEC_REJECTED answering the last SPEC_CHUNK, no FLOW_QUARANTINED");
+    assert_eq!(errors(&out), vec![], "the children were told something");
+    assert!(decode(&out).iter().all(|o| !matches!(o, Out::Csp(_, _, Msg { body: Body::SpecUpdate { .. }, .. }))), "the update was passed on");
+    assert_eq!(lab.router.answer("stats")["csp"]["specs_rejected"], 1);
+    assert_eq!(lab.router.counters.quarantined_flows, 0);
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
+    assert_eq!(contributions(&out), vec![(2, 12)], "the spec in force still merges");
+}
+
+#[test]
+fn a_fragment_of_a_csp_message_is_counted_as_a_fragment() {
+    // protocol.md 1.2-11: any fragment diverted to routerd, CSP included.
+    let mut lab = Lab::new();
+    let flow = FlowId { receiver: ip("10.0.8.8"), group: 7 };
+    let body = Body::Join(JoinBody { hold_s: 30, selector: Selector::default(), hash: NO_HASH, signed: true });
+    let mut frag = csp_frame(C1, "10.0.8.8", &Msg { flow, seq: 1, body });
+    {
+        let ip = &mut frag[14..];
+        ip[6..8].copy_from_slice(&0x2000u16.to_be_bytes()); // MF set: a first fragment
+        concast_wire::ipv4::Packet::new_unchecked(&mut *ip).fill_checksum();
+    }
+    let out = lab.feed(vec![frag.clone()]);
+    assert_eq!(out, vec![frag], "sent on unchanged");
+    let c = &lab.router.counters;
+    assert_eq!((c.fragments_passed, c.passed_through, c.csp_in), (1, 0, 0));
 }

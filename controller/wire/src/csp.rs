@@ -355,7 +355,10 @@ pub mod join_field {
     use core::ops::Range;
     pub const HOLD_TIME: Range<usize> = 0..2;
     pub const SELECTOR_PROTO: usize = 2;
-    pub const RESERVED1: usize = 3;
+    /// Was reserved; bit 0 (0x80) is the S flag, the other bits stay reserved.
+    pub const FLAGS: usize = 3;
+    /// S: the joiner reads signature trailers (sections 2.2 and 2.9).
+    pub const FLAG_SIGNED: u8 = 0x80;
     pub const SELECTOR_DPORT: Range<usize> = 4..6;
     pub const RESERVED2: Range<usize> = 6..8;
     pub const SPEC_HASH: Range<usize> = 8..40;
@@ -383,6 +386,10 @@ impl<T: AsRef<[u8]>> JoinBody<T> {
     pub fn selector_dport(&self) -> u16 {
         read_u16(self.buffer.as_ref(), join_field::SELECTOR_DPORT.start)
     }
+    /// The S flag: the joiner reads signed JOIN_ACKs and SPEC_UPDATEs (section 2.2).
+    pub fn signed(&self) -> bool {
+        self.buffer.as_ref()[join_field::FLAGS] & join_field::FLAG_SIGNED != 0
+    }
     /// SHA-256 of the spec the joiner holds; all zero = none.
     pub fn spec_hash(&self) -> &SpecHash {
         hash_at(self.buffer.as_ref(), join_field::SPEC_HASH.start)
@@ -401,6 +408,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> JoinBody<T> {
     }
     pub fn set_selector_dport(&mut self, v: u16) {
         write_u16(self.buffer.as_mut(), join_field::SELECTOR_DPORT.start, v);
+    }
+    /// Writes the flags byte: S if `signed`, the reserved bits zero.
+    pub fn set_signed(&mut self, signed: bool) {
+        self.buffer.as_mut()[join_field::FLAGS] = if signed { join_field::FLAG_SIGNED } else { 0 };
     }
     pub fn set_spec_hash(&mut self, h: &SpecHash) {
         self.buffer.as_mut()[join_field::SPEC_HASH].copy_from_slice(h);
@@ -783,6 +794,8 @@ pub struct JoinRepr {
     pub selector_proto: u8,
     pub selector_dport: u16,
     pub spec_hash: SpecHash,
+    /// The S flag (section 2.2).
+    pub signed: bool,
 }
 
 /// JOIN_ACK fields.
@@ -910,6 +923,7 @@ impl<'a> Repr<'a> {
                     selector_proto: b.selector_proto(),
                     selector_dport: b.selector_dport(),
                     spec_hash: *b.spec_hash(),
+                    signed: b.signed(),
                 };
                 if matches!(m.body, Body::Join(_)) {
                     BodyRepr::Join(j)
@@ -983,6 +997,7 @@ impl<'a> Repr<'a> {
                 b.set_selector_proto(j.selector_proto);
                 b.set_selector_dport(j.selector_dport);
                 b.set_spec_hash(&j.spec_hash);
+                b.set_signed(j.signed);
             }
             BodyRepr::JoinAck(a) => {
                 let mut b = JoinAckBody::new_unchecked(body);

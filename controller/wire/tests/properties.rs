@@ -338,11 +338,12 @@ fn hash() -> impl Strategy<Value = [u8; 32]> {
 }
 
 fn join_repr() -> impl Strategy<Value = csp::JoinRepr> {
-    (any::<u16>(), any::<u8>(), any::<u16>(), hash()).prop_map(|(h, p, d, s)| csp::JoinRepr {
+    (any::<u16>(), any::<u8>(), any::<u16>(), hash(), any::<bool>()).prop_map(|(h, p, d, s, signed)| csp::JoinRepr {
         hold_time: h,
         selector_proto: p,
         selector_dport: d,
         spec_hash: s,
+        signed,
     })
 }
 

@@ -35,7 +35,7 @@ from conform_target import on_ports  # noqa: E402
 from conform_wire import Wire  # noqa: E402
 
 # The router's tests; test_receiver and test_sender check our own hostd on networks they build.
-MODULES = ("test_forwarding", "test_csp", "test_signing", "test_mplex")
+MODULES = ("test_forwarding", "test_csp", "test_signing", "test_mplex", "test_spec_checks")
 PORT_OF = {"s1": 0, "rx": 1}
 
 
