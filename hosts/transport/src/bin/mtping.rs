@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use concast_transport::mtp::tool;
+use concast_transport::mtp::noble::LinkType;
 use concast_transport::mtp::ClientConfig;
 
 #[derive(Parser)]
@@ -19,9 +20,18 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct ClientOpts {
-    /// Window algorithm: mtp (MTP's own), mtp-halve (its earlier halving rule) or one of the crate's congestion controls.
+    /// Window algorithm: mtp (the dissertation's, one window per transaction), or for comparison a window shared by all transactions: mtp-cubic (our rule before the dissertation), mtp-halve, or one of the crate's congestion controls.
     #[arg(long, default_value = "mtp")]
     cc: String,
+    /// The UDP receive buffer the window caps assume, bytes (the dissertation's rules, ch. V).
+    #[arg(long, default_value_t = 212_992)]
+    rcvbuf: usize,
+    /// Local link-type hint (mtp.h LINK_*): unknown, modem, isdn, isdn2, dsl, cable, ethernet, fast.
+    #[arg(long, default_value = "unknown")]
+    link: String,
+    /// Floor of the repeat interval, milliseconds (the dissertation: 500; it expects 400 to do).
+    #[arg(long, default_value_t = 500)]
+    repeat_floor_ms: u64,
     /// Largest reply payload asked for, bytes.
     #[arg(long, default_value_t = 1400)]
     size: usize,
@@ -32,8 +42,15 @@ struct ClientOpts {
 
 impl ClientOpts {
     fn config(&self) -> ClientConfig {
+        let link = LinkType::by_name(&self.link).unwrap_or_else(|| {
+            eprintln!("mtping: unknown --link {:?}", self.link);
+            std::process::exit(2)
+        });
         ClientConfig {
             cc: self.cc.clone(),
+            rcvbuf: self.rcvbuf,
+            link_rate: link.rate(),
+            repeat_floor_us: self.repeat_floor_ms * 1000,
             max_size: self.size,
             min_size: 256.min(self.size),
             expire_us: (self.expire * 1e6) as u64,

@@ -9,6 +9,8 @@
 //! (`on_datagram`, `on_timer`, `next_timer`, `poll`) driven by `udp` or `sim`, and
 //! `Client::abort` with its four modes.
 pub mod client;
+pub mod codes;
+pub mod noble;
 pub mod ranges;
 pub mod server;
 pub mod sim;

@@ -140,12 +140,8 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
     let mut partial = 0u64;
     let now = ep.now();
     for id in ep.client.transactions() {
-        let _ = ep.client.abort(now, id, Abort::Stop);
-    }
-    while let Some(o) = ep.client.poll() {
-        if let Output::Stopped { prefix, .. } = o {
-            partial += prefix.len() as u64;
-        }
+        partial += ep.client.received_prefix(id).map_or(0, |p| p.len() as u64);
+        let _ = ep.client.abort(now, id, Abort::Destroy);
     }
     let (mean_window, mean_in_flight) = ep.client.occupancy();
     Ok(json!({"role": "get", "name": name, "objects": done, "wanted": count, "complete": finished && failed.is_empty(),
