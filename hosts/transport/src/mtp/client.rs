@@ -43,6 +43,9 @@ pub struct ClientConfig {
     pub repeat_us: u64,
     /// Floor of the repeat interval (`noble::REPEAT_FLOOR_US`, 500 ms, by default).
     pub repeat_floor_us: u64,
+    /// Initial window of a transaction, bytes, instead of the dissertation's (half the buffer
+    /// or half a second of the link): the simulator of section 7.4 starts at 4 messages.
+    pub initial_window: Option<usize>,
     /// Refuse objects larger than this (bytes).
     pub max_object: u32,
     /// Requests in flight at most, whatever the window algorithm says (ours: 1024, 1.4 MB;
@@ -78,6 +81,7 @@ impl Default for ClientConfig {
             link_rate: None,
             repeat_us: 1_000_000,
             repeat_floor_us: noble::REPEAT_FLOOR_US,
+            initial_window: None,
             max_object: 1 << 30,
             max_window: 1024,
             seed: 1,
@@ -420,7 +424,13 @@ impl Client {
         let mut todo = Ranges::new();
         todo.insert(0, u32::MAX);
         let expire_at = now + opts.expire_us.unwrap_or(self.cfg.expire_us);
-        let flow = (self.cfg.noble() && !opts.single).then(|| Flow::new(self.local(), self.cfg.repeat_us, self.cfg.repeat_floor_us));
+        let flow = (self.cfg.noble() && !opts.single).then(|| {
+            let f = Flow::new(self.local(), self.cfg.repeat_us, self.cfg.repeat_floor_us);
+            match self.cfg.initial_window {
+                Some(w) => f.with_window(w),
+                None => f,
+            }
+        });
         let tx = Tx {
             name: name.to_vec(),
             opts,
