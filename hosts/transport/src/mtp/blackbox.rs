@@ -171,13 +171,16 @@ impl Report {
 
 /// Our MTP client and server through the black box until `messages` KB have arrived.
 /// `repeat_floor_us`: the dissertation's 500 ms (`noble::REPEAT_FLOOR_US`) or its simulator's
-/// 50 ms (`noble::SIM_REPEAT_FLOOR_US`).
+/// 50 ms (`noble::SIM_REPEAT_FLOOR_US`). `cc`: "mtp", "mtp-1k" (the dissertation's rules with
+/// the payload fixed at the simulator's 1 KB message: no halving below 4 per window) or a
+/// comparison window ("mtp-cubic").
 pub fn run_mtp(m: Model, messages: u64, repeat_floor_us: u64, cc: &str, seed: u64) -> Result<Report, String> {
+    let (cc, min_size) = if cc == "mtp-1k" { ("mtp", MESSAGE) } else { (cc, MESSAGE / 2) };
     let period = m.period_us(MESSAGE) as u64;
     let cfg = ClientConfig {
         cc: cc.into(),
         max_size: MESSAGE,
-        min_size: MESSAGE / 2,
+        min_size,
         // the simulator's window ceiling: 96 messages (on a LAN-like path the cap is the buffer)
         rcvbuf: MAX_WINDOW * MESSAGE,
         // the simulator's repeat: 4 (rtt + period), here only the starting value

@@ -345,7 +345,7 @@ impl Client {
     }
 
     fn local(&self) -> Local {
-        Local { rcvbuf: self.cfg.rcvbuf, link_rate: self.cfg.link_rate, max_size: self.cfg.max_size }
+        Local { rcvbuf: self.cfg.rcvbuf, link_rate: self.cfg.link_rate, max_size: self.cfg.max_size, min_size: self.cfg.min_size }
     }
 
     /// Receive-buffer watch (ch. V): the caller reports how many bytes wait in the UDP

@@ -119,6 +119,8 @@ pub struct Local {
     /// Largest payload the path carries unfragmented (ours: the dissertation relies on IP
     /// fragmentation up to 8 KB; we keep the client's `max_size`, 1400 by default).
     pub max_size: usize,
+    /// A floor above the dissertation's 512 (the simulator's fixed 1 KB messages; 0: none).
+    pub min_size: usize,
 }
 
 impl Local {
@@ -138,6 +140,11 @@ impl Local {
             c = c.min(r as usize);
         }
         c.max(SIZE_MINIMUM.min(self.max_size))
+    }
+
+    /// Smallest payload per datagram: 512 (ch. V), or the application's higher floor.
+    pub fn size_floor(&self) -> usize {
+        SIZE_MINIMUM.max(self.min_size).min(self.size_cap())
     }
 }
 
@@ -181,7 +188,7 @@ impl Flow {
     /// A new transaction's flow: the initial window (ch. V, "Mechanisms"), flowtimeout 0, the
     /// default payload, the application's initial repeat interval.
     pub fn new(local: Local, initial_repeat_us: u64, repeat_floor_us: u64) -> Flow {
-        let size = SIZE_DEFAULT.min(local.size_cap()).max(SIZE_MINIMUM.min(local.size_cap()));
+        let size = SIZE_DEFAULT.min(local.size_cap()).max(local.size_floor());
         Flow {
             local,
             window: local.initial_window(),
@@ -317,7 +324,7 @@ impl Flow {
     /// (floor 512), more than 16 doubles it (cap `Local::size_cap`).
     pub fn adapt_size(&mut self) {
         let cap = self.local.size_cap();
-        let floor = SIZE_MINIMUM.min(cap);
+        let floor = self.local.size_floor();
         if self.window < SIZE_HALVE_BELOW * self.size && self.size > floor {
             self.size = (self.size / 2).max(floor);
         } else if self.window > SIZE_DOUBLE_ABOVE * self.size && self.size < cap {
@@ -344,7 +351,7 @@ mod tests {
     const KB: usize = 1024;
 
     fn lan() -> Local {
-        Local { rcvbuf: 64 * KB, link_rate: None, max_size: SIZE_CEILING }
+        Local { rcvbuf: 64 * KB, link_rate: None, max_size: SIZE_CEILING, min_size: 0 }
     }
 
     fn flow(window_datagrams: usize) -> Flow {
