@@ -30,7 +30,7 @@ def test_quick_sim_writes_csv_png_meta_and_reproduces_the_lan_and_two_router_run
     meta = json.loads((out / "sim-meta.json").read_text())
     assert meta["git"]["rev"] and meta["parameters"]["seeds"] == [1, 2, 3]
     rows = list(csv.DictReader((out / "sim-printed.csv").open()))
-    assert {r["proto"] for r in rows} == {"mtp", "mtp-1k", "tcp"}
+    assert {r["proto"] for r in rows} == {"mtp", "mtp-1k", "mtp-listing", "tcp"}
     s = sim.summary(rows)
     for label in ("tcp", "mtp@50ms", "mtp@500ms"):
         assert s[("lan", 0.0, label)][0] == pytest.approx(PRINTED["lan"]["mtp"]["throughput"], rel=0.02)

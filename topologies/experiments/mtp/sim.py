@@ -35,10 +35,10 @@ def _run(args: list[str]) -> list[dict]:
     return list(csv.DictReader(io.StringIO(p.stdout)))
 
 
-#: Our protocols: the dissertation's MTP, the same with the payload fixed at the simulator's
-#: 1 KB message (no halving below 4 per window: the simulator ignores datagram sizes), and the
-#: simulator's TCP model.
-PROTOCOLS = "mtp,mtp-1k,tcp"
+#: Our protocols: the dissertation's MTP; the same with the payload fixed at the simulator's
+#: 1 KB message (mtp-1k: no halving below 4 per window, the simulator ignores datagram sizes);
+#: that with Appendix F's loss and growth rules (mtp-listing); and the simulator's TCP model.
+PROTOCOLS = "mtp,mtp-1k,mtp-listing,tcp"
 
 
 def run_sim(seeds: int, step: float, max_loss: float, floors: str = "500,50", protos: str = PROTOCOLS) -> dict:

@@ -132,7 +132,7 @@ enum Cmd {
         /// Seeds 1..=N.
         #[arg(long, default_value_t = 1)]
         seeds: u64,
-        /// Protocols: mtp, tcp (comma separated); mtp-1k: mtp with the payload fixed at 1 KB (no size adaptation); mtp-cubic: the comparison window.
+        /// Protocols: mtp, tcp (comma separated); mtp-1k: mtp with the payload fixed at 1 KB (no size adaptation); mtp-listing: mtp-1k with Appendix F's loss and growth rules; mtp-cubic: the comparison window.
         #[arg(long, value_delimiter = ',', default_value = "mtp,tcp")]
         proto: Vec<String>,
     },
@@ -143,8 +143,8 @@ fn sim(printed: bool, sweep: Option<f64>, max_loss: f64, one: Model, messages: u
     if seeds == 0 || messages == 0 || one.bw <= 0.0 || one.cong < 1.0 || !(0.0..1.0).contains(&one.loss) || one.buffer < 1.0 {
         return Err("need --seeds ≥ 1, --messages ≥ 1, --bw > 0, --cong ≥ 1, 0 ≤ --loss < 1, --buffer ≥ 1".into());
     }
-    if let Some(p) = protos.iter().find(|p| !["mtp", "mtp-1k", "mtp-cubic", "tcp"].contains(&p.as_str())) {
-        return Err(format!("unknown protocol {p:?}: mtp, mtp-1k, mtp-cubic or tcp"));
+    if let Some(p) = protos.iter().find(|p| !["mtp", "mtp-1k", "mtp-listing", "mtp-cubic", "tcp"].contains(&p.as_str())) {
+        return Err(format!("unknown protocol {p:?}: mtp, mtp-1k, mtp-listing, mtp-cubic or tcp"));
     }
     let runs: Vec<(String, Model, u64)> = if printed {
         Model::printed_runs().into_iter().map(|(n, m, k)| (n.to_string(), Model { buffer: one.buffer, ..m }, k)).collect()

@@ -173,9 +173,14 @@ impl Report {
 /// `repeat_floor_us`: the dissertation's 500 ms (`noble::REPEAT_FLOOR_US`) or its simulator's
 /// 50 ms (`noble::SIM_REPEAT_FLOOR_US`). `cc`: "mtp", "mtp-1k" (the dissertation's rules with
 /// the payload fixed at the simulator's 1 KB message: no halving below 4 per window) or a
-/// comparison window ("mtp-cubic").
+/// comparison window ("mtp-cubic"); "mtp-listing": "mtp-1k" with Appendix F's MTP model's
+/// loss and growth rules (`noble::Flow::listing_rules`).
 pub fn run_mtp(m: Model, messages: u64, repeat_floor_us: u64, cc: &str, seed: u64) -> Result<Report, String> {
-    let (cc, min_size) = if cc == "mtp-1k" { ("mtp", MESSAGE) } else { (cc, MESSAGE / 2) };
+    let listing_rules = cc == "mtp-listing";
+    let (cc, min_size) = match cc {
+        "mtp-1k" | "mtp-listing" => ("mtp", MESSAGE),
+        _ => (cc, MESSAGE / 2),
+    };
     let period = m.period_us(MESSAGE) as u64;
     let cfg = ClientConfig {
         cc: cc.into(),
@@ -187,6 +192,7 @@ pub fn run_mtp(m: Model, messages: u64, repeat_floor_us: u64, cc: &str, seed: u6
         repeat_us: 4 * (m.rtt_us + period),
         repeat_floor_us,
         initial_window: Some(INIT_WINDOW * MESSAGE),
+        listing_rules,
         expire_us: 3_600_000_000,
         max_window: MAX_WINDOW as u32,
         seed,

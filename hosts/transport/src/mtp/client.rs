@@ -46,6 +46,9 @@ pub struct ClientConfig {
     /// Initial window of a transaction, bytes, instead of the dissertation's (half the buffer
     /// or half a second of the link): the simulator of section 7.4 starts at 4 messages.
     pub initial_window: Option<usize>,
+    /// The dissertation's simulator's MTP model (Appendix F) instead of the text's loss and
+    /// growth rules: comparison only (`noble::Flow::listing_rules`).
+    pub listing_rules: bool,
     /// Refuse objects larger than this (bytes).
     pub max_object: u32,
     /// Requests in flight at most, whatever the window algorithm says (ours: 1024, 1.4 MB;
@@ -82,6 +85,7 @@ impl Default for ClientConfig {
             repeat_us: 1_000_000,
             repeat_floor_us: noble::REPEAT_FLOOR_US,
             initial_window: None,
+            listing_rules: false,
             max_object: 1 << 30,
             max_window: 1024,
             seed: 1,
@@ -425,7 +429,8 @@ impl Client {
         todo.insert(0, u32::MAX);
         let expire_at = now + opts.expire_us.unwrap_or(self.cfg.expire_us);
         let flow = (self.cfg.noble() && !opts.single).then(|| {
-            let f = Flow::new(self.local(), self.cfg.repeat_us, self.cfg.repeat_floor_us);
+            let mut f = Flow::new(self.local(), self.cfg.repeat_us, self.cfg.repeat_floor_us);
+            f.listing_rules = self.cfg.listing_rules;
             match self.cfg.initial_window {
                 Some(w) => f.with_window(w),
                 None => f,

@@ -167,6 +167,10 @@ pub struct Flow {
     /// Repeat interval, µs.
     pub repeat_us: u64,
     pub repeat_floor_us: u64,
+    /// Appendix F's MTP model instead of the text's rules (comparison only): multiplier 2
+    /// always, and every loss resets the moratorium to +window (at least 3 datagrams), cut or
+    /// not.
+    pub listing_rules: bool,
     /// Counters for the record.
     pub grows: u64,
     pub cuts: u64,
@@ -200,6 +204,7 @@ impl Flow {
             min_rtt_us: 0,
             repeat_us: initial_repeat_us.max(repeat_floor_us),
             repeat_floor_us,
+            listing_rules: false,
             grows: 0,
             cuts: 0,
             overflow_cuts: 0,
@@ -223,6 +228,9 @@ impl Flow {
 
     /// The threshold multiplier now (ch. V, "Window Adjustment").
     pub fn multiplier(&self) -> i64 {
+        if self.listing_rules {
+            return MULT_AFTER_LOSS;
+        }
         if self.min_rtt_us > 0 && self.mean_rtt_us() > RTT_SLOW_FACTOR * self.min_rtt_us {
             MULT_QUEUEING
         } else if self.lost_any {
@@ -285,6 +293,16 @@ impl Flow {
     pub fn lost(&mut self, bytes: usize) -> bool {
         self.lost_any = true;
         self.flowtimeout -= bytes as i64;
+        if self.listing_rules {
+            let cut = self.flowtimeout < 0;
+            if cut {
+                self.cut();
+                self.cuts += 1;
+            }
+            self.flowtimeout = self.window.max(MIN_MORATORIUM_DATAGRAMS * self.size) as i64;
+            self.adapt_size();
+            return cut;
+        }
         if self.flowtimeout > 0 {
             return false;
         }
@@ -466,6 +484,17 @@ mod tests {
         s.flowtimeout = 0;
         s.lost(KB);
         assert_eq!(s.window, s.size); // one datagram (the size has halved to 512 meanwhile)
+    }
+
+    #[test]
+    fn appendix_f_listing_rules_reset_the_moratorium_on_every_loss() {
+        let mut f = flow(10);
+        f.listing_rules = true;
+        assert_eq!(f.multiplier(), MULT_AFTER_LOSS);
+        assert!(f.lost(KB));
+        assert_eq!((f.window, f.flowtimeout), (9 * KB, 9 * KB as i64));
+        assert!(!f.lost(KB));
+        assert_eq!((f.window, f.flowtimeout), (9 * KB, 9 * KB as i64));
     }
 
     #[test]
