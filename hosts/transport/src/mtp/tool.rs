@@ -68,7 +68,8 @@ fn stats_json(s: &ClientStats) -> Value {
     json!({"requests": s.requests, "repeats": s.repeats, "replies": s.replies, "fast_repeats": s.fast_repeats,
            "timeouts": s.timeouts, "silent": s.silent, "duplicates": s.duplicates, "reordered": s.reordered,
            "stale": s.stale, "forged": s.forged, "truncated": s.truncated, "malformed": s.malformed,
-           "size_cuts": s.size_cuts, "size_grows": s.size_grows})
+           "size_cuts": s.size_cuts, "size_grows": s.size_grows, "window_grows": s.window_grows,
+           "window_cuts": s.window_cuts, "overflow_cuts": s.overflow_cuts, "server_limited": s.server_limited})
 }
 
 /// `count` size-only transactions one after another, `interval` apart; round trips in µs.
