@@ -9,8 +9,10 @@ EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundl
                "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
                             "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)",
                "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "
-                            "at 0-10% random loss, and the third-party test (results/transport/)"}
-MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport"}
+                            "at 0-10% random loss, and the third-party test (results/transport/)",
+               "mtp": "the dissertation's MTP experiments beside its numbers; --scenario sim: its "
+                      "simulator in virtual time (results/mtp/)"}
+MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport", "mtp": "mtp"}
 
 
 def add_verbs(sub) -> None:

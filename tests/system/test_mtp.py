@@ -70,7 +70,7 @@ def test_a_server_restarted_mid_transfer_loses_nothing(tmp_path):
         try:
             time.sleep(1.0)            # 20 MB at 50 Mbit/s takes over 3 s: still running
             _stop(srv)
-            time.sleep(1.5)            # the client repeats into silence and backs off
+            time.sleep(1.5)            # the client repeats into silence
             srv = _serve(path, tmp_path)
             out, err = cli.communicate(timeout=120)
         finally:
@@ -80,7 +80,9 @@ def test_a_server_restarted_mid_transfer_loses_nothing(tmp_path):
         assert cli.returncode == 0, err
         r = json.loads(out)
         assert r["complete"] and r["sha256"] == hashlib.sha256(blob).hexdigest(), r
-        assert r["stats"]["silent"] >= 1 and r["stats"]["repeats"] > 0, r["stats"]
+        # the dissertation's window (the default) has no silence rule: the outage shows as
+        # repeats and window cuts; the comparison window (mtp-cubic) would count silent periods
+        assert r["stats"]["window_cuts"] >= 1 and r["stats"]["repeats"] > 0, r["stats"]
 
 
 def test_mtping_ping_times_size_only_transactions(tmp_path):

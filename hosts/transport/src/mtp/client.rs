@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 
+use super::noble::{self, Flow, LinkType, Local};
 use super::ranges::Ranges;
 use super::size::SizeAdapt;
 use super::window::{Flowtimeout, MtpWindow};
@@ -27,9 +28,27 @@ pub struct ClientConfig {
     pub min_size: usize,
     /// Default expire timer of a transaction.
     pub expire_us: u64,
-    /// Window algorithm: "mtp" (MTP's own), "mtp-halve" (its earlier halving rule) or any of
-    /// `cc::NAMES`.
+    /// Window algorithm: "mtp" (the dissertation's, `noble`: one window per transaction),
+    /// or, for comparison only, one window shared by all transactions: "mtp-cubic" (our rule
+    /// before the dissertation: CUBIC's TCP-friendly AIMD), "mtp-halve" (Reno's AIMD) or any
+    /// of `cc::NAMES`.
     pub cc: String,
+    /// The UDP receive buffer, bytes: the dissertation's window caps, initial window and size
+    /// cap come from it (ch. V). 212992 is Linux's default `rmem_default`.
+    pub rcvbuf: usize,
+    /// The local link's rate, bytes per second (ch. V: "if provided by the application");
+    /// `link` sets it from a link-type hint.
+    pub link_rate: Option<u64>,
+    /// Initial repeat interval (ch. V: "currently set by the application").
+    pub repeat_us: u64,
+    /// Floor of the repeat interval (`noble::REPEAT_FLOOR_US`, 500 ms, by default).
+    pub repeat_floor_us: u64,
+    /// Initial window of a transaction, bytes, instead of the dissertation's (half the buffer
+    /// or half a second of the link): the simulator of section 7.4 starts at 4 messages.
+    pub initial_window: Option<usize>,
+    /// The dissertation's simulator's MTP model (Appendix F) instead of the text's loss and
+    /// growth rules: comparison only (`noble::Flow::listing_rules`).
+    pub listing_rules: bool,
     /// Refuse objects larger than this (bytes).
     pub max_object: u32,
     /// Requests in flight at most, whatever the window algorithm says (ours: 1024, 1.4 MB;
@@ -38,6 +57,22 @@ pub struct ClientConfig {
     pub seed: u64,
 }
 
+impl ClientConfig {
+    /// Sets the local link's rate from an mtp.h link-type hint.
+    pub fn link(mut self, l: LinkType) -> ClientConfig {
+        self.link_rate = l.rate();
+        self
+    }
+
+    /// Whether the window is the dissertation's (per transaction).
+    pub fn noble(&self) -> bool {
+        self.cc == NOBLE
+    }
+}
+
+/// The dissertation's window rule's name (the default).
+pub const NOBLE: &str = "mtp";
+
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
@@ -45,6 +80,12 @@ impl Default for ClientConfig {
             min_size: 256,
             expire_us: 30_000_000,
             cc: "mtp".into(),
+            rcvbuf: 212_992,
+            link_rate: None,
+            repeat_us: 1_000_000,
+            repeat_floor_us: noble::REPEAT_FLOOR_US,
+            initial_window: None,
+            listing_rules: false,
             max_object: 1 << 30,
             max_window: 1024,
             seed: 1,
@@ -63,20 +104,33 @@ pub struct RequestOpts {
     pub in_order: bool,
     /// Ask for the object's size only (payload suppressed).
     pub size_only: bool,
+    /// Update callbacks (ch. V, "Mechanisms"): `Output::Progress` each time the contiguous
+    /// prefix received grows by at least this many bytes.
+    pub update: Option<u32>,
+    /// A single-datagram transaction (glossary): the first valid response is the whole
+    /// response, no flow control.
+    pub single: bool,
 }
 
-/// abort()'s four modes.
+/// abort()'s four modes, mtp.h's `ABORT_*` (codes 0–3, `Abort::code`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Abort {
-    /// Ask for nothing more; end once the requests in flight are answered or lost, with the
-    /// contiguous prefix received (`Output::Finished`).
+    /// ABORT_FINISH: do not extend the object past what was asked for so far, fill in its
+    /// holes; then `Output::Finished` with the contiguous prefix.
     Finish,
-    /// End now with the contiguous prefix received (`Output::Stopped`).
+    /// ABORT_STOP: send no more subrequests, wait for those in transit (answered or
+    /// declared lost); then `Output::Stopped` with the contiguous prefix.
     Stop,
-    /// End now as the expire timer would (`Output::Expired`).
+    /// ABORT_EXPIRE: call back at once, as the expire timer would (`Output::Expired`).
     Expire,
-    /// End now, silently.
+    /// ABORT_DESTROY: abandon it, no callback.
     Destroy,
+}
+
+impl Abort {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +143,8 @@ pub enum Output {
     Done { tx: u32, total: u32, object: Vec<u8>, suppressed: bool },
     Finished { tx: u32, prefix: Vec<u8>, complete: bool },
     Stopped { tx: u32, prefix: Vec<u8> },
+    /// Update callback: the contiguous prefix received is now `received` bytes.
+    Progress { tx: u32, received: u32 },
     Expired { tx: u32 },
     Failed { tx: u32, reason: String },
 }
@@ -114,6 +170,13 @@ pub struct ClientStats {
     pub malformed: u64,
     pub size_cuts: u64,
     pub size_grows: u64,
+    /// The dissertation's window: growths, loss cuts and receive-buffer cuts, summed over the
+    /// transactions (0 with the shared-window algorithms).
+    pub window_grows: u64,
+    pub window_cuts: u64,
+    pub overflow_cuts: u64,
+    /// Replies shorter than asked: the server's response limit per request (ch. V).
+    pub server_limited: u64,
 }
 
 /// One request (a transaction's offset), possibly sent several times.
@@ -140,6 +203,18 @@ struct Tx {
     finishing: bool,
     suppressed: bool,
     high: u32,
+    /// Aborted: Some(true) by ABORT_STOP, Some(false) by ABORT_FINISH.
+    stopping: Option<bool>,
+    /// ABORT_FINISH: the end not to pass.
+    finish_at: Option<u32>,
+    /// The dissertation's flow state (cc "mtp"); None with a shared window.
+    flow: Option<Flow>,
+    /// Bytes asked for and neither answered nor declared lost (glossary "transit").
+    transit: usize,
+    /// The server's response limit per request, once a reply showed it (ch. V).
+    server_limit: Option<u32>,
+    /// Prefix length at the last update callback.
+    reported: u32,
 }
 
 pub struct Client {
@@ -167,6 +242,8 @@ pub struct Client {
     rng: u64,
     stats: ClientStats,
     occ: Occupancy,
+    /// Sums of ended transactions' flow counters.
+    ended_flow: (u64, u64, u64),
 }
 
 /// Time-weighted window and requests in flight while transactions are alive: what the
@@ -189,8 +266,12 @@ impl Client {
         if cfg.max_window == 0 {
             return Err("max_window must be at least 1".into());
         }
+        if cfg.rcvbuf < 2 * noble::SIZE_MINIMUM {
+            return Err(format!("rcvbuf must be at least {} bytes", 2 * noble::SIZE_MINIMUM));
+        }
         let mut cc: Box<dyn Ccc> = match MtpWindow::by_name(&cfg.cc) {
             Some(w) => Box::new(w),
+            None if cfg.noble() => Box::new(MtpWindow::default()),
             None => cc::by_name(&cfg.cc, 1e7)?,
         };
         let mut ctl = CcCtl::new(cfg.max_size);
@@ -221,6 +302,7 @@ impl Client {
             rng,
             stats: ClientStats::default(),
             occ: Occupancy::default(),
+            ended_flow: (0, 0, 0),
         })
     }
 
@@ -242,7 +324,52 @@ impl Client {
     }
 
     pub fn stats(&self) -> ClientStats {
-        ClientStats { size_cuts: self.size.cuts, size_grows: self.size.grows, ..self.stats.clone() }
+        let (mut g, mut c, mut o) = self.ended_flow;
+        for f in self.txs.values().filter_map(|t| t.flow.as_ref()) {
+            (g, c, o) = (g + f.grows, c + f.cuts, o + f.overflow_cuts);
+        }
+        ClientStats {
+            size_cuts: self.size.cuts,
+            size_grows: self.size.grows,
+            window_grows: g,
+            window_cuts: c,
+            overflow_cuts: o,
+            ..self.stats.clone()
+        }
+    }
+
+    /// A transaction's flow state (the dissertation's window), if it has one.
+    pub fn flow(&self, id: u32) -> Option<&Flow> {
+        self.txs.get(&id)?.flow.as_ref()
+    }
+
+    /// The contiguous prefix a transaction has received so far.
+    pub fn received_prefix(&self, id: u32) -> Option<Vec<u8>> {
+        self.txs.get(&id).map(prefix_of)
+    }
+
+    fn local(&self) -> Local {
+        Local { rcvbuf: self.cfg.rcvbuf, link_rate: self.cfg.link_rate, max_size: self.cfg.max_size, min_size: self.cfg.min_size }
+    }
+
+    /// Receive-buffer watch (ch. V): the caller reports how many bytes wait in the UDP
+    /// receive buffer; above half of `rcvbuf`, the fastest transaction (largest window) loses
+    /// a datagram of window and every transaction's flowtimeout returns to 0. Returns whether
+    /// it acted (dissertation's window only).
+    pub fn rcvbuf_queued(&mut self, now: u64, queued: usize) -> bool {
+        self.account(now);
+        if !noble::rcvbuf_overflowing(queued, self.cfg.rcvbuf) {
+            return false;
+        }
+        let flows = self.txs.iter().filter_map(|(&k, t)| t.flow.as_ref().map(|f| (k, f)));
+        let Some(id) = noble::fastest(flows) else { return false };
+        for t in self.txs.values_mut() {
+            if let Some(f) = t.flow.as_mut() {
+                f.reset_flowtimeout();
+            }
+        }
+        self.txs.get_mut(&id).and_then(|t| t.flow.as_mut()).expect("fastest").overflow();
+        true
     }
     /// Transactions alive.
     pub fn active(&self) -> usize {
@@ -259,13 +386,26 @@ impl Client {
     pub fn in_flight(&self) -> u32 {
         self.in_flight
     }
+    /// The window in datagrams: the shared one, or the sum of the transactions' (each its
+    /// bytes over its datagram size).
     pub fn window(&self) -> f64 {
+        if self.cfg.noble() {
+            return self.txs.values().filter_map(|t| t.flow.as_ref()).map(|f| f.window as f64 / f.size as f64).sum();
+        }
         self.ctl.cwnd
     }
+    /// How long a request may go unanswered before it is repeated: the shared timer, or the
+    /// longest repeat interval of the transactions (the dissertation's).
     pub fn flowtimeout_us(&self) -> u64 {
+        if self.cfg.noble() {
+            return self.txs.values().filter_map(|t| t.flow.as_ref()).map(|f| f.repeat_us).max().unwrap_or(self.cfg.repeat_us);
+        }
         self.ft.get_us()
     }
     pub fn datagram_size(&self) -> usize {
+        if self.cfg.noble() {
+            return self.txs.values().filter_map(|t| t.flow.as_ref()).map(|f| f.size).max().unwrap_or(noble::SIZE_DEFAULT.min(self.cfg.max_size));
+        }
         self.size.size
     }
     pub fn poll(&mut self) -> Option<Output> {
@@ -288,6 +428,14 @@ impl Client {
         let mut todo = Ranges::new();
         todo.insert(0, u32::MAX);
         let expire_at = now + opts.expire_us.unwrap_or(self.cfg.expire_us);
+        let flow = (self.cfg.noble() && !opts.single).then(|| {
+            let mut f = Flow::new(self.local(), self.cfg.repeat_us, self.cfg.repeat_floor_us);
+            f.listing_rules = self.cfg.listing_rules;
+            match self.cfg.initial_window {
+                Some(w) => f.with_window(w),
+                None => f,
+            }
+        });
         let tx = Tx {
             name: name.to_vec(),
             opts,
@@ -303,6 +451,12 @@ impl Client {
             finishing: false,
             suppressed: false,
             high: 0,
+            flow,
+            transit: 0,
+            server_limit: None,
+            reported: 0,
+            stopping: None,
+            finish_at: None,
         };
         self.txs.insert(id, tx);
         self.pump(now);
@@ -324,13 +478,18 @@ impl Client {
         let Some(tx) = self.txs.get_mut(&id) else { return Err(format!("no transaction {id:#010x}")) };
         match mode {
             Abort::Finish => {
-                tx.finishing = true;
-                tx.todo = Ranges::new();
+                // the holes below the highest byte asked for stay to do
+                let high = tx.pending.iter().map(|(&o, p)| o.saturating_add(p.len)).max().unwrap_or(0).max(tx.high);
+                tx.todo.truncate(high);
+                tx.finish_at = Some(high);
+                tx.stopping = Some(false);
                 self.settle(now, id);
             }
             Abort::Stop => {
-                let prefix = self.end(id).map(|t| prefix_of(&t)).unwrap_or_default();
-                self.out.push_back(Output::Stopped { tx: id, prefix });
+                tx.finishing = true;
+                tx.todo = Ranges::new();
+                tx.stopping = Some(true);
+                self.settle(now, id);
             }
             Abort::Expire => {
                 self.end(id);
@@ -347,6 +506,11 @@ impl Client {
     /// Frees every piece of a transaction's state; remembers its id for stale replies.
     fn end(&mut self, id: u32) -> Option<Tx> {
         let tx = self.txs.remove(&id)?;
+        if let Some(f) = &tx.flow {
+            self.ended_flow.0 += f.grows;
+            self.ended_flow.1 += f.cuts;
+            self.ended_flow.2 += f.overflow_cuts;
+        }
         self.in_flight -= tx.in_flight;
         for p in tx.pending.values().filter(|p| p.in_flight) {
             self.by_send.remove(&p.sendno);
@@ -418,6 +582,14 @@ impl Client {
             t.todo.insert(off, end);
             t.todo.remove_covered(&t.got);
         }
+        if let Some(f) = t.flow.as_mut() {
+            // ch. V: the bytes declared lost lower the flowtimeout, the window may lose one
+            // datagram; no shared window, no backoff
+            t.transit = t.transit.saturating_sub(len as usize);
+            f.lost(len as usize);
+            self.settle(now, id);
+            return;
+        }
         self.size.lost(len as usize, repeat);
         self.observe(now);
         let ft = self.ft.get_us();
@@ -463,7 +635,14 @@ impl Client {
         }
         match self.check(&h, body.len()) {
             Verdict::Accept(sent_at, sent_no) => self.accept(now, &h, body, sent_at, sent_no),
-            Verdict::Duplicate => self.stats.duplicates += 1,
+            Verdict::Duplicate => {
+                // a response all the same: the transaction is not silent (ch. V, expiry)
+                self.stats.duplicates += 1;
+                let expire = self.cfg.expire_us;
+                if let Some(t) = self.txs.get_mut(&h.txid) {
+                    t.expire_at = now + t.opts.expire_us.unwrap_or(expire);
+                }
+            }
             Verdict::Stale => self.stats.stale += 1,
             Verdict::Forged => self.stats.forged += 1,
         }
@@ -488,7 +667,10 @@ impl Client {
         }
         let n = h.length as u32;
         let ends = h.flags & (F_END | F_STREAM) != 0;
-        if n > asked || (n < asked && !ends) || (h.flags & F_NOPAYLOAD == 0 && body_len != n as usize) {
+        // a short reply that does not end the object is the server's response limit (ch. V);
+        // an empty one is not
+        let single = t.opts.single;
+        if n > asked || (n == 0 && asked > 0 && !ends && !single) || (h.flags & F_NOPAYLOAD == 0 && body_len != n as usize) {
             return Verdict::Forged;
         }
         let stream = h.flags & F_STREAM != 0;
@@ -527,8 +709,28 @@ impl Client {
             t.in_flight -= 1;
             self.in_flight -= 1;
             self.by_send.remove(&p.sendno);
+            t.transit = t.transit.saturating_sub(p.len as usize);
         }
+        // expiry is silence: the expire timer counts from the last response (ch. V)
+        t.expire_at = now + t.opts.expire_us.unwrap_or(self.cfg.expire_us);
         let n = h.length as u32;
+        if t.opts.single {
+            // the first valid response is the whole response (glossary)
+            let total = n;
+            self.end(id);
+            self.out.push_back(Output::Done { tx: id, total, object: body.to_vec(), suppressed: h.flags & F_NOPAYLOAD != 0 });
+            return;
+        }
+        let ends = h.flags & (F_END | F_STREAM) != 0;
+        if n > 0 && n < p.len && !ends {
+            // the server sent less than asked: its response limit per request, the upper
+            // bound of later subrequests (ch. V, "Mechanisms")
+            t.server_limit = Some(t.server_limit.map_or(n, |l| l.min(n)));
+            self.stats.server_limited += 1;
+        }
+        if let Some(f) = t.flow.as_mut() {
+            f.received(n as usize, now.saturating_sub(sent_at));
+        }
         let end = h.offset + n;
         if h.offset < t.high {
             self.stats.reordered += 1;
@@ -566,6 +768,12 @@ impl Client {
                 t.hold_until = now + self.ft.get_us();
             }
         }
+        if self.cfg.noble() {
+            // the dissertation declares a loss by its repeat interval only (ch. V)
+            self.deliver(id);
+            self.settle(now, id);
+            return;
+        }
         self.size.answered(p.len as usize);
         self.observe(now);
         self.cc.on_ack(&mut self.ctl, p.sendno as u32);
@@ -584,6 +792,13 @@ impl Client {
 
     fn deliver(&mut self, id: u32) {
         let Some(t) = self.txs.get_mut(&id) else { return };
+        if let Some(u) = t.opts.update {
+            let p = t.got.prefix();
+            if p >= t.reported.saturating_add(u.max(1)) {
+                t.reported = p;
+                self.out.push_back(Output::Progress { tx: id, received: p });
+            }
+        }
         if !t.opts.in_order {
             return;
         }
@@ -599,9 +814,15 @@ impl Client {
     fn settle(&mut self, _now: u64, id: u32) {
         let Some(t) = self.txs.get(&id) else { return };
         let complete = t.total.is_some_and(|n| t.suppressed || t.got.covers(0, n));
-        if t.finishing && t.in_flight == 0 {
+        if t.stopping == Some(true) && t.in_flight == 0 {
             let t = self.end(id).expect("present");
-            self.out.push_back(Output::Finished { tx: id, prefix: prefix_of(&t), complete });
+            self.out.push_back(Output::Stopped { tx: id, prefix: prefix_of(&t) });
+        } else if let (Some(false), Some(at)) = (t.stopping, t.finish_at) {
+            let lim = at.min(t.total.unwrap_or(u32::MAX));
+            if complete || t.got.covers(0, lim.max(1)) || (t.todo.is_empty() && t.in_flight == 0) {
+                let t = self.end(id).expect("present");
+                self.out.push_back(Output::Finished { tx: id, prefix: prefix_of(&t), complete });
+            }
         } else if complete {
             let t = self.end(id).expect("present");
             let total = t.total.unwrap_or(0);
@@ -614,7 +835,14 @@ impl Client {
     /// Sends requests while the window has room, round robin over the transactions, paced.
     fn pump(&mut self, now: u64) {
         self.paced = false;
+        let noble = self.cfg.noble();
         loop {
+            if noble {
+                // each transaction's own window (ch. V), unpaced: a reply releases a request
+                let Some(id) = self.next_ready(now) else { return };
+                self.send_one(now, id);
+                continue;
+            }
             if self.in_flight as f64 >= self.ctl.cwnd.floor().max(1.0) {
                 return;
             }
@@ -664,8 +892,14 @@ impl Client {
 
     fn send_one(&mut self, now: u64, id: u32) {
         let suppressed = self.suppressed.contains(&self.txs[&id].opts.channel);
-        let size = self.size.size as u32;
-        let ft = self.ft.get_us();
+        let tx = &self.txs[&id];
+        let (size, ft) = match &tx.flow {
+            // the subrequest fits the window (ch. V, "Mechanisms")
+            Some(f) => (f.size.min(f.window.saturating_sub(tx.transit)).max(1) as u32, f.repeat_us),
+            None if tx.opts.single => (self.cfg.max_size as u32, self.ft.get_us()),
+            None => (self.size.size as u32, self.ft.get_us()),
+        };
+        let size = tx.server_limit.map_or(size, |l| size.min(l));
         self.sendno += 1;
         let (sendno, stamp) = (self.sendno, (self.sendno as u32).wrapping_add(self.stamp_base));
         let t = self.txs.get_mut(&id).expect("ready");
@@ -686,6 +920,7 @@ impl Client {
         p.in_flight = true;
         p.sendno = sendno;
         t.in_flight += 1;
+        t.transit += len as usize;
         self.in_flight += 1;
         self.by_send.insert(sendno, (id, s));
         self.deadlines.push(Reverse((now + ft, sendno, id, s)));
@@ -697,6 +932,13 @@ impl Client {
 
 /// Whether a transaction has something to ask for now.
 fn ready(t: &Tx, now: u64) -> bool {
+    // its own window (the dissertation's), a single datagram's one request
+    if t.flow.as_ref().is_some_and(|f| t.transit >= f.window) {
+        return false;
+    }
+    if t.opts.single && t.in_flight > 0 {
+        return false;
+    }
     !t.finishing
         && !t.todo.is_empty()
         && t.hold_until <= now

@@ -8,7 +8,10 @@
 //! `Client::request`, `Server::handle` with a `Responder` (respond), the sans-IO event loop
 //! (`on_datagram`, `on_timer`, `next_timer`, `poll`) driven by `udp` or `sim`, and
 //! `Client::abort` with its four modes.
+pub mod blackbox;
 pub mod client;
+pub mod codes;
+pub mod noble;
 pub mod ranges;
 pub mod server;
 pub mod sim;

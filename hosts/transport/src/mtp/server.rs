@@ -85,16 +85,35 @@ pub struct ServerStats {
     pub refused: u64,
     /// Datagrams that were not well-formed requests (with the reason's count only).
     pub malformed: u64,
+    /// Requests dropped unanswered under overload.
+    pub shed: u64,
 }
 
 pub struct Server<R: Responder> {
     pub responder: R,
     pub stats: ServerStats,
+    /// The server's response limit per request, bytes (ch. V, "Mechanisms"; glossary "window
+    /// limit"): it sends at most this much per request whatever the client asks, and the
+    /// client takes a shorter reply as the bound of its later subrequests. None: no limit.
+    pub limit: Option<usize>,
+    /// Overload (ch. V: a server "may choose (or be forced) to ignore some requests"): with
+    /// more than this many requests waiting (`handle_with_backlog`), the next is dropped.
+    pub shed_above: Option<usize>,
 }
 
 impl<R: Responder> Server<R> {
     pub fn new(responder: R) -> Server<R> {
-        Server { responder, stats: ServerStats::default() }
+        Server { responder, stats: ServerStats::default(), limit: None, shed_above: None }
+    }
+
+    /// `handle` for a server that knows how many requests wait behind this one: past
+    /// `shed_above` it drops the request unanswered (the client's repeat recovers it).
+    pub fn handle_with_backlog(&mut self, d: &[u8], backlog: usize) -> Option<Vec<u8>> {
+        if self.shed_above.is_some_and(|m| backlog > m) {
+            self.stats.shed += 1;
+            return None;
+        }
+        self.handle(d)
     }
 
     /// One datagram in, at most one reply out.
@@ -108,7 +127,7 @@ impl<R: Responder> Server<R> {
         };
         self.stats.requests += 1;
         let want_payload = h.flags & F_NOPAYLOAD == 0;
-        let len = (h.length as usize).min(MAX_PAYLOAD);
+        let len = (h.length as usize).min(MAX_PAYLOAD).min(self.limit.unwrap_or(usize::MAX));
         let q = Query { channel: h.channel, name, offset: h.offset, len, want_payload };
         let mut r = Header { kind: Kind::Reply, flags: 0, namelen: 0, total: 0, length: 0, ..h };
         let body = match self.responder.respond(&q) {
@@ -189,6 +208,23 @@ mod tests {
         assert_eq!(h.flags, F_ERROR);
         assert!(String::from_utf8(why).unwrap().contains("no object named"));
         assert!(s.handle(&[0xC9, 0x12, 0, 0]).is_none());
-        assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1 });
+        assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1, shed: 0 });
+    }
+
+    #[test]
+    fn ch5_server_response_limit_caps_each_reply() {
+        let mut s = Server::new(Objects::default());
+        s.limit = Some(600);
+        let (h, p) = wire::decode(&s.handle(&req(b"size:3000", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        assert_eq!((h.length, h.flags, p), (600, 0, pattern(0, 600)));
+    }
+
+    #[test]
+    fn ch5_server_overload_drops_requests_past_its_backlog() {
+        let mut s = Server::new(Objects::default());
+        s.shed_above = Some(8);
+        assert!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 8).is_some());
+        assert!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 9).is_none());
+        assert_eq!((s.stats.shed, s.stats.replies), (1, 1));
     }
 }

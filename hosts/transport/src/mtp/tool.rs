@@ -68,7 +68,8 @@ fn stats_json(s: &ClientStats) -> Value {
     json!({"requests": s.requests, "repeats": s.repeats, "replies": s.replies, "fast_repeats": s.fast_repeats,
            "timeouts": s.timeouts, "silent": s.silent, "duplicates": s.duplicates, "reordered": s.reordered,
            "stale": s.stale, "forged": s.forged, "truncated": s.truncated, "malformed": s.malformed,
-           "size_cuts": s.size_cuts, "size_grows": s.size_grows})
+           "size_cuts": s.size_cuts, "size_grows": s.size_grows, "window_grows": s.window_grows,
+           "window_cuts": s.window_cuts, "overflow_cuts": s.overflow_cuts, "server_limited": s.server_limited})
 }
 
 /// `count` size-only transactions one after another, `interval` apart; round trips in µs.
@@ -140,12 +141,8 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
     let mut partial = 0u64;
     let now = ep.now();
     for id in ep.client.transactions() {
-        let _ = ep.client.abort(now, id, Abort::Stop);
-    }
-    while let Some(o) = ep.client.poll() {
-        if let Output::Stopped { prefix, .. } = o {
-            partial += prefix.len() as u64;
-        }
+        partial += ep.client.received_prefix(id).map_or(0, |p| p.len() as u64);
+        let _ = ep.client.abort(now, id, Abort::Destroy);
     }
     let (mean_window, mean_in_flight) = ep.client.occupancy();
     Ok(json!({"role": "get", "name": name, "objects": done, "wanted": count, "complete": finished && failed.is_empty(),

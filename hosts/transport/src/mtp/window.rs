@@ -1,4 +1,5 @@
-//! MTP's window and timers, in the framework's own terms: the window is a `cc::Ccc`
+//! The shared-window alternatives to the dissertation's window (`noble`), kept for comparison
+//! (`--cc mtp-cubic`, `mtp-halve`), and their repeat timer, in the framework's own terms: the window is a `cc::Ccc`
 //! algorithm hosted in a `CcCtl` exactly as Windowed Congestion hosts one for Bulk (so any of
 //! the crate's algorithms can drive MTP, and `MtpWindow` is MTP's own), and the flowtimeout is
 //! Rtt Estimation's RFC 6298 smoothing (`micro::rtt::smooth`) with MTP's bounds and backoff.
@@ -41,10 +42,10 @@ impl Default for MtpWindow {
     }
 }
 
-/// MTP's window algorithms by name and the share a cut keeps: "mtp" (0.7) and "mtp-halve"
-/// (a half and one more per round trip: Reno's AIMD, MTP's rule before, kept to compare
-/// against).
-const WINDOWS: [(&str, f64); 2] = [("mtp", BETA), ("mtp-halve", 0.5)];
+/// The shared-window algorithms kept to compare against the dissertation's (`noble`, named
+/// "mtp"), by name and the share a cut keeps: "mtp-cubic" (0.7, our rule before the
+/// dissertation was at hand) and "mtp-halve" (a half and one more per round trip: Reno's AIMD).
+const WINDOWS: [(&str, f64); 2] = [("mtp-cubic", BETA), ("mtp-halve", 0.5)];
 
 impl MtpWindow {
     /// The window algorithm by its name (`WINDOWS`).
@@ -76,7 +77,7 @@ pub const PACE_AFTER: f64 = 1.0;
 
 impl Ccc for MtpWindow {
     fn name(&self) -> &'static str {
-        WINDOWS.iter().find(|(_, b)| *b == self.beta).map_or("mtp", |(n, _)| n)
+        WINDOWS.iter().find(|(_, b)| *b == self.beta).map_or("mtp-cubic", |(n, _)| n)
     }
 
     fn init(&mut self, c: &mut CcCtl) {
@@ -226,7 +227,7 @@ mod tests {
         ack_round(&mut w, &mut c);
         assert!((c.cwnd - 31.0).abs() < 0.05, "{}", c.cwnd);
         assert!(MtpWindow::by_name("reno").is_none());
-        assert_eq!((w.name(), MtpWindow::default().name()), ("mtp-halve", "mtp"));
+        assert_eq!((w.name(), MtpWindow::default().name()), ("mtp-halve", "mtp-cubic"));
     }
 
     #[test]

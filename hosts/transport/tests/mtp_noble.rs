@@ -1,0 +1,150 @@
+//! The dissertation's MTP (Noble 1999, ch. V; glossary; mtp.h) through the whole sans-IO client
+//! and server in virtual time (`mtp::sim::Net`). Each test is named after the rule and the
+//! section it comes from; the rules' arithmetic is pinned in `mtp::noble`'s unit tests.
+use concast_transport::mtp::noble::{self, LinkType};
+use concast_transport::mtp::server::{pattern, Objects};
+use concast_transport::mtp::sim::Net;
+use concast_transport::mtp::{Client, ClientConfig, Output, RequestOpts, Server};
+use sha2::{Digest, Sha256};
+
+fn net(seed: u64, cfg: ClientConfig) -> Net<Objects> {
+    let c = Client::new(ClientConfig { seed, ..cfg }).unwrap();
+    Net::new(c, Server::new(Objects::default()), seed)
+}
+
+fn done(n: &Net<Objects>) -> Vec<(u32, Vec<u8>)> {
+    n.outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Done { tx, object, .. } => Some((*tx, object.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ch5_mechanisms_each_transaction_starts_at_half_the_receive_buffer_or_half_a_second_of_link() {
+    let mut n = net(1, ClientConfig { rcvbuf: 64 * 1024, ..Default::default() });
+    let a = n.client.request(0, b"size:1000000", RequestOpts::default()).unwrap();
+    assert_eq!(n.client.flow(a).unwrap().window, 32 * 1024);
+    let mut m = net(1, ClientConfig::default().link(LinkType::Isdn));
+    let b = m.client.request(0, b"size:1000000", RequestOpts::default()).unwrap();
+    assert_eq!(m.client.flow(b).unwrap().window, 4_000);
+}
+
+#[test]
+fn ch5_window_adjustment_one_window_per_transaction_grows_on_a_clean_path_and_stops_at_the_cap() {
+    // 10 ms RTT, no loss: multiplier 1; min RTT < 40 ms so the window stops at the buffer
+    let mut n = net(2, ClientConfig { rcvbuf: 64 * 1024, ..Default::default() });
+    for l in [&mut n.up, &mut n.down] {
+        l.delay_us = 5_000;
+    }
+    let a = n.client.request(0, b"size:3000000", RequestOpts::default()).unwrap();
+    let b = n.client.request(0, b"size:3000000", RequestOpts::default()).unwrap();
+    n.run_until(60_000_000, |n| n.client.stats().replies >= 300);
+    for id in [a, b] {
+        let f = n.client.flow(id).unwrap();
+        assert!(f.grows > 0 && f.window <= 64 * 1024 && f.window > 32 * 1024, "{f:?}");
+        assert_eq!(f.multiplier(), noble::MULT_NO_LOSS);
+    }
+    assert!(n.run_until(120_000_000, |n| n.client.active() == 0));
+    assert_eq!(done(&n).len(), 2);
+}
+
+#[test]
+fn ch5_loss_response_random_loss_costs_a_datagram_of_window_per_moratorium() {
+    let mut n = net(3, ClientConfig::default());
+    for l in [&mut n.up, &mut n.down] {
+        l.delay_us = 1_000;
+    }
+    n.down.loss = 0.03;
+    let a = n.client.request(0, b"size:50000000", RequestOpts::default()).unwrap();
+    n.run_until(120_000_000, |n| n.client.stats().timeouts >= 40);
+    let st = n.client.stats();
+    let f = n.client.flow(a).unwrap().clone();
+    // at most one cut per loss, fewer while the moratorium holds; never below one datagram
+    assert!(st.window_cuts >= 1 && st.window_cuts <= st.timeouts, "{st:?}");
+    assert!(f.window >= f.size && f.multiplier() >= noble::MULT_AFTER_LOSS, "{f:?}");
+}
+
+#[test]
+fn ch5_datagram_size_halves_on_a_path_that_drops_big_datagrams_down_to_512() {
+    // payloads above 576 bytes are dropped: every 1024-byte reply is lost, the window falls a
+    // datagram per moratorium until fewer than 4 fit, and the size halves to 512, which passes
+    let mut n = net(4, ClientConfig { rcvbuf: 16 * 1024, ..Default::default() });
+    n.mtu = Some(600);
+    let a = n.client.request(0, b"size:100000", RequestOpts::default()).unwrap();
+    n.run_until(600_000_000, |n| n.client.flow(a).is_none_or(|f| f.size == 512));
+    assert!(n.run_until(600_000_000, |n| n.client.active() == 0), "{:?}", n.client.stats());
+    assert_eq!(Sha256::digest(&done(&n)[0].1), Sha256::digest(pattern(0, 100_000)));
+}
+
+#[test]
+fn ch5_receive_buffer_watch_cuts_the_fastest_and_resets_every_flowtimeout() {
+    let mut n = net(5, ClientConfig { rcvbuf: 64 * 1024, ..Default::default() });
+    let a = n.client.request(0, b"size:3000000", RequestOpts::default()).unwrap();
+    n.run_until(60_000_000, |n| n.client.stats().replies >= 100);
+    let b = n.client.request(n.now, b"size:3000000", RequestOpts::default()).unwrap();
+    n.run_until(60_000_000, |n| n.client.stats().replies >= 110);
+    let (wa, wb) = (n.client.flow(a).unwrap().window, n.client.flow(b).unwrap().window);
+    assert!(wa > wb, "{wa} {wb}");
+    assert!(!n.client.rcvbuf_queued(n.now, 32 * 1024), "half full is not past half");
+    assert!(n.client.rcvbuf_queued(n.now, 40 * 1024));
+    let (fa, fb) = (n.client.flow(a).unwrap(), n.client.flow(b).unwrap());
+    assert_eq!((fa.window, fb.window), (wa - fa.size, wb));
+    assert_eq!((fa.flowtimeout, fb.flowtimeout), (0, 0));
+    assert_eq!(n.client.stats().overflow_cuts, 1);
+}
+
+#[test]
+fn ch5_mechanisms_the_servers_response_limit_bounds_later_subrequests() {
+    let mut n = net(6, ClientConfig::default());
+    n.server.limit = Some(600);
+    n.client.request(0, b"size:50000", RequestOpts::default()).unwrap();
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    assert_eq!(Sha256::digest(&done(&n)[0].1), Sha256::digest(pattern(0, 50_000)));
+    let st = n.client.stats();
+    // only the first, speculative requests asked for more than the limit
+    assert!(st.server_limited >= 1 && st.server_limited <= 4 && st.repeats == 0, "{st:?}");
+    assert!(st.requests >= 50_000 / 600, "{st:?}");
+}
+
+#[test]
+fn ch5_mechanisms_update_callbacks_report_the_growing_prefix() {
+    let mut n = net(7, ClientConfig::default());
+    let a = n.client.request(0, b"size:100000", RequestOpts { update: Some(20_000), ..Default::default() }).unwrap();
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    let seen: Vec<u32> = n
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Progress { tx, received } if *tx == a => Some(*received),
+            _ => None,
+        })
+        .collect();
+    assert!(seen.len() >= 4 && seen.len() <= 5, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[1] >= w[0] + 20_000), "{seen:?}");
+}
+
+#[test]
+fn glossary_single_datagram_transaction_takes_the_first_response_whole() {
+    let mut n = net(8, ClientConfig::default());
+    n.down.drop_nth = vec![0];
+    let a = n.client.request(0, b"size:100", RequestOpts { single: true, ..Default::default() }).unwrap();
+    assert!(n.run_until(10_000_000, |n| n.client.active() == 0));
+    assert_eq!(done(&n), vec![(a, pattern(0, 100))]);
+    let st = n.client.stats();
+    assert_eq!((st.requests, st.repeats, st.replies), (2, 1, 1), "{st:?}");
+}
+
+#[test]
+fn ch5_data_loss_expiry_counts_from_the_last_response() {
+    // a slow transfer that lasts 4 s with a 2 s expire timer completes: replies keep it alive
+    let mut n = net(9, ClientConfig { expire_us: 2_000_000, ..Default::default() });
+    n.down.rate_bps = Some(1e6);
+    n.down.queue_pkts = 1_000;
+    n.client.request(0, b"size:500000", RequestOpts::default()).unwrap();
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    assert!(n.now > 3_000_000, "{}", n.now);
+    assert_eq!(done(&n).len(), 1, "{:?} {:?}", n.client.stats(), n.outputs.iter().filter(|o| !matches!(o, Output::Done { .. })).collect::<Vec<_>>());
+}
