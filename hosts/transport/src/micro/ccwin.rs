@@ -87,7 +87,7 @@ impl Micro for WindowedCongestion {
                     self.inflight.remove(&id);
                 }
             }
-            Event::Timer(_) => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
             _ => {}
         }
         self.host.on_event(ev, arg, cx);

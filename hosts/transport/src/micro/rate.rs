@@ -90,7 +90,7 @@ impl Micro for RateCongestion {
                 cx.hold(id, Barrier::Send);
                 self.held.push_back(id);
             }
-            Event::Timer(_) => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
             _ => {}
         }
         self.host.on_event(ev, arg, cx);
