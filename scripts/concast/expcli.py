@@ -9,8 +9,10 @@ EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundl
                "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
                             "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)",
                "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "
-                            "at 0-10% random loss, and the third-party test (results/transport/)"}
-MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport"}
+                            "at 0-10% random loss, and the third-party test (results/transport/)",
+               "ctp": "the CTP paper's Tables I and II: latency and bandwidth of UDP, TCP and CTP "
+                      "composites, round trips under 0-5% loss (results/ctp/<time>/)"}
+MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport", "ctp": "ctp"}
 
 
 def add_verbs(sub) -> None:

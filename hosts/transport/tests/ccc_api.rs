@@ -101,3 +101,29 @@ fn a_group_manager_divides_the_receivers_capacity() {
     assert!(near(got[0], 15.0, 0.05) && near(got[1], 5.0, 0.05), "{got:?}");
     assert!(got.iter().sum::<f64>() <= 20.0 * 1.03, "{got:?}");
 }
+
+/// A rate-based policy must not pace an application-limited ping-pong: CTP-Video's stand-in
+/// (TFRC under Rate-based control) answers each ping within the path's round trip once an
+/// RTT sample exists, not one sending period later.
+#[test]
+fn tfrc_does_not_hold_back_a_ping_pong() {
+    let comp = "LossyFIFO+positive-ack+rtt-estimation+rate-congestion";
+    let mut c = Config::new(Composite::parse(comp).unwrap());
+    c.cc = "tfrc".into();
+    let mut p = Pair::new(c.clone(), c, 46);
+    let mut rtts = Vec::new();
+    for i in 0..30 {
+        let t0 = p.now;
+        p.a.send(&[i as u8], t0).unwrap();
+        let n = p.delivered_b.len();
+        assert!(p.run_until(t0 + 2_000_000, |p| p.delivered_b.len() > n), "ping {i} lost");
+        let now = p.now;
+        p.b.as_mut().unwrap().send(&[i as u8], now).unwrap();
+        let m = p.delivered_a.len();
+        assert!(p.run_until(t0 + 4_000_000, |p| p.delivered_a.len() > m), "pong {i} lost");
+        rtts.push(p.now - t0);
+    }
+    // the link's round trip is 2 ms (1 ms each way); allow the first few for the RTT sample
+    let late: Vec<_> = rtts[5..].iter().filter(|&&r| r > 2_500).collect();
+    assert!(late.is_empty(), "round trips (us): {rtts:?}");
+}

@@ -69,7 +69,17 @@ impl Ccc for Tfrc {
             return;
         }
         let r = c.rtt_us / 1e6;
+        // RFC 5348 §4.2's initial rate, W_init/R: four segments (at most 4380 bytes) per RTT
+        // from the first RTT sample on, so an application-limited flow is not paced. R is the
+        // smallest RTT seen here: a sample taken while paced would otherwise slow the start.
+        let s = c.mss as f64;
+        let w_init = (4.0 * s).min((2.0 * s).max(4380.0));
+        let r0 = if c.min_rtt_us > 0.0 { c.min_rtt_us.min(c.rtt_us) / 1e6 } else { r };
         match self.loss_event_rate() {
+            None if self.rate < w_init / r0 => {
+                self.rate = w_init / r0;
+                self.last_double_us = c.now_us;
+            }
             None if c.now_us >= self.last_double_us + c.rtt_us as u64 => {
                 self.rate *= 2.0;
                 self.last_double_us = c.now_us;
@@ -142,12 +152,16 @@ mod tests {
         let mut a = Tfrc::default();
         let mut c = ctl();
         a.init(&mut c);
-        let p0 = c.pkt_snd_period_us;
-        for _ in 0..3 {
+        // first RTT sample: W_init/R = 4380 bytes per 10 ms
+        c.now_us += 10_001;
+        a.on_ack(&mut c, 0);
+        let p0 = 1400.0 / (4380.0 / 0.01) * 1e6;
+        assert!((c.pkt_snd_period_us - p0).abs() < 1e-6, "{} vs {p0}", c.pkt_snd_period_us);
+        for _ in 0..2 {
             c.now_us += 10_001;
             a.on_ack(&mut c, 0);
         }
-        assert!((c.pkt_snd_period_us - p0 / 8.0).abs() < 1e-6, "{} vs {}", c.pkt_snd_period_us, p0 / 8.0);
+        assert!((c.pkt_snd_period_us - p0 / 4.0).abs() < 1e-6, "{} vs {}", c.pkt_snd_period_us, p0 / 4.0);
         for _ in 0..50 {
             a.on_pkt_sent(&mut c, 0);
         }
