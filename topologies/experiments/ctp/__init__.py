@@ -303,18 +303,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated")
     ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s")
     ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
     ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp")
     a = ap.parse_args(argv)
     if (a.runs < 1 or a.count < 1 or a.secs <= 0 or a.loss_runs < 1 or a.loss_count < 1 or a.rate <= 0
-            or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= {"I", "II"}):
-        ap.error("runs, counts, secs and rate > 0; losses in [0, 100); tables from I,II")
+            or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= {"I", "II"} or not set(a.protocols.split(",")) <= set(PROTOCOLS)):
+        ap.error(f"runs, counts, secs and rate > 0; losses in [0, 100); tables from I,II; protocols from {','.join(PROTOCOLS)}")
     why = missing_prerequisites()
     if why:
         print(f"concast exp ctp: {why}")
         return 2
     s = Settings(runs=a.runs, count=a.count, secs=a.secs, loss_runs=a.loss_runs, loss_count=a.loss_count,
-                 losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc)
+                 losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc, protocols=a.protocols.split(","))
     if a.quick:
         s = Settings(runs=2, count=5, secs=0.5, loss_runs=2, loss_count=20, losses=[0, 5],
                      rate_mbit=a.rate, tcp_cc=a.tcp_cc)
