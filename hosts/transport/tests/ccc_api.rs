@@ -128,3 +128,23 @@ fn tfrc_does_not_hold_back_a_ping_pong() {
     let late: Vec<_> = rtts.iter().filter(|&&r| r > 2_500).collect();
     assert!(late.is_empty(), "round trips (us): {rtts:?}");
 }
+
+/// CTP §III-B's acknowledgement without a reliability microprotocol: a lost segment will never
+/// be resent, so the receiver acknowledges past it, the sender's window and close are not held
+/// by it, and the session closes.
+#[test]
+fn an_unreliable_composite_acknowledges_past_a_hole_and_closes() {
+    let comp = "LossyFIFO+positive-ack+rtt-estimation+rate-congestion";
+    let mut c = Config::new(Composite::parse(comp).unwrap());
+    c.cc = "tfrc".into();
+    let mut p = Pair::new(c.clone(), c, 47);
+    p.ab.drop_nth = vec![10, 50, 51];
+    for i in 0..200u32 {
+        p.a.send(&i.to_be_bytes(), 0).unwrap();
+    }
+    p.a.close(0);
+    p.run_until(5_000_000, |p| p.a.is_closed());
+    assert!(p.a.is_closed(), "the sender's close is held by the lost segments");
+    assert_eq!(p.delivered_b.len(), 197);
+    assert!(p.a.shared().unacked.is_empty());
+}
