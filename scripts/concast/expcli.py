@@ -11,8 +11,11 @@ EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundl
                "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "
                             "at 0-10% random loss, and the third-party test (results/transport/)",
                "mtp": "the dissertation's MTP experiments beside its numbers; --scenario sim: its "
-                      "simulator in virtual time (results/mtp/)"}
-MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport", "mtp": "mtp"}
+                      "simulator in virtual time (results/mtp/)",
+               "ctp": "the CTP paper's Tables I and II: latency and bandwidth of UDP, TCP and CTP "
+                      "composites, round trips under 0-5% loss (results/ctp/<time>/)"}
+MODULES = {"mplex": "mplex", "ack-study": "ackstudy", "transport": "transport", "mtp": "mtp",
+           "ctp": "ctp"}
 
 
 def add_verbs(sub) -> None:

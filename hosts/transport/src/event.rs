@@ -28,6 +28,10 @@ pub enum Event {
 /// its delayed-ACK timer's 0).
 pub const FLUSH: u64 = u64::MAX;
 
+/// Timer tag under which `Session::cc_control` hands the application's messages to the
+/// congestion-control host (beside the pacing timer's 0).
+pub const LOCAL_CC: u64 = u64::MAX - 1;
+
 /// What an event is about: a segment, a user message, or a tag chosen by whoever raised it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Arg {

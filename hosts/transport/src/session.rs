@@ -147,6 +147,10 @@ pub struct Shared {
     /// Delivered messages the application has not read yet (`Session::set_backlog`), for
     /// receiver-driven flow control.
     pub app_backlog: usize,
+    /// CCC's performance monitor (UDT/CCC §2.2.4), kept by the congestion-control host.
+    pub perf: crate::cc::monitor::PerfMon,
+    /// The application's messages for its own algorithm, until the host takes them.
+    pub cc_local: Vec<Vec<u8>>,
 }
 
 impl Shared {
@@ -753,6 +757,49 @@ impl Session {
 
     pub fn stats(&self) -> Stats {
         self.cx.stats
+    }
+
+    /// sendCustomMsg (UDT/CCC §2.2.2) from the application: a control message to the peer's
+    /// algorithm, which gets it in processCustomMsg (the receiver setting its senders' rate,
+    /// `cc::group`). Dropped if lost: the caller repeats what must arrive.
+    pub fn send_cc_msg(&mut self, msg: &[u8], now: u64) {
+        self.cx.now = now;
+        if self.cx.shared.closed {
+            return;
+        }
+        let mut s = crate::segment::Segment::new(crate::segment::Kind::CcMsg, self.cx.shared.conn);
+        s.payload = Bytes::copy_from_slice(msg);
+        self.cx.send_control(s);
+        self.drain();
+    }
+
+    /// The application calls its own algorithm (UDT/CCC §4.1.1: `setRate` on the instance
+    /// `getsockopt` returns): `msg` goes to this end's processCustomMsg. False when the
+    /// composite hosts no algorithm.
+    pub fn cc_control(&mut self, msg: &[u8], now: u64) -> bool {
+        self.cx.now = now;
+        let host = [MicroId::WindowedCongestion, MicroId::RateCongestion]
+            .into_iter()
+            .find(|m| self.cx.composite.has(*m));
+        let Some(host) = host.filter(|_| !self.cx.shared.closed) else { return false };
+        self.cx.shared.cc_local.push(msg.to_vec());
+        self.dispatch(Event::Timer(host), Arg::tag(crate::event::LOCAL_CC));
+        true
+    }
+
+    /// The performance monitor's trace (UDT/CCC §2.2.4): aggregate and local views (the local
+    /// one restarts at each call) and the instant values.
+    pub fn perf_trace(&mut self, now: u64) -> crate::cc::monitor::Trace {
+        let sh = &mut self.cx.shared;
+        let (aggregate, local) = sh.perf.query(now);
+        crate::cc::monitor::Trace {
+            aggregate,
+            local,
+            rtt_us: sh.srtt_us,
+            pkt_snd_period_us: sh.pkt_snd_period_us,
+            cwnd: sh.cwnd,
+            flow_wnd: sh.peer_wnd,
+        }
     }
 
     pub fn shared(&self) -> &Shared {

@@ -6,9 +6,12 @@ mod bic;
 mod blaster;
 mod daimd;
 mod fast;
+pub mod group;
 mod highspeed;
+pub mod monitor;
 mod newreno;
 mod scalable;
+mod tfrc;
 mod vegas;
 mod westwood;
 
@@ -19,6 +22,7 @@ pub use fast::Fast;
 pub use highspeed::HighSpeed;
 pub use newreno::NewReno;
 pub use scalable::Scalable;
+pub use tfrc::Tfrc;
 pub use vegas::Vegas;
 pub use westwood::Westwood;
 
@@ -84,8 +88,8 @@ pub trait Ccc: Send {
     fn process_custom_msg(&mut self, _c: &mut CcCtl, _msg: &[u8]) {}
 }
 
-pub const NAMES: [&str; 9] =
-    ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast"];
+pub const NAMES: [&str; 10] =
+    ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast", "tfrc"];
 
 /// An algorithm by name; `rate_bps` is the blaster's fixed rate.
 pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
@@ -99,6 +103,7 @@ pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
         "westwood" => Box::new(Westwood::default()),
         "vegas" => Box::new(Vegas::default()),
         "fast" => Box::new(Fast::default()),
+        "tfrc" => Box::new(Tfrc::default()),
         _ => return Err(format!("unknown congestion control {name:?}; known: {}", NAMES.join(", "))),
     })
 }

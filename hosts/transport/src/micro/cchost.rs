@@ -3,6 +3,7 @@
 //! sending period, ACK timer and interval, RTO, custom messages) are written back to the
 //! session. How data segments are then gated (by window or by time) is each host's own.
 use crate::attr::{ACK, SEQ};
+use crate::event::LOCAL_CC;
 use crate::cc::{self, CcCtl, Ccc};
 use crate::event::{Arg, Event};
 use crate::segment::{Kind, Segment};
@@ -36,11 +37,22 @@ impl CcHost {
     /// onPktReceived, onACK, onLoss with the lost ranges, onTimeout).
     pub fn on_event(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         let seq = arg.seg.and_then(|id| cx.seg(id)).and_then(|s| s.attrs.get(SEQ)).map(|q| q as u32);
+        cx.shared.perf.start(cx.now);
         match ev {
+            // the application's own calls on its algorithm (`Session::cc_control`), the
+            // counterpart of UDT/CCC's getsockopt pointer to the instance
+            Event::Timer(_) if arg.tag == LOCAL_CC => {
+                for m in std::mem::take(&mut cx.shared.cc_local) {
+                    self.cc.process_custom_msg(&mut self.ctl, &m);
+                }
+            }
             Event::OpenSession => self.cc.init(&mut self.ctl),
             Event::CloseSession => self.cc.close(&mut self.ctl),
             Event::SegmentSent => {
                 if let Some(q) = seq.filter(|_| arg.seg.is_some_and(|id| cx.is_data(id))) {
+                    let len = arg.seg.and_then(|id| cx.seg(id)).map_or(0, |s| s.payload.len());
+                    cx.shared.perf.now.pkts_sent += 1;
+                    cx.shared.perf.now.bytes_sent += len as u64;
                     self.cc.on_pkt_sent(&mut self.ctl, q);
                 }
             }
@@ -54,12 +66,16 @@ impl CcHost {
                         self.cc.process_custom_msg(&mut self.ctl, &m);
                     }
                     (Kind::Data, _) if seq.is_some() => {
+                        let len = seg.payload.len() as u64;
+                        cx.shared.perf.now.pkts_received += 1;
+                        cx.shared.perf.now.bytes_received += len;
                         self.cc.on_pkt_received(&mut self.ctl, seq.unwrap())
                     }
                     (_, true) if cx.shared.ack_advanced => {
                         self.ctl.acked = cx.shared.snd_una.wrapping_sub(self.last_una);
                         self.last_una = cx.shared.snd_una;
                         let una = cx.shared.snd_una;
+                        cx.shared.perf.now.acks += 1;
                         self.cc.on_ack(&mut self.ctl, una);
                     }
                     _ => {}
@@ -68,10 +84,16 @@ impl CcHost {
             Event::SegmentLost => {
                 let ranges = std::mem::take(&mut cx.shared.loss_ranges);
                 if !ranges.is_empty() {
+                    let n: u64 = ranges.iter().map(|&(a, b)| b.wrapping_sub(a) as u64 + 1).sum();
+                    cx.shared.perf.now.pkts_lost += n;
+                    cx.shared.perf.now.naks += 1;
                     self.cc.on_loss(&mut self.ctl, &ranges);
                 }
             }
-            Event::SegmentTimeout => self.cc.on_timeout(&mut self.ctl),
+            Event::SegmentTimeout => {
+                cx.shared.perf.now.timeouts += 1;
+                self.cc.on_timeout(&mut self.ctl)
+            }
             _ => {}
         }
     }

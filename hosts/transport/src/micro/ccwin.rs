@@ -13,7 +13,11 @@ pub struct WindowedCongestion {
     host: CcHost,
     held: VecDeque<SegId>,
     inflight: HashSet<SegId, IdBuildHasher>,
-    next_at: f64,
+    /// Slot of the last paced release; the next is due one period (the current one) later,
+    /// so a period that shrinks (an RTT sample, a rate message) takes effect at once.
+    last_slot: f64,
+    /// When the pending pacing timer fires.
+    pace_at: f64,
     pace: Option<TimerId>,
 }
 
@@ -24,7 +28,7 @@ impl WindowedCongestion {
             host: CcHost::new(cfg),
             held: VecDeque::new(),
             inflight: HashSet::default(),
-            next_at: 0.0,
+            last_slot: f64::NEG_INFINITY, pace_at: 0.0,
             pace: None,
         }
     }
@@ -37,16 +41,21 @@ impl WindowedCongestion {
             let period = self.host.ctl.pkt_snd_period_us;
             if period > 0.0 {
                 let now = cx.now as f64;
-                if now < self.next_at {
-                    if self.pace.is_none() {
-                        let wait = (self.next_at - now).ceil() as u64;
+                let due = self.last_slot + period;
+                if now < due {
+                    if self.pace.is_none() || due < self.pace_at {
+                        if let Some(t) = self.pace.take() {
+                            cx.cancel(t);
+                        }
+                        let wait = (due - now).ceil() as u64;
                         self.pace = Some(cx.timer(MicroId::WindowedCongestion, wait, 0));
+                        self.pace_at = now + wait as f64;
                     }
                     return;
                 }
                 // at most one period of credit: a late wake-up keeps the rate, idling does not
                 // bank a burst
-                self.next_at = self.next_at.max(now - period) + period;
+                self.last_slot = due.max(now - period);
             }
             self.held.pop_front();
             self.inflight.insert(id);
@@ -87,7 +96,7 @@ impl Micro for WindowedCongestion {
                     self.inflight.remove(&id);
                 }
             }
-            Event::Timer(_) => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
             _ => {}
         }
         self.host.on_event(ev, arg, cx);

@@ -43,7 +43,14 @@ impl PositiveAck {
 
     fn on_data(&mut self, cx: &mut Cx, seq: u32) {
         let in_order = seq == self.cum;
-        if seq == self.cum {
+        if seq > self.cum && !cx.composite.has(MicroId::Retransmit) {
+            // CTP §III-B: an ACK says the segments before it are no longer needed, received or
+            // not. Without Retransmit a hole will never be filled, so its reliability
+            // constraint is met: acknowledge past it, and the sender's segments in it are done
+            // (window freed, close not held). Nothing is held out of order here, as each
+            // arrival past the ACK moves it.
+            self.cum = seq + 1;
+        } else if seq == self.cum {
             self.cum += 1;
             if let Some(end) = self.ooo.take_from(self.cum) {
                 self.cum = end;

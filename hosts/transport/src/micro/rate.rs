@@ -14,7 +14,11 @@ use crate::session::{Config, Cx, Micro};
 pub struct RateCongestion {
     host: CcHost,
     held: VecDeque<SegId>,
-    next_at: f64,
+    /// Slot of the last paced release; the next is due one period (the current one) later,
+    /// so a period that shrinks (an RTT sample, a rate message) takes effect at once.
+    last_slot: f64,
+    /// When the pending pacing timer fires.
+    pace_at: f64,
     pace: Option<TimerId>,
     /// Segments let go before the first RTT sample.
     unpaced: u32,
@@ -23,7 +27,7 @@ pub struct RateCongestion {
 impl RateCongestion {
     /// Panics on an unknown algorithm name: `Config` users check with `cc::by_name` first.
     pub fn new(cfg: &Config) -> RateCongestion {
-        RateCongestion { host: CcHost::new(cfg), held: VecDeque::new(), next_at: 0.0, pace: None, unpaced: 0 }
+        RateCongestion { host: CcHost::new(cfg), held: VecDeque::new(), last_slot: f64::NEG_INFINITY, pace_at: 0.0, pace: None, unpaced: 0 }
     }
 
     /// The gap between two data segments now; None: not paced yet (no RTT sample).
@@ -47,15 +51,20 @@ impl RateCongestion {
                 None => return, // a window is out and no RTT sample yet: wait for the ACK
                 Some(p) if p > 0.0 => {
                     let now = cx.now as f64;
-                    if now < self.next_at {
-                        if self.pace.is_none() {
-                            let wait = (self.next_at - now).ceil() as u64;
+                    let due = self.last_slot + p;
+                    if now < due {
+                        if self.pace.is_none() || due < self.pace_at {
+                            if let Some(t) = self.pace.take() {
+                                cx.cancel(t);
+                            }
+                            let wait = (due - now).ceil() as u64;
                             self.pace = Some(cx.timer(MicroId::RateCongestion, wait, 0));
+                            self.pace_at = now + wait as f64;
                         }
                         return;
                     }
                     // one period of credit at most: idling does not bank a burst
-                    self.next_at = self.next_at.max(now - p) + p;
+                    self.last_slot = due.max(now - p);
                 }
                 Some(_) => {}
             }
@@ -90,7 +99,7 @@ impl Micro for RateCongestion {
                 cx.hold(id, Barrier::Send);
                 self.held.push_back(id);
             }
-            Event::Timer(_) => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
             _ => {}
         }
         self.host.on_event(ev, arg, cx);

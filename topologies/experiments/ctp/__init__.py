@@ -1,0 +1,331 @@
+"""`concast exp ctp`: the CTP paper's section V-B and V-C-2 measurements (Bridges et al.,
+Table I and Table II) between two network namespaces, beside the paper's numbers.
+
+    a ──veth, tc tbf 100 Mbit/s each way (the paper's 100 Mbit/s Ethernet)── b
+        (Table II: nftables random loss at both hosts' input)
+
+Table I: ping-pong latency of 1-byte messages (`--count` round trips, mean per run) and
+receiver-side bandwidth of 1250-byte messages (`--secs` per run) for UDP, CTP-Minimal,
+CTP-LossyFIFO, CTP-Video, kernel TCP and CTP-Bulk; mean ± sd over `--runs` runs. Table II:
+ping-pong round trips of CTP-Bulk and kernel TCP under 0-5 % random loss. Everything runs
+through `concast-perf` (`concast.perf.run_case`) on `concast.perfpath.Path`. Writes
+<out>/<UTC timestamp>/ctp.csv, ctp.json (rows and metadata: git revision, machine, load
+average before and after every cell, parameters) and ctp.png (ours beside the paper's).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path as FsPath
+
+from concast import ROOT
+
+# The paper's Table I, local area: (latency ms, sd), (bandwidth Mbit/s, sd).
+PAPER_TABLE1 = {
+    "UDP": ((0.152, 0.0028), (90.28, 0.005)),
+    "CTP-Minimal": ((0.273, 0.0052), (81.76, 0.014)),
+    "CTP-LossyFIFO": ((0.279, 0.0031), (81.77, 0.008)),
+    "CTP-Video": ((0.366, 0.0050), (82.17, 0.005)),
+    "TCP": ((0.162, 0.0029), (89.40, 0.025)),
+    "CTP-Bulk": ((0.380, 0.0090), (68.31, 0.148)),
+}
+# The paper's Table II: loss % -> (CTP-Bulk ms, sd), (TCP ms, sd).
+PAPER_TABLE2 = {
+    0: ((0.34, 0.002), (0.17, 0.0008)),
+    1: ((0.62, 0.07), (2.1, 8)),
+    2: ((0.66, 0.07), (4.4, 8)),
+    3: ((1.9, 0.5), (8.0, 13)),
+    4: ((2.1, 0.4), (13, 18)),
+    5: ((2.4, 0.7), (16, 25)),
+}
+# How each of the paper's protocols is run here (concast-perf case). CTP-Video: the paper's
+# has SCP congestion control, positive and negative ACKs, RTT estimation and Lossy FIFO; SCP
+# is not built and Negative ACK needs Retransmit here, so TFRC under Rate-based control stands
+# in (docs/transport.md, "Held against the papers").
+PROTOCOLS = {
+    "UDP": {"proto": "udp"},
+    "CTP-Minimal": {"proto": "ctp", "composite": "Minimal"},
+    "CTP-LossyFIFO": {"proto": "ctp", "composite": "LossyFIFO"},
+    "CTP-Video": {"proto": "ctp", "composite": "LossyFIFO+positive-ack+rtt-estimation+rate-congestion",
+                  "cc": "tfrc"},
+    "TCP": {"proto": "tcp", "cc": "cubic"},
+    "CTP-Bulk": {"proto": "ctp", "composite": "Bulk", "cc": "newreno"},
+}
+
+
+@dataclass
+class Settings:
+    runs: int = 10
+    count: int = 10            # Table I ping-pong round trips per run (the paper: 10)
+    secs: float = 2.0          # Table I bandwidth: seconds per run
+    loss_runs: int = 10
+    loss_count: int = 100      # Table II: round trips per run (the paper: 100)
+    losses: list[float] = field(default_factory=lambda: [0, 1, 2, 3, 4, 5])
+    rate_mbit: float = 100.0
+    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
+    tcp_cc: str = "cubic"
+
+
+def missing_prerequisites() -> str | None:
+    from concast import perf
+    return perf.missing(("ip", "nft", "ethtool", "tc"))
+
+
+def _case(name: str, mode: str, size: int, s: Settings) -> dict:
+    c = {"mode": mode, "size": size, **PROTOCOLS[name]}
+    if c["proto"] == "tcp":
+        c["cc"] = s.tcp_cc
+    return c
+
+
+def _mean_sd(xs: list[float]) -> tuple[float | None, float | None]:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None, None
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def _rtt_ms(rec: dict) -> tuple[float | None, int]:
+    cl = rec["client"][0] if rec["client"] else {}
+    rtt = cl.get("rtt", {})
+    return (rtt["mean_us"] / 1000 if rtt.get("count") else None), int(cl.get("lost", 0))
+
+
+def _median_ms(rec: dict) -> float | None:
+    rtt = (rec["client"][0] if rec["client"] else {}).get("rtt", {})
+    return rtt["median_us"] / 1000 if rtt.get("count") else None
+
+
+def _recovery(rec: dict) -> tuple[int, int]:
+    """Retransmissions and retransmission timeouts of both ends (ctp only; kernel TCP's are
+    not reported by concast-perf)."""
+    ends = [r.get("stats", {}) for r in rec["client"] + rec["server"]]
+    return sum(e.get("retransmits", 0) for e in ends), sum(e.get("timeouts", 0) for e in ends)
+
+
+def _rx_mbps(rec: dict) -> float | None:
+    srv = [r for r in rec["server"] if r.get("role") == "server"]
+    return srv[0]["mbps"] if srv and srv[0].get("bytes") else None
+
+
+def table1(s: Settings, say=print) -> list[dict]:
+    from concast import perf
+    from concast.perfpath import Path
+    rows = []
+    with Path(rate_mbit=s.rate_mbit) as p:
+        for name in s.protocols:
+            load0 = os.getloadavg()[0]
+            lat, med, lost, bw, errors = [], [], 0, [], []
+            for _ in range(s.runs):
+                rec = perf.run_case(p, _case(name, "pingpong", 1, s), 1.0, s.count)
+                ms, l = _rtt_ms(rec)
+                lat.append(ms)
+                med.append(_median_ms(rec))
+                lost += l
+                errors += rec["errors"]
+            for _ in range(s.runs):
+                rec = perf.run_case(p, _case(name, "bulk", 1250, s), s.secs, 1)
+                bw.append(_rx_mbps(rec))
+                errors += rec["errors"]
+            (lm, ls), (bm, bs) = _mean_sd(lat), _mean_sd(bw)
+            (plm, pls), (pbm, pbs) = PAPER_TABLE1[name]
+            rows.append({"table": "I", "protocol": name, "loss_pct": 0.0,
+                         "latency_ms": lm, "latency_sd": ls, "median_ms": _mean_sd(med)[0], "pings_lost": lost,
+                         "bandwidth_mbps": bm, "bandwidth_sd": bs,
+                         "paper_latency_ms": plm, "paper_latency_sd": pls,
+                         "paper_bandwidth_mbps": pbm, "paper_bandwidth_sd": pbs,
+                         "runs": s.runs, "load1_before": load0, "load1_after": os.getloadavg()[0],
+                         "case": json.dumps(_case(name, "bulk", 1250, s)), "errors": "; ".join(errors)[:300]})
+            say(f"table I {name}: {lm} ms, {bm} Mbit/s")
+    return rows
+
+
+def table2(s: Settings, say=print) -> list[dict]:
+    from concast import perf
+    from concast.perfpath import Path
+    rows = []
+    for loss in s.losses:
+        with Path(loss=loss / 100, rate_mbit=s.rate_mbit) as p:
+            for name in ("CTP-Bulk", "TCP"):
+                load0 = os.getloadavg()[0]
+                lat, med, lost, errors, resent, rtos = [], [], 0, [], 0, 0
+                d0 = p.dropped("a") + p.dropped("b")
+                for _ in range(s.loss_runs):
+                    rec = perf.run_case(p, _case(name, "pingpong", 1, s), 1.0, s.loss_count)
+                    ms, l = _rtt_ms(rec)
+                    lat.append(ms)
+                    med.append(_median_ms(rec))
+                    lost += l
+                    r, t = _recovery(rec)
+                    resent, rtos = resent + r, rtos + t
+                    errors += rec["errors"]
+                m, sd = _mean_sd(lat)
+                paper = PAPER_TABLE2.get(int(loss)) if float(loss).is_integer() else None
+                pm, ps = (paper[0] if name == "CTP-Bulk" else paper[1]) if paper else (None, None)
+                rows.append({"table": "II", "protocol": name, "loss_pct": float(loss),
+                             "latency_ms": m, "latency_sd": sd, "median_ms": _mean_sd(med)[0], "pings_lost": lost,
+                             "dropped": p.dropped("a") + p.dropped("b") - d0, "retransmits": resent, "timeouts": rtos,
+                             "paper_latency_ms": pm, "paper_latency_sd": ps, "runs": s.loss_runs,
+                             "load1_before": load0, "load1_after": os.getloadavg()[0],
+                             "case": json.dumps(_case(name, "pingpong", 1, s)), "errors": "; ".join(errors)[:300]})
+                say(f"table II {loss}% {name}: {m} ms")
+    return rows
+
+
+def run(s: Settings, tables: str = "I,II", say=print) -> list[dict]:
+    rows = []
+    if "I" in tables.split(","):
+        rows += table1(s, say)
+    if "II" in tables.split(","):
+        rows += table2(s, say)
+    return rows
+
+
+COLUMNS = ["table", "protocol", "loss_pct", "latency_ms", "latency_sd", "median_ms", "pings_lost", "dropped",
+           "retransmits", "timeouts", "bandwidth_mbps",
+           "bandwidth_sd", "paper_latency_ms", "paper_latency_sd", "paper_bandwidth_mbps",
+           "paper_bandwidth_sd", "runs", "load1_before", "load1_after", "case", "errors"]
+
+
+def _f(v, fmt="{:.3f}"):
+    return "—" if v is None else fmt.format(v)
+
+
+def text(rows: list[dict]) -> str:
+    out = []
+    t1 = [r for r in rows if r["table"] == "I"]
+    if t1:
+        out += ["| protocol | latency ms (here) | paper | bandwidth Mbit/s (here) | paper | load |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in t1:
+            out.append(f"| {r['protocol']} | {_f(r['latency_ms'])} ± {_f(r['latency_sd'])} | "
+                       f"{r['paper_latency_ms']} ± {r['paper_latency_sd']} | {_f(r['bandwidth_mbps'], '{:.2f}')} ± "
+                       f"{_f(r['bandwidth_sd'], '{:.2f}')} | {r['paper_bandwidth_mbps']} ± {r['paper_bandwidth_sd']} | "
+                       f"{r['load1_before']:.1f}–{r['load1_after']:.1f} |")
+    t2 = [r for r in rows if r["table"] == "II"]
+    if t2:
+        out += ["", "| loss % | CTP-Bulk ms (here) | paper | TCP ms (here) | paper | Bulk / TCP (here) | load |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for loss in sorted({r["loss_pct"] for r in t2}):
+            b = next(r for r in t2 if r["loss_pct"] == loss and r["protocol"] == "CTP-Bulk")
+            t = next(r for r in t2 if r["loss_pct"] == loss and r["protocol"] == "TCP")
+            ratio = b["latency_ms"] / t["latency_ms"] if b["latency_ms"] and t["latency_ms"] else None
+            out.append(f"| {loss:g} | {_f(b['latency_ms'])} ± {_f(b['latency_sd'])} | {_f(b['paper_latency_ms'], '{}')} | "
+                       f"{_f(t['latency_ms'])} ± {_f(t['latency_sd'])} | {_f(t['paper_latency_ms'], '{}')} | "
+                       f"{_f(ratio, '{:.2f}')} | {b['load1_before']:.1f}–{t['load1_after']:.1f} |")
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], png: FsPath, meta: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t1 = [r for r in rows if r["table"] == "I"]
+    t2 = [r for r in rows if r["table"] == "II"]
+    n = (2 if t1 else 0) + (1 if t2 else 0)
+    fig, axes = plt.subplots(1, max(n, 1), figsize=(5.2 * max(n, 1), 4.2))
+    axes = list(axes) if n > 1 else [axes]
+    i = 0
+    if t1:
+        names = [r["protocol"] for r in t1]
+        x = range(len(names))
+        for ax, key, unit in ((axes[0], "latency", "ms"), (axes[1], "bandwidth", "Mbit/s")):
+            col = "latency_ms" if key == "latency" else "bandwidth_mbps"
+            sd = "latency_sd" if key == "latency" else "bandwidth_sd"
+            ax.bar([j - 0.2 for j in x], [r[f"paper_{col}"] for r in t1], 0.4, label="CTP paper (2.2 GHz P3, 100 Mbit/s Ethernet)",
+                   color="#999999")
+            ax.bar([j + 0.2 for j in x], [r[col] or 0 for r in t1], 0.4, yerr=[r[sd] or 0 for r in t1],
+                   label="here (veth + tbf 100 Mbit/s)", color="#1f77b4")
+            ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
+            ax.set_ylabel(f"{key} ({unit})")
+            ax.set_title(f"Table I: {key}")
+            ax.legend(fontsize=7)
+        i = 2
+    if t2:
+        ax = axes[i]
+        for name, color in (("CTP-Bulk", "#1f77b4"), ("TCP", "#d62728")):
+            rs = sorted((r for r in t2 if r["protocol"] == name), key=lambda r: r["loss_pct"])
+            ax.errorbar([r["loss_pct"] for r in rs], [r["latency_ms"] for r in rs],
+                        yerr=[r["latency_sd"] or 0 for r in rs], marker="o", color=color, label=f"{name} here")
+            pr = [r for r in rs if r["paper_latency_ms"] is not None]
+            ax.plot([r["loss_pct"] for r in pr], [r["paper_latency_ms"] for r in pr], "--", marker="s",
+                    color=color, alpha=0.5, label=f"{name} paper")
+        ax.set_yscale("log")
+        ax.set_xlabel("random loss at each host (%)")
+        ax.set_ylabel("mean round trip (ms)")
+        ax.set_title("Table II: round trip under loss")
+        ax.legend(fontsize=7)
+    la, lb = meta["machine"]["loadavg_at_start"][0], meta["loadavg_at_end"][0]
+    fig.suptitle(f"concast exp ctp — {meta['git']['rev'][:10]}, {meta['machine']['cpus']} CPUs shared, "
+                 f"load {la:.1f} at start, {lb:.1f} at end", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def save(rows: list[dict], meta: dict, out: FsPath) -> list[FsPath]:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "ctp.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    (out / "ctp.json").write_text(json.dumps({"rows": rows, "meta": meta}, indent=1))
+    plot(rows, out / "ctp.png", meta)
+    return [out / "ctp.csv", out / "ctp.json", out / "ctp.png"]
+
+
+def metadata(s: Settings, tables: str) -> dict:
+    from concast.topologies.experiments.ackstudy.meta import git, machine
+    return {"git": git(), "machine": machine(), "settings": asdict(s), "tables": tables,
+            "seed": "none: loss is nftables numgen random (kernel PRNG), not seeded",
+            "path": f"two namespaces, veth, tc tbf {s.rate_mbit} Mbit/s each way, MTU 1500"}
+
+
+def _floats(t: str) -> list[float]:
+    return [float(x) for x in t.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="concast exp ctp", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tables", default="I,II", help="I, II or I,II")
+    ap.add_argument("--runs", type=int, default=10, help="Table I runs per protocol")
+    ap.add_argument("--count", type=int, default=10, help="Table I ping-pong round trips per run")
+    ap.add_argument("--secs", type=float, default=2.0, help="Table I bandwidth seconds per run")
+    ap.add_argument("--loss-runs", type=int, default=10)
+    ap.add_argument("--loss-count", type=int, default=100, help="Table II round trips per run")
+    ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated")
+    ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s")
+    ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
+    ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
+    ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp")
+    a = ap.parse_args(argv)
+    if (a.runs < 1 or a.count < 1 or a.secs <= 0 or a.loss_runs < 1 or a.loss_count < 1 or a.rate <= 0
+            or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= {"I", "II"} or not set(a.protocols.split(",")) <= set(PROTOCOLS)):
+        ap.error(f"runs, counts, secs and rate > 0; losses in [0, 100); tables from I,II; protocols from {','.join(PROTOCOLS)}")
+    why = missing_prerequisites()
+    if why:
+        print(f"concast exp ctp: {why}")
+        return 2
+    s = Settings(runs=a.runs, count=a.count, secs=a.secs, loss_runs=a.loss_runs, loss_count=a.loss_count,
+                 losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc, protocols=a.protocols.split(","))
+    if a.quick:
+        s = Settings(runs=2, count=5, secs=0.5, loss_runs=2, loss_count=20, losses=[0, 5],
+                     rate_mbit=a.rate, tcp_cc=a.tcp_cc)
+    t0 = time.monotonic()
+    meta = metadata(s, a.tables)
+    rows = run(s, a.tables, say=lambda m: print(m, file=sys.stderr, flush=True))
+    meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0,
+             "command": ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]}
+    out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    paths = save(rows, meta, out)
+    print(text(rows))
+    print(f"done in {meta['secs']:.0f} s: {', '.join(str(p) for p in paths)}")
+    return 0
