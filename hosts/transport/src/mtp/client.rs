@@ -39,7 +39,7 @@ pub struct ClientConfig {
     /// The local link's rate, bytes per second (ch. V: "if provided by the application");
     /// `link` sets it from a link-type hint.
     pub link_rate: Option<u64>,
-    /// Initial repeat interval (ch. V: "currently set by the application").
+    /// Initial repeat interval (ch. V: the application chooses it).
     pub repeat_us: u64,
     /// Floor of the repeat interval (`noble::REPEAT_FLOOR_US`, 500 ms, by default).
     pub repeat_floor_us: u64,

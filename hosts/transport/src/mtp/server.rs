@@ -96,7 +96,7 @@ pub struct Server<R: Responder> {
     /// limit"): it sends at most this much per request whatever the client asks, and the
     /// client takes a shorter reply as the bound of its later subrequests. None: no limit.
     pub limit: Option<usize>,
-    /// Overload (ch. V: a server "may choose (or be forced) to ignore some requests"): with
+    /// Overload (ch. V: an overloaded server may drop requests; the client repeats them): with
     /// more than this many requests waiting (`handle_with_backlog`), the next is dropped.
     pub shed_above: Option<usize>,
 }
