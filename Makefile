@@ -86,7 +86,7 @@ bench: build
 	$(PY) scripts/bench_latency.py --csv results/bench_latency.csv
 	$(PY) scripts/bench_forwarding.py
 	$(PY) scripts/bench_linkemu.py --csv results/bench_linkemu.csv
-	$(PY) -m concast.cli perf --suite bench --json results/perf-bench.json
+	$(PY) -m concast.cli perf --suite bench --out results/perf-bench
 
 # libFuzzer through cargo-fuzz, which needs nightly Rust: installed here on first use (not by
 # setup, not in CI: building the spec_module target compiles wasmtime with coverage, ~7 min).

@@ -110,3 +110,23 @@ def comma_list(cast: Callable[[str], float] = float, low: float | None = None,
         return vals
     parse.__name__ = f"list of {what}"
     return parse
+
+
+# The data planes every verb with --dataplane offers, and the one default (docs/cli.md):
+# linux, the data plane that carries the large networks.
+DATAPLANES = ("linux", "ovs", "bmv2")
+DEFAULT_DATAPLANE = "linux"
+
+
+def add_dataplane(p, help: str, choices: tuple[str, ...] = DATAPLANES) -> argparse.Action:
+    """--dataplane with the one default; `help` says what runs on it."""
+    return p.add_argument("--dataplane", choices=choices, default=DEFAULT_DATAPLANE,
+                          help=f"{help} (default {DEFAULT_DATAPLANE})")
+
+
+def hidden_alias(p, old: str, of: argparse.Action) -> None:
+    """An old option name kept working for scripts but left out of --help (docs/cli.md)."""
+    kw = {} if of.nargs == 0 else {"type": of.type, "metavar": of.metavar}
+    action = "store_true" if isinstance(of, argparse._StoreTrueAction) else "store"
+    p.add_argument(old, dest=of.dest, action=action, default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS, **kw)

@@ -1,6 +1,7 @@
 """`concast perf`: the host transport (concast-perf) measured against kernel TCP and plain
 UDP in the same run, between two network namespaces joined by a veth pair, with optional
-random loss from nftables. Prints a table with ratios and writes JSON.
+random loss from nftables. Prints a table with ratios (or, with --json, the JSON on stdout) and
+writes the JSON to OUT/perf.json.
 
 From Python: `measure(mode=..., proto=..., ...)` runs one case and returns its JSON records.
 """
@@ -14,10 +15,12 @@ import sys
 import time
 from pathlib import Path as FsPath
 
-from concast import tools
-from concast.perfpath import MininetPath, Path, unavailable
+from concast import prereq, tools
+from concast.argtypes import hidden_alias
+from concast.perfpath import MininetPath, Path, PathError
 
-RESULTS = tools.RESULTS / "perf.json"
+RESULTS = tools.RESULTS            # --out's default; the file is OUT/perf.json
+RESULT_FILE = "perf.json"
 # The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
 CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast"]
 _ports = itertools.count(15201)
@@ -30,16 +33,9 @@ def binary(name: str = "concast-perf") -> str:
 
 def missing(commands, binaries=("concast-perf",)) -> str | None:
     """Why the transport cannot run between namespaces here (root, commands, binaries), or
-    None: the system tests' skip reason."""
-    why = unavailable(commands)
-    if why:
-        return why
-    for b in binaries:
-        try:
-            binary(b)
-        except tools.MissingTool as e:
-            return str(e)
-    return None
+    None: the system tests' skip reason, and `concast perf`'s exit 3."""
+    return prereq.first(prereq.root("network namespaces"), prereq.commands(*commands),
+                        prereq.built(*binaries))
 
 
 def _lines(text: str) -> list[dict]:
@@ -235,16 +231,21 @@ def table(rows: list[dict]) -> str:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--mode", default="bulk,pingpong", help="bulk,pingpong,stream (comma list)")
     ap.add_argument("--composite", default="Minimal,Bulk", help="ctp composites (comma list)")
-    ap.add_argument("--cc", default="newreno", help="ctp congestion controls for Bulk (comma list, "
+    ap.add_argument("--cc", default="newreno", help="the host transport's (ctp) congestion controls for Bulk (comma list, "
                                                     "or 'all')")
     ap.add_argument("--tcp-cc", default="cubic,reno", help="kernel TCP congestion controls")
     ap.add_argument("--loss", default="0", help="random loss percentages (comma list)")
     ap.add_argument("--flows", default="1", help="parallel flows (comma list; bulk only)")
-    ap.add_argument("--secs", type=float, default=5.0, help="seconds per bulk or stream run")
+    hidden_alias(ap, "--secs", ap.add_argument(
+        "--duration", type=float, default=5.0, metavar="S",
+        help="seconds per bulk or stream run (default 5)"))
     ap.add_argument("--count", type=int, default=2000, help="ping-pong round trips")
     ap.add_argument("--rate", type=float, default=0.0, help="bottleneck rate in Mbit/s each way "
                                                              "(tc tbf; 0: none)")
-    ap.add_argument("--json", default=str(RESULTS), help="where to write the JSON results")
+    ap.add_argument("--json", action="store_true",
+                    help="print the results as JSON on stdout instead of the table")
+    ap.add_argument("--out", metavar="DIR", default=str(RESULTS),
+                    help=f"write {RESULT_FILE} into this folder (default results/)")
     ap.add_argument("--loc", action="store_true", help="print the transport's lines-of-code "
                                                          "table and exit")
     ap.add_argument("--mininet", action="store_true", help="run between two Mininet hosts "
@@ -279,7 +280,7 @@ def collect(ns: argparse.Namespace) -> tuple[list[dict], list[dict]]:
                         continue
                     print(f"concast perf: {case['mode']} {case['proto']} {case.get('composite', '')} "
                           f"{case.get('cc') or ''} loss {loss:.0%} flows {flows}", file=sys.stderr, flush=True)
-                    run = run_case(path, case, ns.secs, ns.count, flows)
+                    run = run_case(path, case, ns.duration, ns.count, flows)
                     run["rate_mbit"] = ns.rate
                     runs.append(run)
     rows = [summarize(r) for r in runs]
@@ -295,7 +296,7 @@ SUITE = [
     {"mode": "bulk", "composite": "Bulk", "cc": "all", "loss": "1,5,10"},
     {"mode": "bulk", "composite": "Bulk", "cc": "newreno", "tcp_cc": "reno", "loss": "0",
      "flows": "1,2,4,8,16,64", "rate": 100.0},
-    {"mode": "stream", "composite": "Bulk,Audio", "loss": "0,5,10", "secs": 10.0},
+    {"mode": "stream", "composite": "Bulk,Audio", "loss": "0,5,10", "duration": 10.0},
 ]
 
 
@@ -303,6 +304,10 @@ def run(ns: argparse.Namespace) -> int:
     if ns.loc:
         from concast import transportloc
         return transportloc.main()
+    lossy = ns.suite or any(x.strip() not in ("", "0") for x in ns.loss.split(","))
+    why = missing(("ip", "nft", "ethtool") if lossy else ("ip",))
+    if why:
+        return prereq.report("concast perf", why)
     try:
         if ns.suite:
             rows, runs = [], []
@@ -313,14 +318,20 @@ def run(ns: argparse.Namespace) -> int:
                 runs += raw
         else:
             rows, runs = collect(ns)
+    except PathError as e:
+        return prereq.report("concast perf", str(e))
     except ValueError as e:
         print(f"concast perf: {e}", file=sys.stderr)
         return 2
-    print(table(rows))
-    out = FsPath(ns.json)
+    result = {"rows": rows, "runs": runs}
+    out = FsPath(ns.out) / RESULT_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
-    print(f"results: {out}")
+    out.write_text(json.dumps(result, indent=1))
+    if ns.json:
+        print(json.dumps(result))
+    else:
+        print(table(rows))
+        print(f"results: {out}")
     return 1 if any(r["errors"] for r in rows) else 0
 
 

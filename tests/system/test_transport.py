@@ -74,9 +74,9 @@ def test_a_composite_the_server_does_not_serve_is_refused_with_the_reason():
 
 
 def test_concast_perf_measures_every_peer_in_one_run(tmp_path):
-    out = tmp_path / "perf.json"
-    rc = perf.main(["--mode", "bulk,pingpong", "--secs", "1", "--count", "100",
-                    "--composite", "Minimal,Bulk", "--tcp-cc", "cubic", "--json", str(out)])
+    out = tmp_path / perf.RESULT_FILE
+    rc = perf.main(["--mode", "bulk,pingpong", "--duration", "1", "--count", "100",
+                    "--composite", "Minimal,Bulk", "--tcp-cc", "cubic", "--out", str(tmp_path)])
     rows = json.loads(out.read_text())["rows"]
     assert rc == 0, [r["errors"] for r in rows]
     whats = {(r["mode"], r["proto"], r["what"]) for r in rows}

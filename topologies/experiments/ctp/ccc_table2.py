@@ -1,8 +1,8 @@
-"""UDT/CCC Table 2 beside ours: `concast perf --flows ... --json FILE`'s rows (aggregate
+"""UDT/CCC Table 2 beside ours: `concast perf --flows ... --out DIR`'s rows (aggregate
 throughput, Jain's fairness, UDT's stability index, sender CPU per flow) as CSV, PNG and
 metadata next to the paper's figures.
 
-    python -m concast.topologies.experiments.ctp.ccc_table2 results/ctp-flows.json docs/figures/ccc-table2
+    python -m concast.topologies.experiments.ctp.ccc_table2 results/ctp-flows/perf.json docs/figures/ccc-table2
 """
 from __future__ import annotations
 
