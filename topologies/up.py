@@ -2,14 +2,14 @@
 hostd on every host, then open Mininet's CLI, run a script, or wait.
 
 TOPO is a shape (dumbbell, tree, line, star, mixed, transit-stub) or a saved network (a
-.json file written by --save or ConcastNet.save). Examples:
+.json file written by --write-json or ConcastNet.save). Examples:
 
     concast net up tree --levels 2 --senders 8
-    concast net up transit-stub --seed 3 --save ts3.json      # the 220-router network
+    concast net up transit-stub --seed 3 --write-json ts3.json # the 220-router network
     concast net up ts3.json --script check.py                 # the same network again
     concast net up transit-stub --stubs-per-transit 2 --stub-nodes 3 --clients 4 \\
         --script ping.sh --script-hosts c1,c2,c3,c4
-    concast net up dumbbell --dry-run --save d.json           # plan only, nothing started
+    concast net up dumbbell --dry-run --write-json d.json     # plan only, nothing started
 
 Scripts. FILE ending in .py runs in this process with `net` (the RunningNet: net["c1"] is a
 Mininet host, net.ip("sv") an address, net.ping("c1", "sv")) and `args` (what follows
@@ -34,7 +34,8 @@ import sys
 import threading
 from pathlib import Path
 
-from concast import tools
+from concast import prereq, tools
+from concast.argtypes import DEFAULT_DATAPLANE, add_dataplane, hidden_alias
 from concast.topologies import ConcastNet, prebuilt, transitstub
 
 SHAPES = ("dumbbell", "tree", "line", "star", "mixed", "transit-stub")
@@ -58,13 +59,21 @@ def link_params(text: str | None) -> dict | None:
     return out
 
 
+class _Given(argparse._StoreAction):
+    """--dataplane, noting that it was given (a saved network keeps its own otherwise)."""
+
+    def __call__(self, parser, ns, values, option_string=None):
+        super().__call__(parser, ns, values, option_string)
+        ns.dataplane_given = True
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concast net up", description=__doc__.split("\n\n")[0].replace("\n", " "),
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("topo", metavar="TOPO", help=f"{', '.join(SHAPES)}, or a saved .json file")
-    p.add_argument("--dataplane", choices=("ovs", "bmv2", "linux"),
-                   help="router data plane (default: ovs, or the saved file's)")
+    add_dataplane(p, "router data plane; a saved network keeps its own unless this is given",
+                  action=_Given)
     p.add_argument("--seed", type=int, default=1, help="transit-stub: random seed (1)")
     p.add_argument("--oblivious", action="store_true",
                    help="every router concast-oblivious (no routerd)")
@@ -106,17 +115,21 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--access", type=link_params, metavar="K=V,...",
                    help="hosts' links (ideal)")
     r = p.add_argument_group("what to do")
-    r.add_argument("--save", metavar="FILE", help="write the network as JSON first")
+    hidden_alias(r, "--save", r.add_argument(
+        "--write-json", metavar="FILE", help="write the network as JSON first (for `concast "
+                                             "net up FILE` or `exp ack-study --topology FILE`)"))
     r.add_argument("--dry-run", action="store_true",
-                   help="only build (and --save) the description and print its size")
+                   help="only build (and --write-json) the description and print its size")
     r.add_argument("--no-daemons", action="store_true", help="start no routerd or hostd")
-    r.add_argument("--hold", type=float, default=3, help="routerd/hostd --hold, seconds (3)")
+    r.add_argument("--hold", type=float, default=3, help="routerd/hostd --hold: the protocol's "
+                   "soft-state hold time, seconds (3); not a duration of this command")
     r.add_argument("--script", metavar="FILE", help="run FILE (see above) instead of the CLI")
     r.add_argument("--script-args", nargs=argparse.REMAINDER, default=[],
                    help=".py scripts: the rest of the command line, as `args`")
     r.add_argument("--script-hosts", metavar="H1,H2", help="shell scripts: only these hosts")
-    r.add_argument("--seconds", type=float,
-                   help="no CLI: keep the network up this long (or until Ctrl-C)")
+    hidden_alias(r, "--seconds", r.add_argument(
+        "--duration", type=float, metavar="S",
+        help="no CLI: keep the network up this many seconds (or until Ctrl-C)"))
     r.add_argument("--describe", action="store_true",
                    help="print the whole address table even for big networks")
     return p
@@ -128,11 +141,12 @@ def build(ns: argparse.Namespace) -> ConcastNet:
         path = Path(ns.topo)
         if not path.is_file():
             raise ValueError(f"{ns.topo!r} is neither a shape ({', '.join(SHAPES)}) nor a file")
-        net = ConcastNet.load(path, ns.dataplane)
+        net = ConcastNet.load(path, ns.dataplane if getattr(ns, "dataplane_given", False)
+                              else None)
         if ns.oblivious:
             raise ValueError("--oblivious applies to shapes; a saved network keeps its own")
         return net
-    dp = ns.dataplane or "ovs"
+    dp = ns.dataplane or DEFAULT_DATAPLANE
     if ns.topo == "transit-stub":
         kw = {k: v for k, v in (("core", ns.core), ("edge", ns.edge), ("access", ns.access))
               if v is not None}
@@ -232,14 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as e:
         print(f"concast net up: {e}", file=sys.stderr)
         return 2
-    if ns.save:
-        print(f"saved {desc.save(ns.save)}")
+    if ns.write_json:
+        print(f"saved {desc.save(ns.write_json)}")
     if ns.dry_run:
         print(desc)
         return 0
-    if os.geteuid() != 0:
-        print("concast net up: needs root (Mininet, Open vSwitch)", file=sys.stderr)
-        return 2
+    why = prereq.first(prereq.root("Mininet, network namespaces"),
+                       None if ns.no_daemons else prereq.built("concast-routerd", "concast-hostd"))
+    if why:
+        return prereq.report("concast net up", why)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     print(f"starting {desc} ...", flush=True)
     try:
@@ -253,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         print(summary(net, ns.describe), flush=True)
         if ns.script:
             return run_script(net, ns)
-        if ns.seconds is not None or not sys.stdin.isatty():
+        if ns.duration is not None or not sys.stdin.isatty():
             print("up; Ctrl-C stops it", flush=True)
-            threading.Event().wait(ns.seconds)
+            threading.Event().wait(ns.duration)
             return 0
         from mininet.cli import CLI
         print("Mininet CLI: `c1 ping sv`, `sv ip addr`, `exit` stops the network")
@@ -263,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-    except (TimeoutError, tools.MissingTool) as e:     # a daemon missing or not answering
+    except tools.MissingTool as e:                     # a daemon not built
+        return prereq.report("concast net up", str(e))
+    except TimeoutError as e:                           # a daemon not answering
         print(f"concast net up: {e}", file=sys.stderr)
         return 1
     finally:

@@ -118,10 +118,10 @@ DATAPLANES = ("linux", "ovs", "bmv2")
 DEFAULT_DATAPLANE = "linux"
 
 
-def add_dataplane(p, help: str, choices: tuple[str, ...] = DATAPLANES) -> argparse.Action:
+def add_dataplane(p, help: str, choices: tuple[str, ...] = DATAPLANES, **kw) -> argparse.Action:
     """--dataplane with the one default; `help` says what runs on it."""
     return p.add_argument("--dataplane", choices=choices, default=DEFAULT_DATAPLANE,
-                          help=f"{help} (default {DEFAULT_DATAPLANE})")
+                          help=f"{help} (default {DEFAULT_DATAPLANE})", **kw)
 
 
 def hidden_alias(p, old: str, of: argparse.Action) -> None:

@@ -36,7 +36,7 @@ def test_shell_script_pings_server_from_every_client(tmp_path):
                       'echo "reached sv from $CONCAST_ADDR"\n')
     saved = tmp_path / "ts.json"
     p = run([*SMALL, "--script", str(script), "--script-hosts", "c1,c2,c3,c4",
-             "--save", str(saved)])
+             "--write-json", str(saved)])
     assert p.returncode == 0, p.stdout + p.stderr
     for c in ("c1", "c2", "c3", "c4"):
         assert f"{c}: reached sv from 10." in p.stdout, p.stdout
@@ -56,7 +56,7 @@ def test_failing_script_sets_exit_status(tmp_path):
 
 def test_saved_network_with_python_script(tmp_path):
     saved = tmp_path / "ts.json"
-    assert run([*SMALL, "--dry-run", "--save", str(saved)]).returncode == 0
+    assert run([*SMALL, "--dry-run", "--write-json", str(saved)]).returncode == 0
     script = tmp_path / "check.py"
     out = tmp_path / "result.json"
     # The script sees the RunningNet: pings, plus hostd answering on every host.

@@ -1,4 +1,4 @@
-"""`concast net up` without starting anything: options to networks, --dry-run --save."""
+"""`concast net up` without starting anything: options to networks, --dry-run --write-json."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +49,7 @@ def test_transit_stub_options_reach_the_generator():
 
 def test_dry_run_saves_and_loads_back(tmp_path, capsys):
     path = tmp_path / "ts.json"
-    assert up.main(["transit-stub", "--seed", "2", "--dry-run", "--save", str(path)]) == 0
+    assert up.main(["transit-stub", "--seed", "2", "--dry-run", "--write-json", str(path)]) == 0
     assert "220 routers" in capsys.readouterr().out
     assert up.main([str(path), "--dry-run"]) == 0
     assert ConcastNet.load(path).plan() == built("transit-stub", "--seed", "2").plan()

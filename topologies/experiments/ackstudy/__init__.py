@@ -19,23 +19,30 @@ import sys
 import time
 from pathlib import Path
 
-from concast import tools
+from concast import prereq, tools
 from concast.topologies.experiments.ackstudy import meta, paper, report, runner, settings
 
 
+def missing_prerequisites() -> str | None:
+    return prereq.first(prereq.root("Mininet, network namespaces"),
+                        prereq.commands("tc"),
+                        prereq.built("concast-routerd", "concast-hostd", "concast-spec",
+                                     specs=("multiplex",)))
+
+
 def main(argv: list[str] | None = None) -> int:
-    import os
     p = argparse.ArgumentParser(prog="concast exp ack-study", description=(
         "The ACK study of Calvert et al. (ICNP 2000, section 5): a transit-stub network, "
         "web clients fetching a small page at once, ACKs combined per MaxLocalDelay, with "
         "and without cross traffic; Table 1 and Figures 5-6 beside the paper's."))
     settings.add_arguments(p)
-    p.add_argument("--out", help="results folder (default results/ack-study/<stamp>)")
+    p.add_argument("--out", metavar="DIR",
+                   help="results folder (default results/ack-study/<stamp>)")
     ns = p.parse_args(argv)
     s = settings.from_args(ns)
-    if os.geteuid() != 0:
-        print("concast exp ack-study: needs root (Mininet, namespaces)", file=sys.stderr)
-        return 2
+    why = missing_prerequisites()
+    if why:
+        return prereq.report("concast exp ack-study", why)
     out = Path(ns.out) if ns.out else tools.RESULTS / "ack-study" / meta.stamp()
     out.mkdir(parents=True, exist_ok=True)
     from concast.topologies.experiments.ackstudy.testbed import Testbed, say

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass
 
-from concast.argtypes import comma_list
+from concast.argtypes import add_dataplane, comma_list, hidden_alias
 from concast.topologies.experiments.ackstudy import paper
 
 ENVS = ("low-loss", "high-loss")
@@ -114,12 +114,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--udp-flows", type=int, help="UDP cross flows, both environments (10)")
     p.add_argument("--udp-mbps", type=float, help="rate of each UDP cross flow (0.5)")
     p.add_argument("--page-bytes", type=int, help="page size (4096)")
-    p.add_argument("--cc", dest="tcp_cc", choices=["reno", "cubic"], help="TCP congestion control")
+    hidden_alias(p, "--cc", p.add_argument(
+        "--tcp-cc", choices=["reno", "cubic"],
+        help="the kernel TCP's congestion control on the web clients and servers (reno)"))
     p.add_argument("--spec-param", dest="spec_params", action="append", metavar="KEY=VALUE",
                    help="a multiplex spec parameter embedded in the receiver's spec "
                         "(repeatable; see docs/multiplex.md), e.g. fold_pending=always")
-    p.add_argument("--dataplane", choices=["linux", "ovs"],
-                   help="router data plane (linux: kernel forwarding + tc diversion; default)")
+    add_dataplane(p, "router data plane (linux: kernel forwarding + tc diversion; ovs; bmv2 is "
+                     "not offered: the study has never run on it)", choices=("linux", "ovs"))
     p.add_argument("--keep-unfaithful", action="store_true",
                    help="count runs that broke a fidelity bound in Table 1 too (default: "
                         "they are in runs.csv, drawn hollow, and left out of the table)")

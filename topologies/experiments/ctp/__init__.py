@@ -5,7 +5,7 @@ Table I and Table II) between two network namespaces, beside the paper's numbers
         (Table II: nftables random loss at both hosts' input)
 
 Table I: ping-pong latency of 1-byte messages (`--count` round trips, mean per run) and
-receiver-side bandwidth of 1250-byte messages (`--secs` per run) for UDP, CTP-Minimal,
+receiver-side bandwidth of 1250-byte messages (`--duration` per run) for UDP, CTP-Minimal,
 CTP-LossyFIFO, CTP-Video, kernel TCP and CTP-Bulk; mean ± sd over `--runs` runs. Table II:
 ping-pong round trips of CTP-Bulk and kernel TCP under 0-5 % random loss. Everything runs
 through `concast-perf` (`concast.perf.run_case`) on `concast.perfpath.Path`. Writes
@@ -24,7 +24,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path as FsPath
 
-from concast import ROOT
+from concast import ROOT, prereq
+from concast.argtypes import hidden_alias
 
 # The paper's Table I, local area: (latency ms, sd), (bandwidth Mbit/s, sd).
 PAPER_TABLE1 = {
@@ -297,24 +298,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", default="I,II", help="I, II or I,II")
     ap.add_argument("--runs", type=int, default=10, help="Table I runs per protocol")
     ap.add_argument("--count", type=int, default=10, help="Table I ping-pong round trips per run")
-    ap.add_argument("--secs", type=float, default=2.0, help="Table I bandwidth seconds per run")
-    ap.add_argument("--loss-runs", type=int, default=10)
+    hidden_alias(ap, "--secs", ap.add_argument(
+        "--duration", type=float, default=2.0, metavar="S",
+        help="Table I bandwidth: seconds per run (default 2)"))
+    ap.add_argument("--loss-runs", type=int, default=10, help="Table II runs per loss (default 10)")
     ap.add_argument("--loss-count", type=int, default=100, help="Table II round trips per run")
     ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated")
     ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s")
     ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
-    ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp")
+    ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp", metavar="DIR",
+                    help="results go to a new timestamped folder in DIR (default results/ctp)")
     a = ap.parse_args(argv)
-    if (a.runs < 1 or a.count < 1 or a.secs <= 0 or a.loss_runs < 1 or a.loss_count < 1 or a.rate <= 0
+    if (a.runs < 1 or a.count < 1 or a.duration <= 0 or a.loss_runs < 1 or a.loss_count < 1 or a.rate <= 0
             or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= {"I", "II"} or not set(a.protocols.split(",")) <= set(PROTOCOLS)):
-        ap.error(f"runs, counts, secs and rate > 0; losses in [0, 100); tables from I,II; protocols from {','.join(PROTOCOLS)}")
+        ap.error(f"runs, counts, duration and rate > 0; losses in [0, 100); tables from I,II; protocols from {','.join(PROTOCOLS)}")
     why = missing_prerequisites()
     if why:
-        print(f"concast exp ctp: {why}")
-        return 2
-    s = Settings(runs=a.runs, count=a.count, secs=a.secs, loss_runs=a.loss_runs, loss_count=a.loss_count,
+        return prereq.report("concast exp ctp", why)
+    s = Settings(runs=a.runs, count=a.count, secs=a.duration, loss_runs=a.loss_runs, loss_count=a.loss_count,
                  losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc, protocols=a.protocols.split(","))
     if a.quick:
         s = Settings(runs=2, count=5, secs=0.5, loss_runs=2, loss_count=20, losses=[0, 5],

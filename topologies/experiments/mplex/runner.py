@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
-from concast import ROOT, tools
+from concast import ROOT, prereq, tools
+from concast.argtypes import add_dataplane
 
 from .report import rows, save, table
 from .settings import Phase, Settings, combine, say
@@ -34,18 +33,9 @@ def run(s: Settings, modes=("on", "off"), repeat: int = 1,
 
 
 def missing_prerequisites() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (Mininet, network namespaces, Open vSwitch)"
-    for tool in ("tcpdump", "iptables", "ovs-vsctl"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed (bash scripts/setup.sh)"
-    try:
-        for b in ("concast-routerd", "concast-hostd"):
-            tools.rust_binary(b)
-        tools.spec_module("multiplex")
-    except tools.MissingTool as e:
-        return str(e)
-    return None
+    return prereq.first(prereq.root("Mininet, network namespaces, Open vSwitch"),
+                        prereq.commands("tcpdump", "iptables", "ovs-vsctl"),
+                        prereq.built("concast-routerd", "concast-hostd", specs=("multiplex",)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,16 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     d = Settings()
     p.add_argument("--clients", type=int, default=d.clients, help="clients (default 8)")
     p.add_argument("--size", type=int, default=d.size, help="page size in bytes (default 2000000)")
-    p.add_argument("--max-local-delay", type=float, default=d.max_local_delay_ms, metavar="MS")
-    p.add_argument("--max-total-delay", type=float, default=d.max_total_delay_ms, metavar="MS")
-    p.add_argument("--size-threshold", type=int, default=d.size_threshold, metavar="BYTES")
+    p.add_argument("--max-local-delay", type=float, default=d.max_local_delay_ms, metavar="MS",
+                   help=f"MaxLocalDelay, ms (default {d.max_local_delay_ms:g})")
+    p.add_argument("--max-total-delay", type=float, default=d.max_total_delay_ms, metavar="MS",
+                   help=f"MaxTotalDelay, ms (default {d.max_total_delay_ms:g})")
+    p.add_argument("--size-threshold", type=int, default=d.size_threshold, metavar="BYTES",
+                   help=f"bundle ACKs no larger than this (default {d.size_threshold})")
     p.add_argument("--modes", default="on,off", help="phases to run, in order (default on,off)")
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each mode, interleaved and added up (default 3)")
     p.add_argument("--out", type=Path, default=tools.RESULTS, help="where results go (default results/)")
-    p.add_argument("--dataplane", choices=("ovs", "bmv2", "linux"), default=d.dataplane,
-                   help="routers on Open vSwitch (default), BMv2 (needs p4c and "
-                        "simple_switch_grpc on PATH) or Linux namespaces")
+    add_dataplane(p, "routers in Linux namespaces, on Open vSwitch or on BMv2 (needs p4c and "
+                     "simple_switch_grpc on PATH)")
     ns = p.parse_args(argv)
     modes = tuple(m.strip() for m in ns.modes.split(",") if m.strip())
     if not modes or any(m not in ("on", "off") for m in modes):
@@ -71,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--clients must be 1..64, --size positive and --repeat 1..50")
     why = missing_prerequisites()
     if why:
-        print(f"concast exp mplex: {why}", file=sys.stderr)
-        return 1
+        return prereq.report("concast exp mplex", why)
     s = Settings(ns.clients, ns.size, ns.max_local_delay, ns.max_total_delay, ns.size_threshold,
                  dataplane=ns.dataplane)
     t0 = time.monotonic()

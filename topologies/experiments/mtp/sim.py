@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from statistics import mean
 
-from concast import ROOT
+from concast import ROOT, prereq
 
 from .paper import EMPIRICAL_WAN, PRINTED
 
@@ -140,25 +140,31 @@ def save(res: dict, meta: dict, out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp mtp", description=__doc__)
-    ap.add_argument("--scenario", choices=SCENARIOS, default="sim")
+    ap.add_argument("--scenario", choices=SCENARIOS, default="sim",
+                    help="sim: the dissertation's simulator in virtual time (default)")
     ap.add_argument("--seeds", type=int, default=10, help="seeds 1..N per run")
     ap.add_argument("--step", type=float, default=0.02, help="loss step of the sweep (fraction)")
-    ap.add_argument("--max-loss", type=float, default=0.6)
+    ap.add_argument("--max-loss", type=float, default=0.6,
+                    help="the sweep's largest loss (fraction, default 0.6)")
     ap.add_argument("--repeat-floor-ms", default="500,50",
                     help="MTP's repeat-interval floors, ms: the dissertation's 500, its simulator's 50")
     ap.add_argument("--protocols", default=PROTOCOLS, help="mtp, mtp-1k, mtp-cubic, tcp (comma separated)")
     ap.add_argument("--quick", action="store_true", help="3 seeds, a 0.1 step: seconds")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "mtp")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "mtp", metavar="DIR",
+                    help="results go to a new timestamped folder in DIR (default results/mtp)")
     a = ap.parse_args(argv)
     if a.quick:
         a.seeds, a.step = 3, 0.1
     if a.seeds < 1 or not 0 < a.step < 1 or not 0 <= a.max_loss < 1:
         ap.error("--seeds ≥ 1, 0 < --step < 1, 0 ≤ --max-loss < 1")
+    why = prereq.built("mtping")
+    if why:
+        return prereq.report("concast exp mtp", why)
     t0 = time.monotonic()
     try:
         res = run_sim(a.seeds, a.step, a.max_loss, a.repeat_floor_ms, a.protocols)
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-        print(f"concast exp mtp: {e}")
+        print(f"concast exp mtp: {e}", file=sys.stderr)
         return 2
     from concast.topologies.experiments.ackstudy.meta import git, machine
     meta = {"scenario": a.scenario, "git": git(), "machine": machine(), "secs": time.monotonic() - t0,

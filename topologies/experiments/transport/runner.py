@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 
-from concast import ROOT, tools
-from concast.argtypes import comma_list
+from concast import ROOT, prereq
+from concast.argtypes import comma_list, hidden_alias
 
 from .report import save, table, third_party_table
 from .settings import KNOWN_PROTOCOLS, PROTOCOLS, TCP_CCS, Settings, say
@@ -147,20 +146,12 @@ def unavailable_ccs(protos: tuple[str, ...], third_party_cc: str) -> list[str]:
 
 
 def missing_prerequisites() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (Mininet, network namespaces)"
-    for tool in ("nft", "tc"):
-        if not shutil.which(tool):
-            return f"{tool} is not installed (bash scripts/setup.sh)"
-    try:
-        for b in ("mtping", "concast-perf"):
-            str(tools.rust_binary(b))
-    except tools.MissingTool as e:
-        return str(e)
     from concast.topologies.links import BINARY
-    if not BINARY.exists():
-        return f"{BINARY} is missing (the delay's link emulator): run `make build`"
-    return None
+    return prereq.first(
+        prereq.root("Mininet, network namespaces"), prereq.commands("nft", "tc"),
+        prereq.built("mtping", "concast-perf"),
+        None if BINARY.exists() else f"{BINARY} (the delay's link emulator) is not built: "
+                                     f"run `make build`")
 
 
 def _interrupt(*_) -> None:
@@ -171,38 +162,44 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp transport", description=__doc__)
     ap.add_argument("--rates", type=comma_list(float, what="rates"), default=[10.0], help="Mbit/s, comma separated")
     ap.add_argument("--losses", type=comma_list(float, what="loss percentages"), default=[0, 1, 3, 5, 10], help="percent, comma separated")
-    ap.add_argument("--protocols", default=",".join(PROTOCOLS))
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS),
+                    help=f"comma separated, from {','.join(KNOWN_PROTOCOLS)} (default "
+                         f"{','.join(PROTOCOLS)})")
     ap.add_argument("--sizes", type=lambda t: [int(float(x)) for x in t.split(",") if x.strip()],
                     default=[256_000, 4_000_000], help="bytes per object, comma separated (one sweep each)")
     ap.add_argument("--count", type=int, default=8, help="objects per cell")
-    ap.add_argument("--limit", type=float, default=60.0, help="seconds per cell at most")
+    hidden_alias(ap, "--limit", ap.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S",
+        help="seconds to wait for one cell at most (default 60)"))
     ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none)")
     ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate")
     ap.add_argument("--third-party", type=float, default=20.0, help="seconds (0: skip)")
-    ap.add_argument("--third-party-loss", type=float, default=0.0)
+    ap.add_argument("--third-party-loss", type=float, default=0.0,
+                    help="random loss during the third-party test, percent (default 0)")
     ap.add_argument("--third-party-cc", default="cubic", choices=TCP_CCS,
                     help="the competing TCP's congestion control")
     ap.add_argument("--mtp-cc", default="mtp",
                     help="MTP's window algorithm (mtping get --cc): mtp, mtp-halve, or a crate algorithm")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport", metavar="DIR",
+                    help="results folder (default results/transport)")
     a = ap.parse_args(argv)
-    why = missing_prerequisites()
-    if why:
-        print(f"concast exp transport: {why}")
-        return 2
     protos = tuple(p for p in a.protocols.split(",") if p)
     bad = [p for p in protos if p not in KNOWN_PROTOCOLS]
     if (bad or any(not 0 <= x < 100 for x in a.losses) or any(r <= 0 for r in a.rates) or a.delay < 0
             or not a.sizes or any(z <= 0 for z in a.sizes)):
         ap.error(f"protocols from {KNOWN_PROTOCOLS}, losses in [0, 100), rates > 0, sizes > 0 "
                  f"(got {a.protocols}, {a.losses}, {a.rates}, {a.sizes})")
+    why = missing_prerequisites()
+    if why:
+        return prereq.report("concast exp transport", why)
     missing = unavailable_ccs(protos, a.third_party_cc)
     if missing:
-        print(f"concast exp transport: this kernel refuses TCP congestion control {', '.join(missing)} "
-              f"(see /proc/sys/net/ipv4/tcp_available_congestion_control)")
-        return 2
+        return prereq.report("concast exp transport", f"this kernel refuses TCP congestion "
+                             f"control {', '.join(missing)}: load its module (modprobe "
+                             f"tcp_{missing[0]}; see /proc/sys/net/ipv4/"
+                             f"tcp_available_congestion_control)")
     s = Settings(rates=a.rates, losses=a.losses, protocols=protos, sizes=a.sizes, count=a.count,
-                 limit_s=a.limit, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
+                 limit_s=a.timeout, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
                  delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc,
                  mtp_cc=a.mtp_cc)
     a.out.mkdir(parents=True, exist_ok=True)
