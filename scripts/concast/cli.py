@@ -10,15 +10,14 @@ import argparse
 import os
 import sys
 
-from concast import tools
+from concast import prereq, tools
 
 
 def _exec_rust(binary: str, args: list[str]) -> int:
     try:
         path = tools.rust_binary(binary)
     except tools.MissingTool as e:
-        print(f"concast: {e}", file=sys.stderr)
-        return 2
+        return prereq.report("concast", str(e))
     os.execv(path, [str(path), *args])
     return 0  # not reached
 
@@ -137,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_decode)
 
     m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")
-    m.add_argument("--out", default=str(tools.RESULTS), help="where to write results")
+    m.add_argument("--out", default=str(tools.RESULTS), metavar="DIR",
+                   help="where to write results (default results/)")
     m.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("net", help="concast net up TOPO: start a network (concast net up "

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from concast.argtypes import group_id, key_id, port, positive, receiver_addr
+from concast import prereq, tools
+from concast.argtypes import group_id, hidden_alias, key_id, port, positive, receiver_addr
 
 QUERIES = ("status", "flows", "stats")
 
@@ -89,9 +90,9 @@ def cmd_send(ns: argparse.Namespace) -> int:
                 print(f"concast send: join refused: {e}", file=sys.stderr)
                 return 1
             if r["state"] == "joining":
-                ev = c.wait_settled(ns.to, ns.group, ns.wait)
+                ev = c.wait_settled(ns.to, ns.group, ns.timeout)
                 if ev is None:
-                    print(f"note: still joining after {ns.wait} s; sending unmerged", flush=True)
+                    print(f"note: still joining after {ns.timeout} s; sending unmerged", flush=True)
                 else:
                     show_event(ev)
             else:
@@ -254,6 +255,8 @@ def run_guarded(p: argparse.ArgumentParser, fn) -> int:
         return fn()
     except BadUsage as e:
         p.error(str(e))         # exits 2 with the usage line
+    except tools.MissingTool as e:      # a binary or spec not built: exit 3
+        return prereq.report(p.prog, str(e))
     except (RuntimeError, TimeoutError, ConnectionError) as e:
         print(f"{p.prog}: {e}", file=sys.stderr)
         return 1
@@ -279,7 +282,9 @@ def add_verbs(sub) -> None:
     s.add_argument("--hex", action="store_true", help="VALUES are hex UDP payloads")
     s.add_argument("--no-join", action="store_true", help="send without joining (unmerged)")
     s.add_argument("--leave", action="store_true", help="leave the flow afterwards")
-    s.add_argument("--wait", type=positive, default=5.0, help="seconds to wait for the join")
+    hidden_alias(s, "--wait", s.add_argument(
+        "--timeout", type=positive, default=5.0, metavar="S",
+        help="seconds to wait for the join before sending unmerged (default 5)"))
     add_node_options(s)
     s.add_argument("values", nargs="+", metavar="VALUES",
                    help="what to send: numbers (KEY:VALUE or VALUE, one datagram each), or hex "

@@ -2,7 +2,7 @@
 
     concast mplex on  --role sender   --to R --max-local-delay MS --max-total-delay MS
                       [--proto udp|tcp --sport P --dport P] [--group 1]
-                      [--size-threshold BYTES] [--wait S]
+                      [--size-threshold BYTES] [--timeout S]
     concast mplex off --role sender   --to R [--proto udp|tcp --sport P --dport P]
     concast mplex on  --role receiver [--group 1] [--spec FILE.wasm]
     concast mplex off --role receiver [--group 1]
@@ -12,7 +12,7 @@ A sender's `on` without --proto multiplexes the kernel's pure TCP ACKs toward R;
 --proto and a port it multiplexes one application's own flow instead (its UDP datagrams or
 TCP segments up to --size-threshold bytes, under its own delays). `off` without --proto
 stops every flow toward R. A receiver ignores (and names) sender-only options.
-A sender's `on` joins (R, G) and waits (up to --wait seconds; 0 = do not wait) until
+A sender's `on` joins (R, G) and waits (up to --timeout seconds; 0 = do not wait) until
 capture runs, which is once the join is active: prints `capturing` and exits 0, or says
 why not (R has no multiplex spec: the flow fell back) and exits 1. Like `concast send`,
 it finds its hostd by itself inside a host's namespace, else takes --node or --socket.
@@ -26,7 +26,7 @@ import sys
 
 from concast import hostcli
 from concast.hostcli import BadUsage, receiver_addr
-from concast.argtypes import delay_ms, mplex_group, port, threshold
+from concast.argtypes import delay_ms, hidden_alias, mplex_group, port, threshold
 from concast.hosts.capture import wait_capture
 from concast.scapy.mplex import MPLEX_GROUP
 
@@ -82,10 +82,7 @@ def request_fields(ns: argparse.Namespace) -> dict:
                   file=sys.stderr)
         if ns.action == "on":
             from concast import tools
-            try:
-                f["spec_path"] = str(ns.spec or tools.spec_module("multiplex"))
-            except tools.MissingTool as e:
-                raise RuntimeError(str(e)) from None
+            f["spec_path"] = str(ns.spec or tools.spec_module("multiplex"))  # MissingTool: exit 3
     return f
 
 
@@ -116,10 +113,10 @@ def cmd_mplex(ns: argparse.Namespace) -> int:
         if reply.get("state") == "capturing":
             print(f"capturing: {flow_words(ns)} toward {ns.to} now travel in group {ns.group}")
             return 0
-        if ns.wait == 0:
+        if ns.timeout == 0:
             print(f"joining: capture starts once the join of ({ns.to}, {ns.group}) is active")
             return 0
-        ok, text = wait_capture(c, ns.to, ns.group, ns.wait, flow_words(ns))
+        ok, text = wait_capture(c, ns.to, ns.group, ns.timeout, flow_words(ns))
     print(text)
     return 0 if ok else 1
 
@@ -148,8 +145,9 @@ def add_verbs(sub) -> None:
     m.add_argument("--dport", type=port, metavar="P", help="the flow's port at R")
     m.add_argument("--spec", metavar="FILE.wasm",
                    help="receiver: the multiplex spec (default build/mergespecs/multiplex.wasm)")
-    m.add_argument("--wait", type=float, default=10.0, metavar="S",
-                   help="sender on: seconds to wait for capture to start (0: do not wait)")
+    hidden_alias(m, "--wait", m.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S",
+        help="sender on: seconds to wait for capture to start (0: do not wait; default 10)"))
     m.add_argument("--json", action="store_true", help="status: one line of JSON")
     hostcli.add_node_options(m)
     m.set_defaults(func=lambda ns: hostcli.run_guarded(m, lambda: cmd_mplex(ns)))

@@ -11,6 +11,7 @@ import pytest
 from hostdtools import PYTHON, missing_builds
 
 from concast import ROOT
+from concast.conform.run import JUNIT_FILE, PCAP_DIR
 
 pytestmark = pytest.mark.mininet
 
@@ -24,8 +25,8 @@ def conform(dataplane: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_our_routers_on_ovs_conform_to_the_whole_suite_with_a_junit_report(tmp_path):
-    junit = tmp_path / "conform.xml"
-    r = conform("ovs", "--junit", str(junit), "--pcaps", str(tmp_path))
+    junit = tmp_path / JUNIT_FILE
+    r = conform("ovs", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "dataplane ovs, target ours" in r.stdout and "the target conforms" in r.stdout
     rows = [line.split() for line in r.stdout.splitlines()
@@ -39,11 +40,11 @@ def test_our_routers_on_ovs_conform_to_the_whole_suite_with_a_junit_report(tmp_p
 
 def test_a_router_without_concast_fails_section_2_8_with_the_right_ids(tmp_path):
     # the sender's and receiver's tests check our hostd, whatever r1 is: left out (CI time)
-    r = conform("linux", "--section", "2.8", "--target", "plain", "--pcaps", str(tmp_path),
+    r = conform("linux", "--section", "2.8", "--target", "plain", "--out", str(tmp_path),
                 "-k", "not test_sender and not test_receiver")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "the target does NOT conform" in r.stdout
     for spec in ("[2.8-1]", "[2.8-2]", "[2.8-4]"):
         assert spec in r.stdout, f"{spec} not among the failures:\n{r.stdout}"
     assert "spec: JOIN from child C, flow unknown" in r.stdout
-    assert list(tmp_path.glob("*.pcap")), "failed tests saved no pcap"
+    assert list((tmp_path / PCAP_DIR).glob("*.pcap")), "failed tests saved no pcap"

@@ -18,6 +18,7 @@ import pytest
 from hostdtools import HOLD, PYTHON, missing_builds
 
 from concast import ROOT
+from concast.conform.run import JUNIT_FILE
 from concast.netns import Scratch
 from concast.topologies import line
 
@@ -76,8 +77,8 @@ def conform(tester: str, *args: str) -> subprocess.CompletedProcess:
 def test_the_suite_on_two_interfaces_tells_a_concast_router_from_a_plain_forwarder(device,
                                                                                   tmp_path):
     kind, tester, flags = device
-    junit = tmp_path / "conform.xml"
-    r = conform(tester, *flags, "-k", SUBSET, "--junit", str(junit), "--pcaps", str(tmp_path))
+    junit = tmp_path / JUNIT_FILE
+    r = conform(tester, *flags, "-k", SUBSET, "--out", str(tmp_path))
     out = r.stdout + r.stderr
     assert "device on s1=s1-eth0, rx=rx-eth0" in r.stdout, out
     cases = list(ET.parse(junit).getroot().iter("testcase"))

@@ -133,7 +133,7 @@ def test_turning_off_leaves_no_rule_and_no_device(bed):
 
 def test_without_a_receiver_the_sender_falls_back_and_captures_nothing(bed):
     r = cli(bed.net["c2"], "mplex", "on", "--role", "sender", "--to", bed.net.ip("c3"),
-            "--max-local-delay", "1", "--max-total-delay", "5", "--wait", "10")
+            "--max-local-delay", "1", "--max-total-delay", "5", "--timeout", "10")
     assert r.returncode == 1 and "fell back" in r.stdout, (r.stdout, r.stderr)
     assert "NFQUEUE" not in bed.net["c2"].cmd("iptables -S OUTPUT")
     off = cli(bed.net["c2"], "mplex", "off", "--role", "sender", "--to", bed.net.ip("c3"))

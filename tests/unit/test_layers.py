@@ -20,7 +20,8 @@ FOLDERS = {"scripts/concast": "concast", "controller": "concast.controller",
            "tests/vectors": "concast.vectors"}
 FOUNDATION = {"concast", "concast.tools", "concast.netns", "concast.netmodel", "concast.procs",
               "concast.registry", "concast.sysfs", "concast.inet", "concast.scapy",
-              "concast.argtypes", "concast.progress", "concast.pcapfile", "concast.offline",
+              "concast.argtypes", "concast.prereq", "concast.progress", "concast.pcapfile",
+              "concast.offline",
               "concast.vectors"}
 NETWORKS = {"concast.topologies", "concast.perfpath"}
 DAEMONS = {"concast.controller", "concast.hosts"}

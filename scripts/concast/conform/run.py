@@ -8,11 +8,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from concast import ROOT
+from concast import ROOT, prereq
+from concast.argtypes import add_dataplane
 from concast.conform import p4, ports, specids
 
 SUITE = ROOT / "tests" / "conform"
-CANNOT_TEST = 3         # exit status: the target could not be put under test here
+CANNOT_TEST = prereq.EXIT   # exit status: the target could not be put under test here
+JUNIT_FILE, PCAP_DIR = "junit.xml", "pcaps"     # what --out DIR holds
 
 
 @dataclass
@@ -118,16 +120,18 @@ def verdict(results: list[Result]) -> tuple[bool, str]:
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = p or argparse.ArgumentParser(prog="concast conform", description=__doc__.splitlines()[0])
-    p.add_argument("--dataplane", choices=["linux", "ovs", "bmv2"], default="ovs",
-                   help="the project's own test network, s1 - r1 - rx, on this data plane "
-                        "(bmv2: where p4c-bm2-ss and simple_switch_grpc are installed)")
+    add_dataplane(p, "the project's own test network, s1 - r1 - rx, on this data plane "
+                     "(bmv2: where p4c-bm2-ss and simple_switch_grpc are installed)")
     p.add_argument("--target", choices=["ours", "plain"], default=None,
                    help="ours: routerd on r1; plain: r1 is a router without concast (a "
                         "known-broken target, to see the suite fail)")
     p.add_argument("--section", help="only the tests of this protocol.md section (2, 2.8, ...)")
     p.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
-    p.add_argument("--junit", type=Path, help="write JUnit XML here")
-    p.add_argument("--pcaps", type=Path, help="folder for the pcaps of failed tests")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help=f"write DIR/{JUNIT_FILE} (JUnit XML) and the pcaps of failed tests to "
+                        f"DIR/{PCAP_DIR}/ (default: no JUnit; pcaps in pytest's temporary folder)")
+    p.add_argument("--junit", type=Path, help=argparse.SUPPRESS)    # before --out: a file
+    p.add_argument("--pcaps", type=Path, help=argparse.SUPPRESS)    # before --out: a folder
     p.add_argument("--p4", metavar="FILE.p4",
                    help="compile this v1model program (p4c-bm2-ss) and run the router tests on "
                         "BMv2 with it in place of p4src/concast.p4 (exit 3 where p4c or BMv2 "
@@ -160,8 +164,7 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
             print(f"concast conform: {e}", file=sys.stderr)
             return 2
         except p4.CannotTest as e:
-            print(f"concast conform: cannot test {a.p4} here: {e}", file=sys.stderr)
-            return CANNOT_TEST
+            return prereq.report("concast conform", f"cannot test {a.p4} here: {e}")
         a.dataplane = "bmv2"
     if a.ports:
         if a.target is not None:
@@ -182,6 +185,14 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
         print(f"concast conform: --section wants a section number such as 2 or 2.8, "
               f"not {a.section!r}", file=sys.stderr)
         return 2
+    why = prereq.first(prereq.root("Mininet, network namespaces, raw sockets"),
+                       None if dut else prereq.built("concast-routerd", "concast-hostd"))
+    if why:
+        return prereq.report("concast conform", why)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        a.junit = a.junit or a.out / JUNIT_FILE
+        a.pcaps = a.pcaps or a.out / PCAP_DIR
     import pytest
     try:
         sentences = specids.spec_ids()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from statistics import mean
 
-from concast import ROOT, prereq
+from concast import ROOT, prereq, tools
 
 from .paper import EMPIRICAL_WAN, PRINTED
 
@@ -24,8 +24,7 @@ SWEEP = {"rtt_ms": 80, "cong": 20, "bw": 1250, "messages": 1024}
 
 
 def mtping() -> str:
-    from concast.perf import binary
-    return binary("mtping")
+    return str(tools.rust_binary("mtping"))
 
 
 def _run(args: list[str]) -> list[dict]:
