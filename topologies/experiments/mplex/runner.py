@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="on,off", help="phases to run, in order (default on,off)")
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each mode, interleaved and added up (default 3)")
-    p.add_argument("--out", type=Path, default=tools.RESULTS, help="where results go (default results/)")
+    p.add_argument("--out", type=Path, default=tools.RESULTS, metavar="DIR",
+                   help="where results go (default results/)")
     add_dataplane(p, "routers in Linux namespaces, on Open vSwitch or on BMv2 (needs p4c and "
                      "simple_switch_grpc on PATH)")
     ns = p.parse_args(argv)
