@@ -18,7 +18,7 @@ import pytest
 from hostdtools import HOLD, PYTHON, missing_builds
 
 from concast import ROOT
-from concast.conform.run import JUNIT_FILE
+from concast.conform.run import JUNIT_FILE, PCAP_DIR
 from concast.netns import Scratch
 from concast.topologies import line
 
@@ -96,7 +96,7 @@ def test_the_suite_on_two_interfaces_tells_a_concast_router_from_a_plain_forward
         passed = {c.get("name") for c in ran
                   if c.find("failure") is None and c.find("error") is None}
         assert "test_a_plain_datagram_is_forwarded_with_ttl_lowered_once" in passed
-        assert list(tmp_path.glob("*.pcap")), "failed tests saved no pcap"
+        assert list((tmp_path / PCAP_DIR).glob("*.pcap")), "failed tests saved no pcap"
 
 
 def test_bad_port_descriptions_are_refused_before_anything_runs(tmp_path):
