@@ -64,3 +64,11 @@ def test_bad_topology_and_limits(tmp_path, capsys):
     bad.write_text("[]")
     assert up.main([str(bad), "--dry-run"]) == 2
     assert "not a saved concast network" in capsys.readouterr().err
+
+
+def test_the_dataplane_defaults_to_linux_and_a_saved_network_keeps_its_own(tmp_path):
+    assert built("tree").dataplane == "linux"
+    path = tmp_path / "ovs.json"
+    assert up.main(["line", "--dataplane", "ovs", "--dry-run", "--write-json", str(path)]) == 0
+    assert built(str(path)).dataplane == "ovs"
+    assert built(str(path), "--dataplane", "linux").dataplane == "linux"
