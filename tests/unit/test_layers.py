@@ -23,7 +23,7 @@ FOUNDATION = {"concast", "concast.tools", "concast.netns", "concast.netmodel", "
               "concast.argtypes", "concast.prereq", "concast.progress", "concast.pcapfile",
               "concast.offline",
               "concast.vectors"}
-NETWORKS = {"concast.topologies", "concast.perfpath"}
+NETWORKS = {"concast.topologies", "concast.perfpath", "concast.perfrun"}
 DAEMONS = {"concast.controller", "concast.hosts"}
 NAMES = ("foundation", "data planes and daemons", "networks and experiments", "command line")
 

@@ -8,7 +8,7 @@ Table I: ping-pong latency of 1-byte messages (`--count` round trips, mean per r
 receiver-side bandwidth of 1250-byte messages (`--duration` per run) for UDP, CTP-Minimal,
 CTP-LossyFIFO, CTP-Video, kernel TCP and CTP-Bulk; mean ± sd over `--runs` runs. Table II:
 ping-pong round trips of CTP-Bulk and kernel TCP under 0-5 % random loss. Everything runs
-through `concast-perf` (`concast.perf.run_case`) on `concast.perfpath.Path`. Writes
+through `concast-perf` (`concast.perfrun.run_case`) on `concast.perfpath.Path`. Writes
 <out>/<UTC timestamp>/ctp.csv, ctp.json (rows and metadata: git revision, machine, load
 average before and after every cell, parameters) and ctp.png (ours beside the paper's).
 """
@@ -74,7 +74,7 @@ class Settings:
 
 
 def missing_prerequisites() -> str | None:
-    from concast import perf
+    from concast import perfrun as perf
     return perf.missing(("ip", "nft", "ethtool", "tc"))
 
 
@@ -116,7 +116,7 @@ def _rx_mbps(rec: dict) -> float | None:
 
 
 def table1(s: Settings, say=print) -> list[dict]:
-    from concast import perf
+    from concast import perfrun as perf
     from concast.perfpath import Path
     rows = []
     with Path(rate_mbit=s.rate_mbit) as p:
@@ -148,7 +148,7 @@ def table1(s: Settings, say=print) -> list[dict]:
 
 
 def table2(s: Settings, say=print) -> list[dict]:
-    from concast import perf
+    from concast import perfrun as perf
     from concast.perfpath import Path
     rows = []
     for loss in s.losses:
