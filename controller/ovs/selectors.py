@@ -9,6 +9,10 @@ selector itself, so installing is idempotent and removing needs no bookkeeping:
 Two concast flows (R, G1), (R, G2) may ask for the same selector; OpenFlow keeps one
 entry per (match, priority), so routerd counts users per selector and removes it when
 the last flow using it is gone.
+
+The rule's owner is routerd (controller/routerd/src/dataplane.rs), which installs selectors at
+run time; this module writes the same strings, held to them by tests/unit/test_ovs_selectors.py
+against `concast-routerd --print-selector` (docs/dataplane-ovs.md, "Flow selectors").
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 //! What the two concast daemons (routerd, hostd) do alike: structured log lines, reading the
-//! `--config` file the control plane writes, binding their Unix sockets, stopping on signals.
+//! `--config` file the control plane writes, binding their Unix sockets, stopping on signals;
+//! and the link state file's format, which the link emulator writes and routerd reads
+//! ([`linkstate`]), kept here so that neither depends on the other.
 
 pub mod linkmtu;
+pub mod linkstate;
 pub mod log;
 pub mod sys;
 pub mod wait;

@@ -97,15 +97,26 @@ pub struct Ovs {
     users: HashMap<(Ipv4Addr, Selector), usize>,
 }
 
+// The selector rule is defined here, once: controller/ovs/selectors.py must write the same
+// rules, and tests/unit/test_ovs_selectors.py checks it against `concast-routerd
+// --print-selector` (docs/dataplane-ovs.md, "Flow selectors").
+
+/// Top byte of every selector rule's cookie; the rest of the pipeline uses other classes.
+pub const SELECTOR_CLASS: u64 = 0xce << 56;
+/// The cookie bits that name a rule's class.
+pub const CLASS_MASK: u64 = 0xff << 56;
+/// Table-0 priority of selector rules.
+pub const PRIO_SELECTOR: u16 = 300;
+
 /// The cookie that names a selector rule: `0xce << 56 | R << 24 | P << 16 | D`.
 pub fn selector_cookie(r: Ipv4Addr, sel: Selector) -> u64 {
     let dport = if matches!(sel.proto, 6 | 17) { sel.dport } else { 0 };
-    0xce << 56 | u64::from(u32::from(r)) << 24 | u64::from(sel.proto) << 16 | u64::from(dport)
+    SELECTOR_CLASS | u64::from(u32::from(r)) << 24 | u64::from(sel.proto) << 16 | u64::from(dport)
 }
 
 /// The `add-flow` argument for a selector, in the documented field order.
 pub fn selector_rule(r: Ipv4Addr, sel: Selector, cpu_ofport: u32) -> String {
-    let mut m = format!("cookie={:#018x},table=0,priority=300,ip,nw_dst={r}", selector_cookie(r, sel));
+    let mut m = format!("cookie={:#018x},table=0,priority={PRIO_SELECTOR},ip,nw_dst={r}", selector_cookie(r, sel));
     if sel.proto != 0 {
         m.push_str(&format!(",nw_proto={}", sel.proto));
         if matches!(sel.proto, 6 | 17) && sel.dport != 0 {
@@ -114,6 +125,16 @@ pub fn selector_rule(r: Ipv4Addr, sel: Selector, cpu_ofport: u32) -> String {
     }
     m.push_str(&format!(",actions=output:{cpu_ofport}"));
     m
+}
+
+/// The `del-flows` argument that removes one selector's rule (and nothing else).
+pub fn selector_del(r: Ipv4Addr, sel: Selector) -> String {
+    format!("cookie={:#018x}/-1,table=0", selector_cookie(r, sel))
+}
+
+/// The `del-flows` argument that removes every selector rule of a bridge.
+pub fn selectors_del_all() -> String {
+    format!("cookie={SELECTOR_CLASS:#018x}/{CLASS_MASK:#018x}")
 }
 
 fn ofctl(args: &[&str]) -> io::Result<()> {
@@ -148,14 +169,13 @@ impl Dataplane for Ovs {
             return Ok(()); // another flow still needs the rule
         }
         self.users.remove(&key);
-        let cookie = format!("cookie={:#018x}/-1,table=0", selector_cookie(key.0, key.1));
-        ofctl(&["del-flows", &self.bridge, &cookie])
+        ofctl(&["del-flows", &self.bridge, &selector_del(key.0, key.1)])
     }
 
     fn clear(&mut self) -> io::Result<()> {
         self.flows.clear();
         self.users.clear();
-        ofctl(&["del-flows", &self.bridge, "cookie=0xce00000000000000/0xff00000000000000"])
+        ofctl(&["del-flows", &self.bridge, &selectors_del_all()])
     }
 
     fn describe(&self) -> String {
@@ -203,5 +223,7 @@ mod tests {
         );
         // A port means nothing without UDP or TCP: it is left out of match and cookie alike.
         assert_eq!(selector_cookie(r, Selector { proto: 254, dport: 9 }), 0xce0a010102fe0000);
+        assert_eq!(selector_del(r, udp), "cookie=0xce0a010102111388/-1,table=0");
+        assert_eq!(selectors_del_all(), "cookie=0xce00000000000000/0xff00000000000000");
     }
 }

@@ -95,6 +95,37 @@ struct Args {
     /// shows as spec_key; repeatable): flows to R start with it pinned (docs/protocol.md 2.9).
     #[arg(long = "receiver-key", value_parser = parse_receiver_key)]
     receiver_keys: Vec<(Ipv4Addr, [u8; 32])>,
+    /// Print the OVS rules routerd would install for the selector R,PROTO,DPORT (repeatable;
+    /// with --cpu-ofport) as one JSON object, and exit: how the Python side's
+    /// selectors.py is checked against this, the owner of the rule.
+    #[arg(long = "print-selector", value_parser = parse_selector)]
+    print_selectors: Vec<(Ipv4Addr, concast_csp::Selector)>,
+}
+
+fn parse_selector(s: &str) -> Result<(Ipv4Addr, concast_csp::Selector), String> {
+    let usage = "expected R,PROTO,DPORT, e.g. 10.1.1.2,17,5000";
+    let [r, p, d] = s.split(',').collect::<Vec<_>>()[..] else { return Err(usage.into()) };
+    let r = r.parse().map_err(|_| format!("{r:?} is not an IPv4 address; {usage}"))?;
+    let proto = p.parse().map_err(|_| format!("protocol must be 0..255; {usage}"))?;
+    let dport = d.parse().map_err(|_| format!("port must be 0..65535; {usage}"))?;
+    Ok((r, concast_csp::Selector { proto, dport }))
+}
+
+/// `--print-selector`: the rules, their removal and the class-wide removal, as JSON.
+fn print_selectors(sels: &[(Ipv4Addr, concast_csp::Selector)], cpu_ofport: u32) {
+    use concast_routerd::dataplane::{selector_cookie, selector_del, selector_rule, selectors_del_all};
+    let rules: Vec<serde_json::Value> = sels
+        .iter()
+        .map(|&(r, sel)| {
+            serde_json::json!({
+                "receiver": r.to_string(), "proto": sel.proto, "dport": sel.dport,
+                "cookie": selector_cookie(r, sel),
+                "add_flow": selector_rule(r, sel, cpu_ofport),
+                "del_flows": selector_del(r, sel),
+            })
+        })
+        .collect();
+    println!("{}", serde_json::json!({ "selectors": rules, "del_all": selectors_del_all() }));
 }
 
 fn parse_receiver_key(s: &str) -> Result<(Ipv4Addr, [u8; 32]), String> {
@@ -200,6 +231,10 @@ fn settings(a: &Args) -> Result<Settings, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if !args.print_selectors.is_empty() {
+        print_selectors(&args.print_selectors, args.cpu_ofport);
+        return ExitCode::SUCCESS;
+    }
     let s = match settings(&args) {
         Ok(s) => s,
         Err(e) => {

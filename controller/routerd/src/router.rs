@@ -28,6 +28,13 @@ impl Sink for Vec<Vec<u8>> {
     }
 }
 
+/// Whether activating a flow installs its diversion or finds it in place (a spec switch).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Divert {
+    Install,
+    Kept,
+}
+
 /// One active concast flow at this router.
 struct Active {
     engine: concast_engine::FlowSlot,
@@ -210,9 +217,8 @@ impl Router {
         self.flush_outputs(now, sink);
     }
 
-    /// Tells the engine how many children each active flow has (specs such as `sum` forward
-    /// once every child contributed).
-    /// Tells the engine what CSP knows of each flow now: its children and its path MTU.
+    /// Tells the engine what CSP knows of each flow now: its children (specs such as `sum`
+    /// forward once every child contributed) and its path MTU.
     fn sync_children(&mut self) {
         for f in self.node.flows() {
             if let Some(a) = self.flows.get(&f.flow) {
@@ -294,9 +300,12 @@ impl Router {
                 Action::Forward => {} // handled where the frame is at hand
                 Action::Activate { flow, selector, hash } => self.activate(now, flow, selector, hash, sink),
                 Action::SwitchSpec { flow, hash } => {
-                    let selector = self.flows.get(&flow).map(|a| a.selector).unwrap_or_default();
+                    // Only the engine's flow is replaced: an active flow's diversion stays as it
+                    // is (same R and selector), so it is not installed again.
+                    let active = self.flows.get(&flow).map(|a| a.selector);
                     self.deactivate(now, flow, false, sink);
-                    self.activate(now, flow, selector, hash, sink);
+                    let divert = if active.is_some() { Divert::Kept } else { Divert::Install };
+                    self.activate_with(now, flow, active.unwrap_or_default(), hash, Vec::new(), divert, sink);
                 }
                 Action::Deactivate { flow } => self.deactivate(now, flow, true, sink),
                 Action::Fallback { .. } => {} // sender-only
@@ -311,7 +320,7 @@ impl Router {
     pub fn add_static_flow(&mut self, now: u64, flow: FlowId, selector: Selector, spec: Vec<u8>, params: &[u8]) -> Result<(), String> {
         let hash = self.node.store.insert(spec);
         let mut sink: Vec<Vec<u8>> = Vec::new();
-        self.activate_with(now, flow, selector, hash, params.to_vec(), &mut sink);
+        self.activate_with(now, flow, selector, hash, params.to_vec(), Divert::Install, &mut sink);
         if self.flows.contains_key(&flow) {
             Ok(())
         } else {
@@ -320,10 +329,11 @@ impl Router {
     }
 
     fn activate(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], sink: &mut impl Sink) {
-        self.activate_with(now, flow, selector, hash, Vec::new(), sink)
+        self.activate_with(now, flow, selector, hash, Vec::new(), Divert::Install, sink)
     }
 
-    fn activate_with(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], params: Vec<u8>, sink: &mut impl Sink) {
+    #[allow(clippy::too_many_arguments)]
+    fn activate_with(&mut self, now: u64, flow: FlowId, selector: Selector, hash: [u8; 32], params: Vec<u8>, divert: Divert, sink: &mut impl Sink) {
         let result = self
             .node
             .store
@@ -340,8 +350,10 @@ impl Router {
             });
         match result {
             Ok(id) => {
-                if let Err(e) = self.dataplane.divert(flow, selector) {
-                    emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", &e)]);
+                if divert == Divert::Install {
+                    if let Err(e) = self.dataplane.divert(flow, selector) {
+                        emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", &e)]);
+                    }
                 }
                 self.flows.insert(flow, Active { engine: id, selector, quarantined: false });
                 self.counters.flows_activated += 1;

@@ -81,8 +81,12 @@ impl Lab {
     }
 
     fn with(csp: Config) -> Lab {
+        Lab::with_dataplane(csp, Box::new(dataplane::Static))
+    }
+
+    fn with_dataplane(csp: Config, dp: Box<dyn dataplane::Dataplane>) -> Lab {
         let engine = Engine::new(EngineConfig { node: ip(ROUTER), ..EngineConfig::default() }).unwrap();
-        let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], csp, engine, Box::new(dataplane::Static));
+        let router = Router::new(ip(ROUTER), ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], csp, engine, dp);
         let mut receiver = Node::new(ip(RX), Role::Host, Config::default());
         receiver.set_signing_key(concast_csp::sign::key_from_secret([9; 32]));
         receiver.install_spec(7, spec_bytes("sum"));
@@ -441,4 +445,45 @@ fn a_fragment_of_a_csp_message_is_counted_as_a_fragment() {
     assert_eq!(out, vec![frag], "sent on unchanged");
     let c = &lab.router.counters;
     assert_eq!((c.fragments_passed, c.passed_through, c.csp_in), (1, 0, 0));
+}
+
+/// A data plane that writes down what it was asked to do.
+struct Recording(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl dataplane::Dataplane for Recording {
+    fn divert(&mut self, flow: FlowId, sel: Selector) -> std::io::Result<()> {
+        self.0.lock().unwrap().push(format!("divert {flow} {}/{}", sel.proto, sel.dport));
+        Ok(())
+    }
+    fn undivert(&mut self, flow: FlowId) -> std::io::Result<()> {
+        self.0.lock().unwrap().push(format!("undivert {flow}"));
+        Ok(())
+    }
+    fn clear(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "recording".into()
+    }
+}
+
+#[test]
+fn a_spec_update_replaces_the_engine_flow_and_leaves_the_diversion_alone() {
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut lab = Lab::with_dataplane(Config::default(), Box::new(Recording(calls.clone())));
+    lab.join(C1);
+    lab.join(C2);
+    assert_eq!(*calls.lock().unwrap(), vec![format!("divert ({RX}, 7) 17/5000")]);
+    let updates: Vec<Vec<u8>> = lab
+        .receiver
+        .install_spec(7, spec_bytes("max"))
+        .into_iter()
+        .filter_map(|a| if let Action::Send { to, msg } = a { Some(csp_frame(RX, &to.to_string(), &msg)) } else { None })
+        .collect();
+    lab.feed(updates);
+    assert_eq!(lab.router.counters.flows_activated, 2, "the new spec is in force");
+    let seen = calls.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the rule was installed once: {seen:?}");
+    let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
+    assert!(!contributions(&out).is_empty(), "the flow still merges after the switch");
 }

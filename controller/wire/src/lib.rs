@@ -18,6 +18,7 @@
 //! - [`mplex`]: the MplexPkt body and its records (section 3).
 //! - [`datagram`]: [`classify`], the one entry point that applies all checks in spec order.
 //! - [`build`]: writing concast, CSP and MplexPkt datagrams into a caller's buffer.
+//! - [`splitmix`]: splitmix64, the seeded generator every crate draws from.
 //! - [`udp`]: the UDP header and its pseudo-header checksum (hosts and some specs use it).
 //! - [`Error`]: one variant per error name of the spec.
 #![no_std]
@@ -34,6 +35,7 @@ pub mod error;
 pub mod ipv4;
 pub mod mplex;
 pub mod options;
+pub mod splitmix;
 pub mod udp;
 
 pub use datagram::{classify, Datagram, FlowId, Kind};

@@ -238,11 +238,7 @@ impl Cx {
 
     pub fn rand_u32(&mut self) -> u32 {
         // splitmix64: the seed comes from the driver, so tests are reproducible
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as u32
+        concast_wire::splitmix::next(&mut self.rng) as u32
     }
 
     pub fn seg(&self, id: SegId) -> Option<&Segment> {

@@ -10,7 +10,7 @@ use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::{Hist, Lateness};
 use concast_linkemu::kind::DropBooks;
 use concast_linkemu::model::{Direction, Drop};
-use concast_linkemu::state::{Slot, StateFile};
+use concast_daemon::linkstate::{Slot, StateFile};
 
 use crate::tap;
 

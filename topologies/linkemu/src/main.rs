@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use concast_daemon::log::{emit, Level};
-use concast_linkemu::state::StateFile;
+use concast_daemon::linkstate::StateFile;
 
 use emu::{epoll_add, epoll_del, Emu, TAP_TOKEN_BASE};
 

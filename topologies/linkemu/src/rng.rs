@@ -1,27 +1,8 @@
 //! A seeded generator per link so that loss patterns repeat run after run (splitmix64: tiny,
 //! fast, and good enough to draw Bernoulli loss).
 
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+/// The generator itself is the workspace's one splitmix64 (`concast_wire::splitmix`).
+pub type Rng = concast_wire::splitmix::SplitMix64;
 
 /// A stable seed from a link id (FNV-1a), so a link keeps its loss pattern across runs.
 pub fn seed_of(id: &str) -> u64 {

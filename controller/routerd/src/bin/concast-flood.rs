@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use concast_routerd::cpu_port::{parse_mac, CpuPort, BATCH};
+use concast_wire::ipv4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Kind {
@@ -94,11 +95,8 @@ fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, options: &[u8], flags_frag: u16
     d.extend_from_slice(&src.octets());
     d.extend_from_slice(&dst.octets());
     d.extend_from_slice(options);
-    let mut sum: u32 = d.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let c = ipv4::checksum(&d); // the field is still zero here
+    d[10..12].copy_from_slice(&c.to_be_bytes());
     d.extend_from_slice(payload);
     d
 }
@@ -194,4 +192,23 @@ fn main() -> ExitCode {
         total as f64 / secs
     );
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_carries_a_right_header_checksum() {
+        let a = Args::parse_from([
+            "concast-flood", "--iface", "x", "--dst-mac", "02:00:00:00:00:01",
+            "--src", "10.0.0.1", "--dst", "10.0.0.2",
+        ]);
+        for k in [Kind::Option, Kind::Csp, Kind::Mplex, Kind::Fragment] {
+            let d = datagram(k, &a);
+            let p = ipv4::Packet::new_unchecked(&d[..]);
+            assert!(p.verify_checksum(), "{}", k.name());
+            assert_ne!(p.checksum(), 0, "{}", k.name());
+        }
+    }
 }

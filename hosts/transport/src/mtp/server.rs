@@ -40,12 +40,11 @@ pub struct Objects {
     pub named: HashMap<Vec<u8>, Vec<u8>>,
 }
 
-/// Byte `i` of every generated object (a 64-bit mix of the index).
+/// Byte `i` of every generated object: the low byte of splitmix64's first output seeded
+/// with `i`.
 pub fn pattern_byte(i: u64) -> u8 {
-    let mut x = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)) as u8
+    use concast_wire::splitmix;
+    splitmix::mix(i.wrapping_add(splitmix::GAMMA)) as u8
 }
 
 pub fn pattern(offset: u64, len: usize) -> Vec<u8> {
@@ -179,6 +178,12 @@ mod tests {
         h.flags = flags;
         h.stamp = 99;
         wire::datagram(&h, name)
+    }
+
+    #[test]
+    fn generated_bytes_are_pinned() {
+        // docs/transport.md's definition; tests/system/test_mtp.py recomputes it in Python.
+        assert_eq!(pattern(0, 4), [0xaf, 0xc1, 0xce, 0xed]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! u64 backlog_bytes, u32 backlog_pkts, u32 queue_limit_pkts, u64 rate_bps, u64 updated_ns,
 //! 16 bytes zero.
 //!
-//! The emulator writes it ([`StateFile`]); routerd maps it read-only ([`LinkState`]) and reads
+//! The emulator (`concast-linkemu`) writes it ([`StateFile`]); routerd maps it read-only ([`LinkState`]) and reads
 //! each slot as a seqlock: sequence, fields, sequence again; a changed or odd sequence means
 //! the writer was in the middle of it, and the read is retried.
 
