@@ -134,7 +134,7 @@ def test_spec_run_through_the_lookup(installed):
     env = clean_env()
     if shutil.which("concast-spec", path=env["PATH"]) is None:
         r = run([concast, *argv], cwd=cwd, env=env)     # nothing says where the binary is
-        assert r.returncode == 2 and "CONCAST_BIN" in r.stderr, r.stderr
+        assert r.returncode == 3 and "CONCAST_BIN" in r.stderr, r.stderr   # docs/cli.md: 3 = missing prerequisite
     r = run([concast, "--bin-dir", runner.parent, *argv], cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
     # the example's two rounds (its header): three senders, then two cut by the timeout

@@ -122,7 +122,7 @@ def test_composites_with_the_added_microprotocols_move_the_bytes(path, composite
 
 def test_concast_perf_mininet_measures_ctp_beside_tcp_and_udp(tmp_path):
     ns = argparse.Namespace(mode="bulk", composite="Bulk", cc="newreno", tcp_cc="cubic",
-                            loss="0", flows="1", secs=0.5, count=50, rate=0.0, mininet=True,
+                            loss="0", flows="1", duration=0.5, count=50, rate=0.0, mininet=True,
                             json=str(tmp_path / "perf.json"), loc=False, suite=None)
     rows, runs = perf.collect(ns)
     by = {r["proto"]: r for r in rows}
