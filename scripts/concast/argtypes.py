@@ -20,11 +20,16 @@ def receiver_addr(text: str) -> str:
     return str(a)
 
 
-def _u32(text: str, what: str) -> int:
+def _cast(text: str, cast: Callable[[str], float], not_a: str):
+    """`cast(text)`, or the usage error "'TEXT' is not NOT_A"."""
     try:
-        v = int(text, 0)
+        return cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {not_a}") from None
+
+
+def _u32(text: str, what: str) -> int:
+    v = _cast(text, lambda t: int(t, 0), "a number")
     if not 0 <= v <= 0xFFFFFFFF:
         raise argparse.ArgumentTypeError(f"{v} is not a 32-bit {what} (0..4294967295)")
     return v
@@ -52,40 +57,28 @@ def key_id(text: str) -> int:
 
 
 def port(text: str) -> int:
-    try:
-        p = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    p = _cast(text, int, "a port number")
     if not 1 <= p <= 65535:
         raise argparse.ArgumentTypeError(f"{p} is not a port (1..65535)")
     return p
 
 
 def positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    v = _cast(text, float, "a number")
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be above 0")
     return v
 
 
 def delay_ms(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    v = _cast(text, float, "a number of milliseconds")
     if not 0 <= v <= 10_000:
         raise argparse.ArgumentTypeError(f"{text} ms is not between 0 and 10000 ms")
     return v
 
 
 def threshold(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    v = _cast(text, int, "a whole number of bytes")
     if not 28 <= v <= 1448:
         raise argparse.ArgumentTypeError(f"{v} is not between 28 (the smallest UDP datagram) "
                                          "and 1448 bytes")
