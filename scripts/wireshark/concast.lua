@@ -123,6 +123,9 @@ local f_csp_selector_proto = ProtoField.uint8("concast.csp.selector_proto", "Sel
 local f_csp_selector_dport = ProtoField.uint16("concast.csp.selector_dport",
                                                "Selector destination port", base.DEC)
 local f_csp_reserved       = ProtoField.bytes("concast.csp.reserved", "Reserved")
+local f_csp_join_flags     = ProtoField.uint8("concast.csp.join_flags", "Flags", base.HEX)
+local f_csp_join_s         = ProtoField.bool("concast.csp.join_flags.s",
+                                             "S: reads signature trailers", 8, nil, 0x80)
 local f_csp_path_mtu       = ProtoField.uint16("concast.csp.path_mtu",
                                                "Path MTU toward R (0 = not known)", base.DEC)
 local f_csp_spec_hash      = ProtoField.bytes("concast.csp.spec_hash", "Spec hash (SHA-256)")
@@ -144,6 +147,7 @@ local f_csp_signature      = ProtoField.bytes("concast.csp.signature",
 p_csp.fields = {
     f_csp_version, f_csp_type, f_csp_length, f_csp_group, f_csp_receiver, f_csp_seq,
     f_csp_hold_time, f_csp_selector_proto, f_csp_selector_dport, f_csp_reserved,
+    f_csp_join_flags, f_csp_join_s,
     f_csp_path_mtu, f_csp_spec_hash, f_csp_spec_size, f_csp_chunk_index, f_csp_chunk_count, f_csp_data,
     f_csp_data_length, f_csp_error_code, f_csp_offending_type, f_csp_reason, f_csp_body,
     f_csp_spec_key, f_csp_signature,
@@ -386,7 +390,8 @@ end
 local function csp_join_body(b, t)            -- JOIN and REFRESH (2.2)
     t:add(f_csp_hold_time, b(0, 2))
     t:add(f_csp_selector_proto, b(2, 1))
-    t:add(f_csp_reserved, b(3, 1))
+    local flags = t:add(f_csp_join_flags, b(3, 1))   -- S is 0x80; the other bits reserved
+    flags:add(f_csp_join_s, b(3, 1))
     t:add(f_csp_selector_dport, b(4, 2))
     t:add(f_csp_reserved, b(6, 2))
     t:add(f_csp_spec_hash, b(8, 32))

@@ -21,7 +21,6 @@ from signing import R_KEY
 
 MPLEX_SPEC = tools.spec_or_build_path("multiplex")
 HOLD_S = 300                  # what our child asks for: no expiry during a run
-S_FLAG = 0x80                 # JOIN byte 3: the child reads signature trailers (protocol.md 2.2)
 # Groups start at a random point of each run: a device (or one of our routers) tested twice
 # within a hold time still has the first run's flows, which a reused group would meet.
 _groups = itertools.count(random.SystemRandom().randrange(1 << 16, 1 << 31, 1 << 12))
@@ -72,7 +71,7 @@ class Target:
                  body=None, **ip):
         seq = next(self.seq) if seq is None else seq
         body = body if body is not None else CSP_Join(hold_time=HOLD_S, selector_proto=proto,
-                                                      selector_dport=dport, reserved1=S_FLAG)
+                                                      selector_dport=dport, S=1)
         ip.setdefault("src", self.S1)
         ip.setdefault("dst", self.RX)
         return csp_datagram(CSP(group=group, receiver=self.RX, seq=seq) / body, ttl=64, **ip)

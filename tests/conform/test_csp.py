@@ -310,7 +310,7 @@ def test_a_malformed_join_is_not_acted_on(wire, case):
 def test_reserved_fields_of_a_join_are_ignored(wire):
     g = fresh_group()
     wire.s1.send(wire.join_msg(g, body=CSP_Join(hold_time=300, selector_proto=254,
-                                                reserved1=0xAB, reserved2=0xCDEF)))
+                                                S=1, reserved1=0x2B, reserved2=0xCDEF)))
     assert upstream_join(wire, g) is not None, "a JOIN with reserved bits set was not taken"
 
 

@@ -155,7 +155,7 @@ def test_a_child_that_joined_by_refresh_gets_the_refreshs_number_echoed(wire):
     g2 = fresh_group()
     wire.s1.send(wire.join_msg(g2, seq=0xEF0E, body=CSP_Refresh(hold_time=HOLD_S,
                                                                  selector_proto=254,
-                                                                 reserved1=0x80)))
+                                                                 S=1)))
     up = wire.upstream_csp(g2, 1)
     assert up is not None, "a REFRESH for an unknown flow was not taken as a JOIN (2.8-2)"
     join = decode(up)
@@ -173,13 +173,13 @@ def test_a_child_that_joined_by_refresh_gets_the_refreshs_number_echoed(wire):
 def test_a_joiner_without_the_s_flag_gets_the_unsigned_join_ack(wire):
     g = fresh_group()
     wire.activate(g)
-    for flag, body_len in ((0, UNSIGNED_ACK_BODY), (0x80, SIGNED_ACK_BODY)):
+    for flag, body_len in ((0, UNSIGNED_ACK_BODY), (1, SIGNED_ACK_BODY)):
         wire.s1.send(wire.join_msg(g, body=CSP_Join(hold_time=HOLD_S, selector_proto=254,
-                                                    reserved1=flag)))
+                                                    S=flag)))
         ack = wire.child_csp(g, 2)
-        assert ack is not None, f"a JOIN with byte 3 = {flag:#x} was not answered"
+        assert ack is not None, f"a JOIN with S = {flag} was not answered"
         assert decode(ack)[CSP].length == 16 + body_len, \
-            f"JOIN byte 3 = {flag:#x}: a {decode(ack)[CSP].length - 16}-byte JOIN_ACK body, " \
+            f"JOIN with S = {flag}: a {decode(ack)[CSP].length - 16}-byte JOIN_ACK body, " \
             f"not {body_len}"
 
 
@@ -188,7 +188,7 @@ def test_a_child_without_the_s_flag_is_sent_the_unsigned_spec_update(wire):
     g = fresh_group()
     wire.activate(g)
     wire.s1.send(wire.join_msg(g, body=CSP_Refresh(hold_time=HOLD_S, selector_proto=254,
-                                                   reserved1=0)))
+                                                   S=0)))
     new = wire.spec + bytes([0, 6, 4]) + b"conf" + b"s"
     h = hashlib.sha256(new).digest()
     wire.rx.send(csp_datagram(CSP(group=g, receiver=wire.RX, seq=93)
@@ -250,7 +250,7 @@ def test_the_routers_own_join_sets_the_s_flag(wire):
     wire.s1.send(wire.join_msg(g, body=CSP_Join(hold_time=HOLD_S, selector_proto=254)))
     up = wire.upstream_csp(g, 1)
     assert up is not None, "the router sent no JOIN toward R (2.8-1)"
-    assert decode(up)[CSP_Join].reserved1 & 0x80, \
+    assert decode(up)[CSP_Join].S, \
         "a router that passes signatures on does not say it reads them (S flag)"
 
 

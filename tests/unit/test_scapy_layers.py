@@ -61,6 +61,7 @@ DECODED = {
     "path_mtu": lambda p: _body(p).path_mtu,
     "selector_proto": lambda p: _body(p).selector_proto,
     "selector_dport": lambda p: _body(p).selector_dport,
+    "S": lambda p: _body(p).S,
     "spec_hash": lambda p: _body(p).spec_hash.hex(),
     "spec_key": lambda p: _body(p).spec_key.hex(),
     "signature": lambda p: _body(p).signature.hex(),

@@ -68,6 +68,7 @@ CSP_FIELDS = {
     "path_mtu": "concast.csp.path_mtu",
     "selector_proto": "concast.csp.selector_proto",
     "selector_dport": "concast.csp.selector_dport",
+    "S": "concast.csp.join_flags.s",
     "spec_size": "concast.csp.spec_size",
     "chunk_index": "concast.csp.chunk_index",
     "chunk_count": "concast.csp.chunk_count",

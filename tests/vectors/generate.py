@@ -115,8 +115,8 @@ def csp(msg_type: int, body: bytes, *, group: int = 7, receiver: str = RECEIVER,
 
 
 def join_body(hold: int = 30, sel_proto: int = PROTO_UDP, sel_dport: int = 6000,
-              spec_hash: bytes = bytes(32)) -> bytes:
-    return struct.pack("!HBBHH", hold, sel_proto, 0, sel_dport, 0) + spec_hash
+              spec_hash: bytes = bytes(32), flags: int = 0) -> bytes:
+    return struct.pack("!HBBHH", hold, sel_proto, flags, sel_dport, 0) + spec_hash
 
 
 def join_ack_body(hold: int = 30, size: int = len(SPEC), h: bytes = SPEC_HASH,
@@ -300,7 +300,11 @@ def build() -> None:
     # --- CSP -----------------------------------------------------------------------------
     h = SPEC_HASH.hex()
     valid("csp_join", "csp", csp_dgram(csp(1, join_body())), "JOIN, joiner holds no spec",
-          **csp_fields(1, hold_time=30, selector_proto=17, selector_dport=6000,
+          **csp_fields(1, hold_time=30, selector_proto=17, selector_dport=6000, S=0,
+                       spec_hash="00" * 32))
+    valid("csp_join_s_flag", "csp", csp_dgram(csp(1, join_body(flags=0x80))),
+          "JOIN with the S flag (byte 3 = 0x80): the joiner reads signature trailers (2.2, 2.9)",
+          **csp_fields(1, hold_time=30, selector_proto=17, selector_dport=6000, S=1,
                        spec_hash="00" * 32))
     valid("csp_join_ack", "csp",
           csp_dgram(csp(2, join_ack_body()), src=RECEIVER, dst=SENDER),
@@ -334,10 +338,10 @@ def build() -> None:
                        spec_key=other[:32].hex(), signature=other[32:].hex()))
     valid("csp_refresh", "csp",
           csp_dgram(csp(3, join_body(hold=90, sel_proto=254, sel_dport=0,
-                                     spec_hash=SPEC_HASH), group=1)),
-          "REFRESH for the multiplex group, selector proto 254",
+                                     spec_hash=SPEC_HASH, flags=0x80), group=1)),
+          "REFRESH for the multiplex group, selector proto 254, S flag set",
           **csp_fields(3, group=1, hold_time=90, selector_proto=254, selector_dport=0,
-                       spec_hash=h))
+                       S=1, spec_hash=h))
     valid("csp_leave", "csp", csp_dgram(csp(4, b"")), "LEAVE has no body", **csp_fields(4))
     valid("csp_spec_request", "csp", csp_dgram(csp(5, spec_request_body(2))),
           "SPEC_REQUEST for chunk 2", **csp_fields(5, spec_hash=h, chunk_index=2))

@@ -94,6 +94,7 @@ fn actual_field(d: &Datagram<'_>, name: &str) -> Result<Value, String> {
                 (Body::Join(b) | Body::Refresh(b), "selector_proto") => json!(b.selector_proto()),
                 (Body::Join(b) | Body::Refresh(b), "selector_dport") => json!(b.selector_dport()),
                 (Body::Join(b) | Body::Refresh(b), "spec_hash") => json!(hex(b.spec_hash())),
+                (Body::Join(b) | Body::Refresh(b), "S") => json!(u8::from(b.signed())),
                 (Body::JoinAck(b), "hold_time") => json!(b.hold_time()),
                 (Body::JoinAck(b), "path_mtu") => json!(b.path_mtu()),
                 (Body::JoinAck(b), "spec_size") => json!(b.spec_size()),

@@ -3,7 +3,7 @@
 `CSP` is the 16-byte common header, bound to IPv4 protocol 253; the body layers are bound to
 it by type, so `IP(raw)` picks the right body and `CSP()/CSP_Join()` fills `type` itself.
 """
-from scapy.fields import (ByteEnumField, ByteField, ConditionalField, IntField, IPField,
+from scapy.fields import (BitField, ByteEnumField, ByteField, ConditionalField, IntField, IPField,
                           ShortEnumField, ShortField, StrField, XStrFixedLenField)
 from scapy.layers.inet import IP, IPOption_Router_Alert
 from scapy.packet import Packet, bind_layers
@@ -60,7 +60,8 @@ class CSP_Join(Packet):
     name = "CSP JOIN"
     fields_desc = [ShortField("hold_time", 0),
                    ByteEnumField("selector_proto", 0, {0: "any", 6: "tcp", 17: "udp"}),
-                   ByteField("reserved1", 0),
+                   BitField("S", 0, 1),          # reads signature trailers (2.2, 2.9)
+                   BitField("reserved1", 0, 7),
                    ShortField("selector_dport", 0),
                    ShortField("reserved2", 0),
                    _hash()]

@@ -6,6 +6,7 @@ other concast parser. Checks run in the spec's order; the first failure is the a
 """
 from typing import NamedTuple
 
+from scapy.fields import BitField
 from scapy.packet import Packet
 
 from .csp import (CHUNK_SIZE, CSP, CSP_BODIES, MAX_REASON_LEN, MAX_SPEC_SIZE, PROTO_CSP,
@@ -20,13 +21,15 @@ def _offset(layer: type[Packet], field: str | None = None) -> int:
 
     Offsets and lengths come from the layers' field lists, so the Scapy classes and these
     checks cannot disagree about the layout."""
-    pkt, at = layer(), 0
+    pkt, bits = layer(), 0
     for f in layer.fields_desc:
         if f.name == field or (field is None and f.name in ("data", "reason", "records")):
-            return at
-        at += len(f.addfield(pkt, b"", pkt.getfieldval(f.name)))
+            return bits // 8
+        # Bit fields (the JOIN's S flag) count in bits; every other field in whole bytes.
+        bits += f.size if isinstance(f, BitField) else \
+            8 * len(f.addfield(pkt, b"", pkt.getfieldval(f.name)))
     if field is None:
-        return at
+        return bits // 8
     raise KeyError(f"{layer.__name__} has no field {field}")
 
 
