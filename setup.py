@@ -30,7 +30,7 @@ FOLDERS = {
 SHARED = ["docs/protocol.md", "tests/conform/**/*.py", "tests/conform/**/*.p4",
           "tests/system/conftest.py", "tests/system/systools.py",
           "tests/system/hostdtools.py", "tests/system/bmv2tools.py", "tests/system/specs/*.wat",
-          "p4src/**/*.p4"]
+          "p4src/**/*.p4", "controller/routerd/config.schema.json"]
 
 
 def packages() -> tuple[list[str], dict[str, str]]:

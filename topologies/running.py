@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
 import subprocess
@@ -11,7 +10,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from concast.controller import dataplanes
+from concast.controller import dataplanes, routerdconfig
 from concast.controller.daemons import Daemon, Daemons
 from concast import registry
 from concast.netmodel import addressing, naming
@@ -267,7 +266,7 @@ class RunningNet:
                     slot = self.emulator.slot_of_iface.get(route["iface"])
                     if slot is not None:
                         route["link_slot"] = slot
-            (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
+            routerdconfig.write(folder / f"{name}.json", cfg)
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",
                      env: dict | None = None) -> Daemon:
@@ -310,7 +309,7 @@ class RunningNet:
         folder.mkdir(parents=True, exist_ok=True)
         for name in self.plan.hosts:
             cfg = {k: v for k, v in self.host_fields(name).items() if k != "config"}
-            (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
+            routerdconfig.write(folder / f"{name}.json", cfg)
 
     def start_hostd(self, argv: list[str], hosts: list[str] | None = None,
                     name: str = "hostd", env: dict | None = None) -> dict[str, Daemon]:

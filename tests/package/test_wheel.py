@@ -81,7 +81,8 @@ def test_the_wheel_holds_the_package_and_the_suite(installed):
         assert want in names, f"{want} is not in the wheel"
     shared = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     for want in ("share/concast/tests/conform/conftest.py", "share/concast/docs/protocol.md",
-                 "share/concast/tests/system/hostdtools.py", "share/concast/p4src/concast.p4"):
+                 "share/concast/tests/system/hostdtools.py", "share/concast/p4src/concast.p4",
+                 "share/concast/controller/routerd/config.schema.json"):
         assert want in shared, f"{want} is not in the wheel"
     assert not any(n.startswith("concast/tests") or "/test_" in n.split(".data/")[0]
                    for n in names if ".data/" not in n), "tests shipped as package modules"

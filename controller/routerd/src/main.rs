@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use concast_routerd::config::{self, Dataplane, RouterConfig};
 use concast_routerd::cpu_port::parse_mac;
 use concast_routerd::daemon::{self, Settings, StaticFlow};
 use concast_routerd::egress;
@@ -100,6 +101,10 @@ struct Args {
     /// selectors.py is checked against this, the owner of the rule.
     #[arg(long = "print-selector", value_parser = parse_selector)]
     print_selectors: Vec<(Ipv4Addr, concast_csp::Selector)>,
+    /// Print the schema of --config (JSON Schema; the one definition the control plane's
+    /// writer checks its files against) and exit.
+    #[arg(long)]
+    print_config_schema: bool,
 }
 
 fn parse_selector(s: &str) -> Result<(Ipv4Addr, concast_csp::Selector), String> {
@@ -167,51 +172,53 @@ fn parse_static_flow(s: &str) -> Result<StaticFlow, String> {
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
-    let cfg = concast_daemon::read_config(a.config.as_deref())?;
-    let s = |k: &str| cfg.get(k).and_then(|v| v.as_str()).map(str::to_string);
-    let cpu_iface = a.cpu_iface.clone().or_else(|| s("cpu_iface")).ok_or("no CPU port: give --cpu-iface or --config")?;
+    let cfg = RouterConfig::read(a.config.as_deref())?;
+    let cpu_iface = a.cpu_iface.clone().or(cfg.cpu_iface).ok_or("no CPU port: give --cpu-iface or --config")?;
     let addr = match a.addr {
         Some(x) => x,
-        None => s("addr")
+        None => cfg
+            .addr
             .ok_or("no router address: give --addr or --config")?
             .parse()
             .map_err(|_| "addr in --config is not an IPv4 address")?,
     };
     let router_mac = match a.router_mac {
         Some(m) => m,
-        None => parse_mac(&s("router_mac").unwrap_or_else(|| "02:00:00:00:00:01".into()))?,
+        None => parse_mac(cfg.router_mac.as_deref().unwrap_or("02:00:00:00:00:01"))?,
     };
-    let bmv2 = s("dataplane").as_deref() == Some("bmv2");
-    let dataplane_cmd = a.dataplane_cmd.clone().or_else(|| s("dataplane_cmd")).or_else(|| {
-        s("p4_switch").filter(|_| bmv2).map(|sw| format!("python3 -m concast.controller.p4 --switch {sw}"))
+    let bmv2 = cfg.dataplane == Some(Dataplane::Bmv2);
+    let dataplane_cmd = a.dataplane_cmd.clone().or(cfg.dataplane_cmd).or_else(|| {
+        cfg.p4_switch.filter(|_| bmv2).map(|sw| format!("python3 -m concast.controller.p4 --switch {sw}"))
     });
-    let linux = s("dataplane").as_deref() == Some("linux");
-    let bridge = a.bridge.clone().or_else(|| s("bridge"));
-    let tc = match linux {
-        true => {
-            let block = cfg.get("tc_block").and_then(|v| v.as_u64()).and_then(|b| u32::try_from(b).ok()).ok_or("--config: dataplane linux needs tc_block")?;
-            Some((block, s("tc_cpu_dev").ok_or("--config: dataplane linux needs tc_cpu_dev")?))
-        }
+    let bridge = a.bridge.clone().or(cfg.bridge);
+    let tc = match cfg.dataplane == Some(Dataplane::Linux) {
+        true => Some((
+            cfg.tc_block.ok_or("--config: dataplane linux needs tc_block")?,
+            cfg.tc_cpu_dev.ok_or("--config: dataplane linux needs tc_cpu_dev")?,
+        )),
         false => None,
     };
-    let mgmt = a.mgmt.clone().unwrap_or_else(|| match (s("run_dir"), s("router")) {
+    let mgmt = a.mgmt.clone().unwrap_or_else(|| match (&cfg.run_dir, &cfg.router) {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
-    let port_table = |v| egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"));
-    let routes = cfg.get("egress_routes").filter(|v| !v.is_null());
-    let egress = match (a.egress.as_deref(), routes) {
+    // The route parsers read JSON (they also serve routerd's tests); the schema's shape has
+    // been checked above by the typed read.
+    let as_json = |r: &Vec<config::Route>| serde_json::to_value(r).expect("routes serialise");
+    let routes = cfg.egress_routes.as_ref().map(as_json);
+    let port_table = |v: &serde_json::Value| egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"));
+    let egress = match (a.egress.as_deref(), &routes) {
         (Some("cpu"), _) => None,
         (Some(_), None) => return Err("--egress ports needs egress_routes in --config".into()),
         (_, Some(v)) => Some(port_table(v)?),
         (None, None) => None,
     };
     // Without direct egress (BMv2), the ports' routes still tell each link's MTU.
-    let mtu_ports = match (&egress, cfg.get("port_routes").filter(|v| !v.is_null())) {
-        (None, Some(v)) => Some(port_table(v)?),
+    let mtu_ports = match (&egress, cfg.port_routes.as_ref().map(as_json)) {
+        (None, Some(v)) => Some(port_table(&v)?),
         _ => None,
     };
-    let link_state = match (s("link_state"), routes) {
+    let link_state = match (cfg.link_state, &routes) {
         (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?))
             .filter(|(_, routes)| !routes.is_empty()),
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
@@ -231,6 +238,10 @@ fn settings(a: &Args) -> Result<Settings, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_config_schema {
+        print!("{}", config::SCHEMA);
+        return ExitCode::SUCCESS;
+    }
     if !args.print_selectors.is_empty() {
         print_selectors(&args.print_selectors, args.cpu_ofport);
         return ExitCode::SUCCESS;
