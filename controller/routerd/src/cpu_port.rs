@@ -1,5 +1,7 @@
-//! The router's CPU port: an AF_PACKET socket on routerd's end of the veth pair,
-//! read and written in batches (recvmmsg / sendmmsg) so one syscall moves many frames.
+//! The router's CPU port: an AF_PACKET socket on routerd's end of the veth pair, read
+//! through a memory-mapped receive ring (rx_ring.rs: no system call per frame or per batch)
+//! or, where that is unavailable or `--cpu-io socket` asks, with recvmmsg; written with
+//! sendmmsg. Either way one turn moves up to BATCH frames.
 
 use std::ffi::CString;
 use std::io;
@@ -7,12 +9,42 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use concast_daemon::sys::check;
 
+use crate::rx_ring::{self, RxRing};
+
 /// Largest frame read: an Ethernet header and the largest IPv4 datagram, so bundles built
 /// for a jumbo path MTU arrive whole.
 pub const FRAME_MAX: usize = 14 + 65_535;
 pub const BATCH: usize = 64;
 
 const ETH_P_IP: u16 = 0x0800;
+
+/// How the CPU port is read (`--cpu-io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxMode {
+    /// The memory-mapped ring, or the socket when the kernel refuses a ring.
+    Ring,
+    /// recvmmsg on the socket, always (the path before the ring; tests run both).
+    Socket,
+}
+
+impl RxMode {
+    pub fn parse(s: &str) -> Result<RxMode, String> {
+        match s {
+            "ring" => Ok(RxMode::Ring),
+            "socket" => Ok(RxMode::Socket),
+            _ => Err(format!("{s:?}: the CPU port is read by `ring` or `socket`")),
+        }
+    }
+}
+
+/// Where frame `i` of the last batch is.
+#[derive(Debug, Clone, Copy)]
+enum Loc {
+    /// In a held ring slot.
+    Ring(rx_ring::Ready),
+    /// In receive buffer slot `i`, this many bytes (recvmmsg, or a frame too long for a slot).
+    Buf(usize),
+}
 
 pub struct CpuPort {
     fd: OwnedFd,
@@ -24,7 +56,11 @@ pub struct CpuPort {
     /// BATCH slots of FRAME_MAX bytes, zero-allocated: pages are only resident once a frame
     /// reaches them (most frames touch the first page of their slot).
     rx: Vec<u8>,
-    rx_len: [usize; BATCH],
+    loc: [Loc; BATCH],
+    ring: Option<RxRing>,
+    /// Ring slots that held a truncated frame with no whole copy on the socket (its queue
+    /// was full): lost like a kernel drop, and counted with them.
+    ring_truncated: u64,
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
@@ -73,17 +109,23 @@ fn hardware_address(fd: RawFd, name: &str) -> io::Result<[u8; 6]> {
 }
 
 impl CpuPort {
-    /// Opens `name` for IPv4 frames only; frames this socket sends are not read back.
+    /// Opens `name` for IPv4 frames only, read through the ring if the kernel gives one;
+    /// frames this socket sends are not read back.
     pub fn open(name: &str) -> io::Result<CpuPort> {
-        CpuPort::open_with(name, ETH_P_IP)
+        CpuPort::open_rx(name, RxMode::Ring)
+    }
+
+    /// Opens `name` for IPv4 frames, read as `mode` says.
+    pub fn open_rx(name: &str, mode: RxMode) -> io::Result<CpuPort> {
+        CpuPort::open_with(name, ETH_P_IP, mode)
     }
 
     /// Opens `name` for sending only (protocol 0: the socket is handed no frames).
     pub fn open_tx(name: &str) -> io::Result<CpuPort> {
-        CpuPort::open_with(name, 0)
+        CpuPort::open_with(name, 0, RxMode::Socket)
     }
 
-    fn open_with(name: &str, protocol: u16) -> io::Result<CpuPort> {
+    fn open_with(name: &str, protocol: u16, mode: RxMode) -> io::Result<CpuPort> {
         let ifindex = ifindex(name)?;
         // Protocol 0 at socket(): a packet socket made with a protocol gets that protocol's
         // frames from EVERY interface of the namespace until bind() narrows it to one, and
@@ -91,6 +133,13 @@ impl CpuPort {
         // a second time. bind() below sets the protocol and the interface in one step.
         let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // The ring goes on before bind(), so no frame ever waits on the socket queue ahead
+        // of it: that queue then holds only the whole copies of frames too long for a slot.
+        // A kernel that refuses (or a socket that cannot map it) falls back to recvmmsg.
+        let ring = match (mode, protocol) {
+            (RxMode::Ring, p) if p != 0 => RxRing::attach(fd.as_raw_fd(), rx_ring::SLOTS).ok(),
+            _ => None,
+        };
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = protocol.to_be();
@@ -113,7 +162,9 @@ impl CpuPort {
             mac,
             batch: BATCH,
             rx: vec![0; FRAME_MAX * BATCH],
-            rx_len: [0; BATCH],
+            loc: [Loc::Buf(0); BATCH],
+            ring,
+            ring_truncated: 0,
             kernel_drops: std::cell::Cell::new(0),
         })
     }
@@ -122,8 +173,21 @@ impl CpuPort {
         self.fd.as_raw_fd()
     }
 
-    /// Reads up to BATCH frames without blocking; returns how many (0 when none waits).
+    /// How the port is read: "ring", or "socket" (asked for, or the ring was refused).
+    pub fn rx_mode(&self) -> &'static str {
+        if self.ring.is_some() {
+            "ring"
+        } else {
+            "socket"
+        }
+    }
+
+    /// Reads up to `batch` frames without blocking; returns how many (0 when none waits).
+    /// The frames of the previous batch are given up.
     pub fn recv_batch(&mut self) -> io::Result<usize> {
+        if self.ring.is_some() {
+            return self.recv_ring();
+        }
         let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..BATCH {
@@ -138,9 +202,42 @@ impl CpuPort {
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
         }
         for i in 0..n as usize {
-            self.rx_len[i] = hdrs[i].msg_len as usize;
+            self.loc[i] = Loc::Buf(hdrs[i].msg_len as usize);
         }
         Ok(n as usize)
+    }
+
+    /// The ring's turn: every ready slot up to `batch`, read in place. A slot whose frame
+    /// was too long for it stands for the whole copy on the socket, read into buffer `i`.
+    fn recv_ring(&mut self) -> io::Result<usize> {
+        let want = self.batch.clamp(1, BATCH);
+        let ring = self.ring.as_mut().expect("ring mode");
+        ring.release();
+        let mut n = 0;
+        while n < want {
+            let Some(r) = ring.next() else { break };
+            if r.snaplen >= r.len {
+                self.loc[n] = Loc::Ring(r);
+                n += 1;
+                continue;
+            }
+            if r.copied {
+                let buf = &mut self.rx[n * FRAME_MAX..][..FRAME_MAX];
+                let got = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, FRAME_MAX, libc::MSG_DONTWAIT) };
+                if got >= 0 {
+                    self.loc[n] = Loc::Buf(got as usize);
+                    n += 1;
+                    continue;
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // Truncated and no whole copy (the socket's queue was full): the frame is lost.
+            self.ring_truncated += 1;
+        }
+        Ok(n)
     }
 
     /// Frames the kernel could not queue for this socket (its buffer was full) since it
@@ -154,12 +251,16 @@ impl CpuPort {
         if r == 0 {
             self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
         }
-        self.kernel_drops.get()
+        self.kernel_drops.get() + self.ring_truncated
     }
 
     /// Frame `i` of the last batch.
     pub fn frame(&self, i: usize) -> &[u8] {
-        &self.rx[i * FRAME_MAX..][..self.rx_len[i]]
+        match (&self.loc[i], &self.ring) {
+            (Loc::Ring(r), Some(ring)) => ring.bytes(r),
+            (Loc::Buf(len), _) => &self.rx[i * FRAME_MAX..][..*len],
+            (Loc::Ring(_), None) => unreachable!("ring slots only come from a ring"),
+        }
     }
 
     /// Sends frames in batches; returns how many the kernel took.
