@@ -61,6 +61,9 @@ pub struct CpuPort {
     /// Ring slots that held a truncated frame with no whole copy on the socket (its queue
     /// was full): lost like a kernel drop, and counted with them.
     ring_truncated: u64,
+    /// How long ring frames waited between the kernel writing them and routerd reading
+    /// them (wake-up plus the turn before): 1 µs bins, the last one "longer".
+    read_delay: ReadDelay,
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
@@ -106,6 +109,57 @@ fn hardware_address(fd: RawFd, name: &str) -> io::Result<[u8; 6]> {
         *m = d as u8;
     }
     Ok(mac)
+}
+
+fn realtime_ns() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Bins of 1 µs up to 1 ms, and one for longer: where a hop's microseconds go (issue #26).
+const DELAY_BINS: usize = 1001;
+
+pub struct ReadDelay {
+    bins: Box<[u64; DELAY_BINS]>,
+    n: u64,
+    sum_ns: u64,
+}
+
+impl Default for ReadDelay {
+    fn default() -> ReadDelay {
+        ReadDelay { bins: Box::new([0; DELAY_BINS]), n: 0, sum_ns: 0 }
+    }
+}
+
+impl ReadDelay {
+    pub fn add(&mut self, ns: u64) {
+        self.bins[((ns / 1000) as usize).min(DELAY_BINS - 1)] += 1;
+        self.n += 1;
+        self.sum_ns += ns;
+    }
+
+    /// The bin (µs) holding quantile `q`; DELAY_BINS - 1 means "1 ms or more".
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let rank = ((self.n as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (us, c) in self.bins.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return us as u64;
+            }
+        }
+        0
+    }
+
+    /// `{n, mean_us, p50_us, p90_us, p99_us}` (bins are 1 µs wide: p50_us 12 = 12..13 µs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mean = if self.n == 0 { 0.0 } else { self.sum_ns as f64 / self.n as f64 / 1000.0 };
+        serde_json::json!({
+            "n": self.n, "mean_us": (mean * 10.0).round() / 10.0,
+            "p50_us": self.quantile_us(0.5), "p90_us": self.quantile_us(0.9), "p99_us": self.quantile_us(0.99),
+        })
+    }
 }
 
 impl CpuPort {
@@ -165,6 +219,7 @@ impl CpuPort {
             loc: [Loc::Buf(0); BATCH],
             ring,
             ring_truncated: 0,
+            read_delay: ReadDelay::default(),
             kernel_drops: std::cell::Cell::new(0),
         })
     }
@@ -214,8 +269,13 @@ impl CpuPort {
         let ring = self.ring.as_mut().expect("ring mode");
         ring.release();
         let mut n = 0;
+        let mut now_ns = 0;
         while n < want {
             let Some(r) = ring.next() else { break };
+            if now_ns == 0 {
+                now_ns = realtime_ns(); // once a turn: the ring's stamps are CLOCK_REALTIME
+            }
+            self.read_delay.add(now_ns.saturating_sub(r.stamp_ns));
             if r.snaplen >= r.len {
                 self.loc[n] = Loc::Ring(r);
                 n += 1;
@@ -252,6 +312,11 @@ impl CpuPort {
             self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
         }
         self.kernel_drops.get() + self.ring_truncated
+    }
+
+    /// Delay from the kernel's ring write to routerd's read (ring mode; all zero otherwise).
+    pub fn read_delay(&self) -> &ReadDelay {
+        &self.read_delay
     }
 
     /// Frame `i` of the last batch.
@@ -303,5 +368,30 @@ impl CpuPort {
             }
         }
         Ok(sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_delay_quantiles_come_from_1us_bins_and_long_waits_share_the_last() {
+        let mut d = ReadDelay::default();
+        for ns in [500, 1_500, 2_200, 2_900, 40_000, 5_000_000_000] {
+            d.add(ns);
+        }
+        assert_eq!((d.quantile_us(0.5), d.quantile_us(0.9), d.quantile_us(1.0)), (2, 1000, 1000));
+        assert_eq!(d.quantile_us(0.1), 0);
+        let j = d.to_json();
+        assert_eq!((j["n"].as_u64(), j["p50_us"].as_u64()), (Some(6), Some(2)));
+        assert_eq!(ReadDelay::default().to_json()["p50_us"], 0);
+    }
+
+    #[test]
+    fn cpu_io_modes_parse_and_anything_else_is_refused() {
+        assert_eq!(RxMode::parse("ring"), Ok(RxMode::Ring));
+        assert_eq!(RxMode::parse("socket"), Ok(RxMode::Socket));
+        assert!(RxMode::parse("mmap").unwrap_err().contains("ring"));
     }
 }

@@ -191,6 +191,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                     }
                     if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {
                         a.insert("cpu_io".into(), port.rx_mode().into());
+                        a.insert("cpu_port_read_delay".into(), port.read_delay().to_json());
                     }
                     answer
                 }

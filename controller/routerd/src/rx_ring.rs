@@ -39,6 +39,8 @@ pub struct Ready {
     pub len: usize,
     /// The whole frame is also queued on the socket (it did not fit the slot).
     pub copied: bool,
+    /// When the kernel put the frame in the ring (CLOCK_REALTIME, ns).
+    pub stamp_ns: u64,
 }
 
 pub struct RxRing {
@@ -114,6 +116,7 @@ impl RxRing {
             snaplen: (h.tp_snaplen as usize).min(SLOT.saturating_sub(usize::from(h.tp_mac))),
             len: h.tp_len as usize,
             copied: status & libc::TP_STATUS_COPY != 0,
+            stamp_ns: u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec),
         };
         self.head = (self.head + 1) % self.slots;
         self.held += 1;

@@ -120,6 +120,8 @@ struct Run {
     out: Vec<Vec<u8>>,
     counters: serde_json::Value,
     batches: usize,
+    /// Frames whose ring-to-read delay was recorded.
+    delays: u64,
 }
 
 /// Sends `frames` through the veth in bursts and runs what the CPU port reads through a
@@ -151,7 +153,8 @@ fn run(ns: &str, mode: RxMode, frames: &[Vec<u8>]) -> Run {
         }
     }
     assert_eq!(port.kernel_drops(), 0, "{mode:?}: the kernel dropped frames");
-    Run { mode: port.rx_mode(), out, counters: router.counters.to_json(), batches }
+    let delays = port.read_delay().to_json()["n"].as_u64().unwrap();
+    Run { mode: port.rx_mode(), out, counters: router.counters.to_json(), batches, delays }
 }
 
 #[test]
@@ -185,6 +188,7 @@ fn the_ring_and_recvmmsg_give_the_same_merged_output_and_counters() {
     for j in &jumbo {
         assert!(ring.out.contains(j), "a frame longer than a ring slot came back whole");
     }
+    assert_eq!((ring.delays, socket.delays), (frames.len() as u64, 0), "the read delay is timed for every ring slot");
     assert!(ring.batches < frames.len() / 4, "frames were read in batches ({} turns)", ring.batches);
     assert_eq!(ring.counters, socket.counters, "the same counters on both paths");
     // Merged datagrams leave at the end of their batch and passed frames at once, so where
