@@ -298,6 +298,9 @@ def main() -> int:
     if not bmv2:
         print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
     print(f"routerd at the end: {json.dumps(stats_end['counters'])}")
+    if "cpu_port_read_delay" in stats_end:
+        print(f"routerd's CPU port ({stats_end.get('cpu_io')}): kernel ring write to routerd's read, every diverted "
+              f"frame of the run: {json.dumps(stats_end['cpu_port_read_delay'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
              "paired_minus_plain_us"]
     for path, s in summary.items():
