@@ -45,6 +45,7 @@ pub struct RouterConfig {
     pub egress_routes: Option<Vec<Route>>,
     pub port_routes: Option<Vec<Route>>,
     pub link_state: Option<String>,
+    pub cpu_io: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -97,6 +98,7 @@ mod tests {
             egress_routes: Some(vec![route.clone()]),
             port_routes: Some(vec![route]),
             link_state: Some("/dev/shm/x".into()),
+            cpu_io: Some("ring".into()),
         }
     }
 

@@ -1,5 +1,7 @@
-//! The router's CPU port: an AF_PACKET socket on routerd's end of the veth pair,
-//! read and written in batches (recvmmsg / sendmmsg) so one syscall moves many frames.
+//! The router's CPU port: an AF_PACKET socket on routerd's end of the veth pair, read
+//! through a memory-mapped receive ring (rx_ring.rs: no system call per frame or per batch)
+//! or, where that is unavailable or `--cpu-io socket` asks, with recvmmsg; written with
+//! sendmmsg. Either way one turn moves up to BATCH frames.
 
 use std::ffi::CString;
 use std::io;
@@ -7,12 +9,42 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use concast_daemon::sys::check;
 
+use crate::rx_ring::{self, RxRing};
+
 /// Largest frame read: an Ethernet header and the largest IPv4 datagram, so bundles built
 /// for a jumbo path MTU arrive whole.
 pub const FRAME_MAX: usize = 14 + 65_535;
 pub const BATCH: usize = 64;
 
 const ETH_P_IP: u16 = 0x0800;
+
+/// How the CPU port is read (`--cpu-io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxMode {
+    /// The memory-mapped ring, or the socket when the kernel refuses a ring.
+    Ring,
+    /// recvmmsg on the socket, always (the path before the ring; tests run both).
+    Socket,
+}
+
+impl RxMode {
+    pub fn parse(s: &str) -> Result<RxMode, String> {
+        match s {
+            "ring" => Ok(RxMode::Ring),
+            "socket" => Ok(RxMode::Socket),
+            _ => Err(format!("{s:?}: the CPU port is read by `ring` or `socket`")),
+        }
+    }
+}
+
+/// Where frame `i` of the last batch is.
+#[derive(Debug, Clone, Copy)]
+enum Loc {
+    /// In a held ring slot.
+    Ring(rx_ring::Ready),
+    /// In receive buffer slot `i`, this many bytes (recvmmsg, or a frame too long for a slot).
+    Buf(usize),
+}
 
 pub struct CpuPort {
     fd: OwnedFd,
@@ -24,7 +56,14 @@ pub struct CpuPort {
     /// BATCH slots of FRAME_MAX bytes, zero-allocated: pages are only resident once a frame
     /// reaches them (most frames touch the first page of their slot).
     rx: Vec<u8>,
-    rx_len: [usize; BATCH],
+    loc: [Loc; BATCH],
+    ring: Option<RxRing>,
+    /// Ring slots that held a truncated frame with no whole copy on the socket (its queue
+    /// was full): lost like a kernel drop, and counted with them.
+    ring_truncated: u64,
+    /// How long ring frames waited between the kernel writing them and routerd reading
+    /// them (wake-up plus the turn before): 1 µs bins, the last one "longer".
+    read_delay: ReadDelay,
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
@@ -72,18 +111,75 @@ fn hardware_address(fd: RawFd, name: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
+fn realtime_ns() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Bins of 1 µs up to 1 ms, and one for longer: where a hop's microseconds go (issue #26).
+const DELAY_BINS: usize = 1001;
+
+pub struct ReadDelay {
+    bins: Box<[u64; DELAY_BINS]>,
+    n: u64,
+    sum_ns: u64,
+}
+
+impl Default for ReadDelay {
+    fn default() -> ReadDelay {
+        ReadDelay { bins: Box::new([0; DELAY_BINS]), n: 0, sum_ns: 0 }
+    }
+}
+
+impl ReadDelay {
+    pub fn add(&mut self, ns: u64) {
+        self.bins[((ns / 1000) as usize).min(DELAY_BINS - 1)] += 1;
+        self.n += 1;
+        self.sum_ns += ns;
+    }
+
+    /// The bin (µs) holding quantile `q`; DELAY_BINS - 1 means "1 ms or more".
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let rank = ((self.n as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (us, c) in self.bins.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return us as u64;
+            }
+        }
+        0
+    }
+
+    /// `{n, mean_us, p50_us, p90_us, p99_us}` (bins are 1 µs wide: p50_us 12 = 12..13 µs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mean = if self.n == 0 { 0.0 } else { self.sum_ns as f64 / self.n as f64 / 1000.0 };
+        serde_json::json!({
+            "n": self.n, "mean_us": (mean * 10.0).round() / 10.0,
+            "p50_us": self.quantile_us(0.5), "p90_us": self.quantile_us(0.9), "p99_us": self.quantile_us(0.99),
+        })
+    }
+}
+
 impl CpuPort {
-    /// Opens `name` for IPv4 frames only; frames this socket sends are not read back.
+    /// Opens `name` for IPv4 frames only, read through the ring if the kernel gives one;
+    /// frames this socket sends are not read back.
     pub fn open(name: &str) -> io::Result<CpuPort> {
-        CpuPort::open_with(name, ETH_P_IP)
+        CpuPort::open_rx(name, RxMode::Ring)
+    }
+
+    /// Opens `name` for IPv4 frames, read as `mode` says.
+    pub fn open_rx(name: &str, mode: RxMode) -> io::Result<CpuPort> {
+        CpuPort::open_with(name, ETH_P_IP, mode)
     }
 
     /// Opens `name` for sending only (protocol 0: the socket is handed no frames).
     pub fn open_tx(name: &str) -> io::Result<CpuPort> {
-        CpuPort::open_with(name, 0)
+        CpuPort::open_with(name, 0, RxMode::Socket)
     }
 
-    fn open_with(name: &str, protocol: u16) -> io::Result<CpuPort> {
+    fn open_with(name: &str, protocol: u16, mode: RxMode) -> io::Result<CpuPort> {
         let ifindex = ifindex(name)?;
         // Protocol 0 at socket(): a packet socket made with a protocol gets that protocol's
         // frames from EVERY interface of the namespace until bind() narrows it to one, and
@@ -91,6 +187,13 @@ impl CpuPort {
         // a second time. bind() below sets the protocol and the interface in one step.
         let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // The ring goes on before bind(), so no frame ever waits on the socket queue ahead
+        // of it: that queue then holds only the whole copies of frames too long for a slot.
+        // A kernel that refuses (or a socket that cannot map it) falls back to recvmmsg.
+        let ring = match (mode, protocol) {
+            (RxMode::Ring, p) if p != 0 => RxRing::attach(fd.as_raw_fd(), rx_ring::SLOTS).ok(),
+            _ => None,
+        };
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = protocol.to_be();
@@ -113,7 +216,10 @@ impl CpuPort {
             mac,
             batch: BATCH,
             rx: vec![0; FRAME_MAX * BATCH],
-            rx_len: [0; BATCH],
+            loc: [Loc::Buf(0); BATCH],
+            ring,
+            ring_truncated: 0,
+            read_delay: ReadDelay::default(),
             kernel_drops: std::cell::Cell::new(0),
         })
     }
@@ -122,8 +228,21 @@ impl CpuPort {
         self.fd.as_raw_fd()
     }
 
-    /// Reads up to BATCH frames without blocking; returns how many (0 when none waits).
+    /// How the port is read: "ring", or "socket" (asked for, or the ring was refused).
+    pub fn rx_mode(&self) -> &'static str {
+        if self.ring.is_some() {
+            "ring"
+        } else {
+            "socket"
+        }
+    }
+
+    /// Reads up to `batch` frames without blocking; returns how many (0 when none waits).
+    /// The frames of the previous batch are given up.
     pub fn recv_batch(&mut self) -> io::Result<usize> {
+        if self.ring.is_some() {
+            return self.recv_ring();
+        }
         let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..BATCH {
@@ -138,9 +257,47 @@ impl CpuPort {
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
         }
         for i in 0..n as usize {
-            self.rx_len[i] = hdrs[i].msg_len as usize;
+            self.loc[i] = Loc::Buf(hdrs[i].msg_len as usize);
         }
         Ok(n as usize)
+    }
+
+    /// The ring's turn: every ready slot up to `batch`, read in place. A slot whose frame
+    /// was too long for it stands for the whole copy on the socket, read into buffer `i`.
+    fn recv_ring(&mut self) -> io::Result<usize> {
+        let want = self.batch.clamp(1, BATCH);
+        let ring = self.ring.as_mut().expect("ring mode");
+        ring.release();
+        let mut n = 0;
+        let mut now_ns = 0;
+        while n < want {
+            let Some(r) = ring.next() else { break };
+            if now_ns == 0 {
+                now_ns = realtime_ns(); // once a turn: the ring's stamps are CLOCK_REALTIME
+            }
+            self.read_delay.add(now_ns.saturating_sub(r.stamp_ns));
+            if r.snaplen >= r.len {
+                self.loc[n] = Loc::Ring(r);
+                n += 1;
+                continue;
+            }
+            if r.copied {
+                let buf = &mut self.rx[n * FRAME_MAX..][..FRAME_MAX];
+                let got = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, FRAME_MAX, libc::MSG_DONTWAIT) };
+                if got >= 0 {
+                    self.loc[n] = Loc::Buf(got as usize);
+                    n += 1;
+                    continue;
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // Truncated and no whole copy (the socket's queue was full): the frame is lost.
+            self.ring_truncated += 1;
+        }
+        Ok(n)
     }
 
     /// Frames the kernel could not queue for this socket (its buffer was full) since it
@@ -154,12 +311,21 @@ impl CpuPort {
         if r == 0 {
             self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
         }
-        self.kernel_drops.get()
+        self.kernel_drops.get() + self.ring_truncated
+    }
+
+    /// Delay from the kernel's ring write to routerd's read (ring mode; all zero otherwise).
+    pub fn read_delay(&self) -> &ReadDelay {
+        &self.read_delay
     }
 
     /// Frame `i` of the last batch.
     pub fn frame(&self, i: usize) -> &[u8] {
-        &self.rx[i * FRAME_MAX..][..self.rx_len[i]]
+        match (&self.loc[i], &self.ring) {
+            (Loc::Ring(r), Some(ring)) => ring.bytes(r),
+            (Loc::Buf(len), _) => &self.rx[i * FRAME_MAX..][..*len],
+            (Loc::Ring(_), None) => unreachable!("ring slots only come from a ring"),
+        }
     }
 
     /// Sends frames in batches; returns how many the kernel took.
@@ -202,5 +368,30 @@ impl CpuPort {
             }
         }
         Ok(sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_delay_quantiles_come_from_1us_bins_and_long_waits_share_the_last() {
+        let mut d = ReadDelay::default();
+        for ns in [500, 1_500, 2_200, 2_900, 40_000, 5_000_000_000] {
+            d.add(ns);
+        }
+        assert_eq!((d.quantile_us(0.5), d.quantile_us(0.9), d.quantile_us(1.0)), (2, 1000, 1000));
+        assert_eq!(d.quantile_us(0.1), 0);
+        let j = d.to_json();
+        assert_eq!((j["n"].as_u64(), j["p50_us"].as_u64()), (Some(6), Some(2)));
+        assert_eq!(ReadDelay::default().to_json()["p50_us"], 0);
+    }
+
+    #[test]
+    fn cpu_io_modes_parse_and_anything_else_is_refused() {
+        assert_eq!(RxMode::parse("ring"), Ok(RxMode::Ring));
+        assert_eq!(RxMode::parse("socket"), Ok(RxMode::Socket));
+        assert!(RxMode::parse("mmap").unwrap_err().contains("ring"));
     }
 }

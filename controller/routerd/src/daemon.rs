@@ -9,7 +9,7 @@ use std::time::Instant;
 use concast_engine::{Engine, EngineConfig};
 use serde_json::{json, Value};
 
-use crate::cpu_port::CpuPort;
+use crate::cpu_port::{CpuPort, RxMode};
 use crate::dataplane;
 use crate::egress::{self, Egress};
 use crate::linkgate::{LinkGate, LinkRoute};
@@ -49,8 +49,10 @@ pub struct Settings {
     pub link_state: Option<(PathBuf, Vec<LinkRoute>)>,
     /// OpenFlow port number of the CPU port (OVS selectors send diverted frames there).
     pub cpu_ofport: u32,
-    /// Frames per recvmmsg/sendmmsg call on the CPU port.
+    /// Frames per recvmmsg/sendmmsg call (or ring turn) on the CPU port.
     pub batch: usize,
+    /// How the CPU port is read: the memory-mapped ring (falling back to recvmmsg) or recvmmsg.
+    pub cpu_io: RxMode,
     /// `--flow`s and the parameters given to every one of them.
     pub flows: Vec<StaticFlow>,
     pub flow_params: String,
@@ -110,7 +112,7 @@ impl Outbox<'_> {
 /// Runs routerd until SIGTERM or SIGINT: the CPU port, the management socket and the merge
 /// engine's timers in one poll loop; removes the diversions it installed before returning.
 pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
-    let mut port = CpuPort::open(&s.cpu_iface).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
+    let mut port = CpuPort::open_rx(&s.cpu_iface, s.cpu_io).map_err(|e| format!("cannot open CPU port {}: {e}", s.cpu_iface))?;
     port.batch = s.batch;
     let mut limits = concast_engine::Limits::default();
     limits.cpu_per_second = Some(std::time::Duration::from_millis(s.flow_cpu_ms)).filter(|d| !d.is_zero());
@@ -140,7 +142,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     let mgmt = Mgmt::bind(&s.mgmt).map_err(|e| format!("cannot bind management socket {}: {e}", s.mgmt.display()))?;
     concast_daemon::stop_on_signals();
     let desc = router.dataplane().describe();
-    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("dataplane", &desc), ("egress", &egress_desc), ("mgmt", &s.mgmt.display())]);
+    emit(Level::Info, "started", &[("addr", &s.addr), ("cpu_port", &s.cpu_iface), ("cpu_io", &port.rx_mode()), ("dataplane", &desc), ("egress", &egress_desc), ("mgmt", &s.mgmt.display())]);
 
     let origin_ns = monotonic_ns(); // the engine's time 0, on the link emulator's clock
     let clock = Instant::now();
@@ -186,6 +188,10 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                     if let Some(c) = answer.get_mut("counters") {
                         add_egress_counters(c, egress.as_ref());
                         c["cpu_port_kernel_drops"] = port.kernel_drops().into();
+                    }
+                    if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {
+                        a.insert("cpu_io".into(), port.rx_mode().into());
+                        a.insert("cpu_port_read_delay".into(), port.read_delay().to_json());
                     }
                     answer
                 }

@@ -13,6 +13,7 @@ pub mod linkstate;
 pub use concast_daemon::log;
 pub mod mgmt;
 pub mod router;
+pub mod rx_ring;
 pub mod tc;
 
 pub use router::{Router, Sink};

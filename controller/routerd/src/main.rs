@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use concast_routerd::config::{self, Dataplane, RouterConfig};
-use concast_routerd::cpu_port::parse_mac;
+use concast_routerd::cpu_port::{parse_mac, RxMode};
 use concast_routerd::daemon::{self, Settings, StaticFlow};
 use concast_routerd::egress;
 use concast_routerd::linkgate;
@@ -85,6 +85,11 @@ struct Args {
     /// Frames per recvmmsg/sendmmsg call on the CPU port (1 = a syscall per frame; benchmarks).
     #[arg(long, default_value_t = concast_routerd::cpu_port::BATCH, value_parser = parse_batch)]
     batch: usize,
+    /// How the CPU port is read: `ring` = a memory-mapped AF_PACKET receive ring, no system
+    /// call per frame (falls back to `socket` when the kernel refuses one); `socket` =
+    /// recvmmsg. From --config: `cpu_io`. Default ring.
+    #[arg(long, value_parser = ["ring", "socket"])]
+    cpu_io: Option<String>,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
     /// that is signed is still checked (docs/protocol.md 2.9).
     #[arg(long)]
@@ -224,7 +229,9 @@ fn settings(a: &Args) -> Result<Settings, String> {
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.
         _ => None,
     };
+    let cpu_io = RxMode::parse(&a.cpu_io.clone().or(cfg.cpu_io).unwrap_or_else(|| "ring".into())).map_err(|e| format!("cpu_io: {e}"))?;
     Ok(Settings {
+        cpu_io,
         cpu_iface, addr, router_mac, bridge, dataplane_cmd, tc, mgmt, egress, mtu_ports, link_state,
         timer_lead_us: a.timer_lead_us,
         node_buffer_bytes: a.node_buffer_bytes as usize,
