@@ -84,7 +84,12 @@ impl RxRing {
             libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd, 0)
         };
         if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            // Take the ring off again: frames would land in it, unread, instead of the
+            // socket queue the caller falls back to.
+            let none = libc::tpacket_req { tp_block_size: 0, tp_block_nr: 0, tp_frame_size: 0, tp_frame_nr: 0 };
+            setsockopt(fd, libc::PACKET_RX_RING, &none)?;
+            return Err(e);
         }
         Ok(RxRing { base: base as *mut u8, map_len, slots, head: 0, held: 0 })
     }
