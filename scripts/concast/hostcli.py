@@ -91,8 +91,34 @@ def show_event(ev: dict) -> None:
 
 
 # --- send ----------------------------------------------------------------------------------
+def receiver_or_host(text: str) -> str:
+    """--to: an IPv4 address, or a host's name in a running network (checked at run time)."""
+    if text[:1].isdigit():
+        return receiver_addr(text)
+    if not text.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an IPv4 address nor a host name")
+    return text
+
+
+def resolve_receiver(to: str, run: str | None) -> str:
+    """A host name -> its address, from the host's config in the running network's run
+    folder (<run dir>/hosts/<host>.json beside its hostd socket)."""
+    if to[:1].isdigit():
+        return to
+    from concast.hosts import locate
+    try:
+        sock = Path(locate.hostd_socket(to, run))
+    except locate.NotFound as e:
+        raise _not_found(e) from None
+    try:
+        return json.loads(sock.with_suffix(".json").read_text())["addr"]
+    except (OSError, ValueError, KeyError):
+        raise NoDaemon(f"--to {to}: no address for it next to {sock}; {START_HINT}") from None
+
+
 def cmd_send(ns: argparse.Namespace) -> int:
     from concast.hosts import HostdError
+    ns.to = resolve_receiver(ns.to, ns.run)
     stream = ns.values == ["-"]
     batch = [] if stream else parse_values(ns.values, ns.key, ns.hex)
     rejected = 0
@@ -342,7 +368,8 @@ def add_verbs(sub) -> None:
                        description="Join (R, G) through this host's hostd and send each VALUE as "
                                    "one datagram (aggregate payloads: VALUE or KEY=VALUE; `-` reads "
                                    "lines of VALUES from stdin and sends each line as it comes).")
-    s.add_argument("--to", type=receiver_addr, required=True, metavar="R", help="the receiver")
+    s.add_argument("--to", type=receiver_or_host, required=True, metavar="R",
+                   help="the receiver: its address, or its host name in a running network")
     s.add_argument("--group", type=group_id, required=True, metavar="G",
                    help="the concast group (the Concast ID option's G)")
     s.add_argument("--sport", type=port, default=4000, help="UDP source port (default 4000)")
