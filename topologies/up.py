@@ -343,6 +343,11 @@ def interactive(net) -> None:
             words[1:] = [net.ip(w) if w in names else w for w in words[1:]]
             return " ".join(words)
 
+        def do_nodes(self, line: str) -> None:
+            super().do_nodes(line)
+            if names:
+                print("routers by name: " + " ".join(f"{k}={v}" for k, v in names.items()))
+
     if names:
         print("routers: " + ", ".join(f"{k}={v}" for k, v in names.items())
               + " (type r1 for its node; as an argument r1 is its router ID)")

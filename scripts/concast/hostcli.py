@@ -80,6 +80,7 @@ def connect(ns: argparse.Namespace):
         path = locate.hostd_socket(ns.socket or ns.node, ns.run)
     except locate.NotFound as e:
         raise _not_found(e) from None
+    ns.socket_path = Path(path)
     try:
         return Client(path)
     except OSError as e:
@@ -227,9 +228,37 @@ def add_spec_param_options(p: argparse.ArgumentParser) -> None:
 
 
 # --- recv ----------------------------------------------------------------------------------
-def describe_datagram(ev: dict) -> str:
+def node_names(socket: Path | None) -> dict[str, str]:
+    """Address -> node name in the network a hostd socket belongs to (from the configs in its
+    run folder: <run dir>/hosts/H.json, <run dir>/routers/R.json); {} elsewhere."""
+    names: dict[str, str] = {}
+    if socket is None:
+        return names
+    run_dir = Path(socket).parent.parent
+    for kind in ("routers", "hosts"):
+        for cfg in sorted((run_dir / kind).glob("*.json")):
+            try:
+                data = json.loads(cfg.read_text())
+            except (OSError, ValueError):
+                continue
+            for a in [data.get("addr"), *data.get("addresses", [])]:
+                if a:
+                    names.setdefault(str(a), cfg.stem)
+    return names
+
+
+def describe_datagram(ev: dict, names: dict[str, str] | None = None) -> str:
+    """One line per datagram. `src` is the datagram's IPv4 source; after R's own final merge
+    that is R, so `from` names the nodes it came from on the wire (hostd's "from")."""
     from concast.hosts import aggregate
-    head = f"datagram kind={ev['kind']} src={ev['src']} ttl={ev['ttl']}"
+    names = names or {}
+
+    def named(a: str) -> str:
+        return f"{a}({names[a]})" if a in names else a
+    head = f"datagram kind={ev['kind']} src={named(ev['src'])}"
+    if ev.get("from"):
+        head += f" from={','.join(named(a) for a in ev['from'])}"
+    head += f" ttl={ev['ttl']}"
     if "dport" in ev:
         head += f" dport={ev['dport']}"
     c = aggregate.decode(bytes.fromhex(ev["payload"]))
@@ -257,6 +286,7 @@ def cmd_recv(ns: argparse.Namespace) -> int:
             print(f"concast recv: {e}", file=sys.stderr)
             return 1
         print("ready", flush=True)
+        names = node_names(getattr(ns, "socket_path", None))
         got = 0
         deadline = time.monotonic() + ns.timeout if ns.timeout else None
         try:
@@ -269,7 +299,8 @@ def cmd_recv(ns: argparse.Namespace) -> int:
                     continue
                 if ev["event"] == "datagram":
                     got += 1
-                    print(json.dumps(ev, sort_keys=True) if ns.json else describe_datagram(ev), flush=True)
+                    print(json.dumps(ev, sort_keys=True) if ns.json
+                          else describe_datagram(ev, names), flush=True)
                 else:
                     show_event(ev)
         except KeyboardInterrupt:

@@ -100,3 +100,19 @@ def test_round_timeout_is_embedded_in_the_spec():
     assert embedded != plain and b"timeout_us=5000000" in embedded
     with pytest.raises(hostcli.BadUsage):
         hostcli.spec_params(["fanin"], None)
+
+
+def test_recv_names_the_source_and_where_it_came_from(tmp_path):
+    import json
+    from concast import hostcli
+    for kind, name, cfg in (("hosts", "rx", {"addr": "10.1.1.2"}),
+                            ("routers", "r1", {"addr": "10.0.0.1", "addresses": ["172.16.0.1"]})):
+        (tmp_path / kind).mkdir(exist_ok=True)
+        (tmp_path / kind / f"{name}.json").write_text(json.dumps(cfg))
+    names = hostcli.node_names(tmp_path / "hosts" / "rx.sock")
+    assert names == {"10.1.1.2": "rx", "10.0.0.1": "r1", "172.16.0.1": "r1"}
+    ev = {"kind": "merged", "src": "10.1.1.2", "from": ["10.0.0.1"], "ttl": 62, "dport": 5000,
+          "payload": aggregate.encode(1, 15, count=2).hex()}
+    line = hostcli.describe_datagram(ev, names)
+    assert "src=10.1.1.2(rx) from=10.0.0.1(r1)" in line and "count=2 value=15" in line
+    assert "from=" not in hostcli.describe_datagram({**ev, "from": []}, names)
