@@ -39,6 +39,7 @@ from concast.argtypes import DEFAULT_DATAPLANE, add_dataplane, hidden_alias
 from concast.topologies import ConcastNet, prebuilt, transitstub
 
 SHAPES = ("dumbbell", "tree", "line", "star", "mixed", "transit-stub")
+LINK_KINDS = ("auto", "netem", "linkemu")
 BIG = 12        # above this many routers the address table goes to a file, not the screen
 
 
@@ -132,10 +133,50 @@ def parser() -> argparse.ArgumentParser:
         help="no CLI: keep the network up this many seconds (or until Ctrl-C)"))
     r.add_argument("--describe", action="store_true",
                    help="print the whole address table even for big networks")
+    add_interactive_options(p)
     return p
 
 
+def add_interactive_options(p: argparse.ArgumentParser) -> None:
+    """Links, captures and BMv2 switches (issue #27, item 3)."""
+    i = p.add_argument_group("links, captures, P4")
+    i.add_argument("--links", choices=LINK_KINDS, default="auto",
+                   help="how links get delay and loss: netem (Linux tc, as Mininet's TCLink), "
+                        "linkemu (the concast link emulator, docs/linkemu.md), or auto: netem "
+                        "where this kernel has it, else linkemu (default auto)")
+    i.add_argument("--pcap", metavar="all|HOST,...",
+                   help="capture every packet on these hosts' links (all: every host) into "
+                        "DIR/HOST.pcap, for `concast decode --pcap` (default none)")
+    i.add_argument("--pcap-dir", metavar="DIR",
+                   help="where --pcap writes (relative to here; default <run dir>/pcap)")
+    i.add_argument("--p4", metavar="FILE.p4", help="--dataplane bmv2: run this P4 program on "
+                   "the routers instead of p4src/concast.p4 (needs p4c); default concast.p4")
+    i.add_argument("--bmv2-log", action="store_true",
+                   help="--dataplane bmv2: write each switch's packet log (default off)")
+
+
 def build(ns: argparse.Namespace) -> ConcastNet:
+    net = _build(ns)
+    net.emulate = links_choice(getattr(ns, "links", "auto"), net.emulate)
+    return net
+
+
+def links_choice(kind: str, given=None):
+    """ConcastNet's `emulate` for --links: "netem" (TCLink), True (linkemu), or for auto netem
+    where the kernel has it and otherwise what the network asked for (linkemu when a link has
+    delay, loss or a queue limit). RuntimeError when netem is asked for and absent."""
+    from concast.topologies import links
+    if kind == "linkemu":
+        return True
+    if kind == "netem" or (kind == "auto" and links.netem_available()):
+        if not links.netem_available():
+            raise LookupError("this kernel has no netem (tc qdisc ... netem fails; modprobe "
+                              "sch_netem, or use --links linkemu)")
+        return "netem"
+    return given
+
+
+def _build(ns: argparse.Namespace) -> ConcastNet:
     capable = not ns.oblivious
     if ns.topo not in SHAPES:
         path = Path(ns.topo)
@@ -232,6 +273,93 @@ def run_script(net, ns: argparse.Namespace) -> int:
     return run_shell(net, script, hosts)
 
 
+def on_path(path: str) -> str:
+    """PATH with this concast's folder first, so `concast` works on every host."""
+    here = str(Path(sys.argv[0]).resolve().parent) if Path(sys.argv[0]).name == "concast" \
+        else str(Path(sys.executable).parent)
+    parts = path.split(os.pathsep) if path else []
+    return os.pathsep.join([here, *[x for x in parts if x != here]])
+
+
+def start_captures(net, which: str | None, folder: str | None = None) -> list:
+    """tcpdump on the chosen hosts' interfaces (--pcap all|H1,H2) into folder/HOST.pcap."""
+    if not which:
+        return []
+    hosts = list(net.plan.hosts) if which == "all" else which.split(",")
+    unknown = [h for h in hosts if h not in net.plan.hosts]
+    if unknown:
+        raise ValueError(f"--pcap: no host {', '.join(unknown)}")
+    from concast.topologies.capture import Capture
+    where = Path(folder).resolve() if folder else net.run_dir / "pcap"
+    caps = [Capture(net[h], net.iface(h), where / f"{h}.pcap").start() for h in hosts]
+    print(f"capturing on {', '.join(hosts)} into {where}", flush=True)
+    return caps
+
+
+def examples(net) -> list[str]:
+    """Commands for the banner, made of this network's own node names."""
+    hosts = list(net.plan.hosts)
+    senders = [h for h in hosts if h[0] == "s" and h[1:].isdigit()]
+    if "rx" in hosts and senders:
+        a, b = senders[0], "rx"
+    elif "sv" in hosts and len(hosts) > 1:
+        a, b = next(h for h in hosts if h != "sv"), "sv"
+    elif len(hosts) > 1:
+        a, b = hosts[0], hosts[1]
+    else:
+        return ["nodes", "net"]
+    router = next(iter(net.plan.routers))
+    return ["nodes", "net", "dump", "pingall", f"{a} ping -c 2 {b}", f"{b} ip addr",
+            f"{router} ip route" if net.dataplane_name == "linux" else f"{a} ping -c 1 {router}",
+            f"{b} concast recv --group 7 --spec sum --round-timeout 5 --count 1 --timeout 60 &",
+            f"{a} concast send --to {b} --group 7 5"]
+
+
+def aliases(net) -> dict[str, str]:
+    """Router name in the topology (r1) -> its Mininet node (cc<tag>r1)."""
+    out = {}
+    for name, r in net.routers.items():
+        node = getattr(r, "node", None) or name
+        if node != name and node in net.mn:
+            out[name] = node
+    return out
+
+
+def interactive(net) -> None:
+    """Mininet's CLI with its own output on (the network was started quiet), the routers by
+    their topology names, and a banner of commands that exist here."""
+    from mininet.cli import CLI
+    from mininet.log import setLogLevel
+    names = aliases(net)
+
+    class ConcastCLI(CLI):
+        prompt = "concast> "
+
+        def precmd(self, line: str) -> str:
+            """r1 -> its node as the command's node; as an argument, its router ID."""
+            words = line.split(" ")
+            if words and words[0] in names:
+                words[0] = names[words[0]]
+            words[1:] = [net.ip(w) if w in names else w for w in words[1:]]
+            return " ".join(words)
+
+        def do_nodes(self, line: str) -> None:
+            super().do_nodes(line)
+            if names:
+                print("routers by name: " + " ".join(f"{k}={v}" for k, v in names.items()))
+
+    if names:
+        print("routers: " + ", ".join(f"{k}={v}" for k, v in names.items())
+              + " (type r1 for its node; as an argument r1 is its router ID)")
+    print("Mininet CLI; try:\n" + "\n".join(f"  {c}" for c in examples(net))
+          + "\n  exit    (stops the network)", flush=True)
+    setLogLevel("info")         # nodes, net, dump, pingall print through Mininet's log
+    try:
+        ConcastCLI(net.mn)
+    finally:
+        setLogLevel("error")
+
+
 def _stop_on_sigterm(*_):
     raise KeyboardInterrupt     # unwinds through `finally: net.stop()`
 
@@ -241,11 +369,24 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     if ns.script and not Path(ns.script).is_file():
         p.error(f"--script {ns.script}: no such file")
+    if (ns.p4 or ns.bmv2_log) and (ns.dataplane or DEFAULT_DATAPLANE) != "bmv2":
+        p.error("--p4 and --bmv2-log run on BMv2 routers: give --dataplane bmv2")
+    if ns.p4 and not Path(ns.p4).is_file():
+        p.error(f"--p4 {ns.p4}: no such file")
+    if ns.p4 or ns.bmv2_log:
+        why = prereq.commands("p4c", "simple_switch_grpc")
+        if why:
+            return prereq.report("concast net up", f"{why} (BMv2 and p4c, docs/dataplane-bmv2.md)")
+        print("concast net up: --p4 and --bmv2-log are not wired to the BMv2 routers yet "
+              "(issue #27)", file=sys.stderr)
+        return 1
     try:
         desc = build(ns)
     except (ValueError, TypeError) as e:
         print(f"concast net up: {e}", file=sys.stderr)
         return 2
+    except LookupError as e:                    # --links netem on a kernel without it
+        return prereq.report("concast net up", str(e))
     if ns.write_json:
         print(f"saved {desc.save(ns.write_json)}")
     if ns.dry_run:
@@ -256,25 +397,26 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         return prereq.report("concast net up", why)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    os.environ["PATH"] = on_path(os.environ.get("PATH", ""))   # the hosts inherit it
     print(f"starting {desc} ...", flush=True)
     try:
         net = desc.start()          # stops what it built if interrupted half way
     except KeyboardInterrupt:
         return 130
+    captures: list = []
     try:
         if not ns.no_daemons:
             rd, hd = net.start_concast(hold=ns.hold)
             print(f"routerd on {len(rd)} routers, hostd on {len(hd)} hosts", flush=True)
         print(summary(net, ns.describe), flush=True)
+        captures = start_captures(net, ns.pcap, ns.pcap_dir)
         if ns.script:
             return run_script(net, ns)
         if ns.duration is not None or not sys.stdin.isatty():
             print("up; Ctrl-C stops it", flush=True)
             threading.Event().wait(ns.duration)
             return 0
-        from mininet.cli import CLI
-        print("Mininet CLI: `c1 ping sv`, `sv ip addr`, `exit` stops the network")
-        CLI(net.mn)
+        interactive(net)
         return 0
     except KeyboardInterrupt:
         return 130
@@ -283,9 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     except TimeoutError as e:                           # a daemon not answering
         print(f"concast net up: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:                             # --pcap naming no host
+        print(f"concast net up: {e}", file=sys.stderr)
+        return 2
     finally:
+        for c in captures:
+            c.stop()
         net.stop()
         print("stopped", flush=True)
+        if captures:
+            print("captures: " + ", ".join(str(c.path) for c in captures), flush=True)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def cmd_spec(ns: argparse.Namespace) -> int:
 
 def cmd_decode(ns: argparse.Namespace) -> int:
     from concast import decode
-    return decode.main(ns.what, ns.pcap)
+    return decode.main(ns.what, ns.pcap, ns.verbose)
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
@@ -132,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("decode", help="decode concast packets (hex or pcap) and print them")
     d.add_argument("what", nargs="?", help="hex bytes of one IPv4 datagram")
-    d.add_argument("--pcap", help="decode every packet of this pcap instead")
+    d.add_argument("--pcap", metavar="FILE", help="decode every packet of this pcap instead "
+                                                  "(one line each)")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="also print Scapy's full field dump of each packet (default off)")
     d.set_defaults(func=cmd_decode)
 
     m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")

@@ -5,7 +5,7 @@ import argparse
 import importlib
 
 EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundle sizes, "
-                        "transfer times, with and without (results/mplex.*)",
+                        "transfer times, with and without (results/mplex/<time>/)",
                "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
                             "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)",
                "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "

@@ -8,7 +8,8 @@
 
 NODE is a node name of a running network or a socket path. send, recv and spec upload
 find their hostd by themselves when run inside a host's namespace; elsewhere they take
---node HOST or --socket PATH. Exit status: 0 done, 1 refused or failed, 2 bad command line.
+--node HOST or --socket PATH. Exit status (docs/cli.md): 0 done, 1 refused or failed, 2 bad
+command line, 3 no network running (no hostd or routerd answers at the node).
 """
 from __future__ import annotations
 
@@ -27,6 +28,19 @@ QUERIES = ("status", "flows", "stats")
 
 class BadUsage(Exception):
     """A command line that cannot be right (exit 2)."""
+
+
+class NoDaemon(Exception):
+    """No hostd or routerd answers where the command looked: a network is not up (exit 3, a
+    missing prerequisite, docs/cli.md)."""
+
+
+START_HINT = "start a network first (sudo concast net up tree) or give --socket PATH"
+
+
+def _not_found(e: Exception) -> Exception:
+    """locate.NotFound: several networks match (a usage error) or none is running."""
+    return BadUsage(str(e)) if str(e).startswith("several") else NoDaemon(f"{e}; {START_HINT}")
 
 
 def parse_values(words: list[str], default_key: int, as_hex: bool) -> list[tuple[str, bytes]]:
@@ -65,11 +79,12 @@ def connect(ns: argparse.Namespace):
     try:
         path = locate.hostd_socket(ns.socket or ns.node, ns.run)
     except locate.NotFound as e:
-        raise BadUsage(str(e)) from None
+        raise _not_found(e) from None
+    ns.socket_path = Path(path)
     try:
         return Client(path)
     except OSError as e:
-        raise RuntimeError(f"cannot reach hostd at {path}: {e}") from None
+        raise NoDaemon(f"no hostd answers at {path} ({e.strerror or e}); {START_HINT}") from None
 
 
 def show_event(ev: dict) -> None:
@@ -77,8 +92,34 @@ def show_event(ev: dict) -> None:
 
 
 # --- send ----------------------------------------------------------------------------------
+def receiver_or_host(text: str) -> str:
+    """--to: an IPv4 address, or a host's name in a running network (checked at run time)."""
+    if text[:1].isdigit():
+        return receiver_addr(text)
+    if not text.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an IPv4 address nor a host name")
+    return text
+
+
+def resolve_receiver(to: str, run: str | None) -> str:
+    """A host name -> its address, from the host's config in the running network's run
+    folder (<run dir>/hosts/<host>.json beside its hostd socket)."""
+    if to[:1].isdigit():
+        return to
+    from concast.hosts import locate
+    try:
+        sock = Path(locate.hostd_socket(to, run))
+    except locate.NotFound as e:
+        raise _not_found(e) from None
+    try:
+        return json.loads(sock.with_suffix(".json").read_text())["addr"]
+    except (OSError, ValueError, KeyError):
+        raise NoDaemon(f"--to {to}: no address for it next to {sock}; {START_HINT}") from None
+
+
 def cmd_send(ns: argparse.Namespace) -> int:
     from concast.hosts import HostdError
+    ns.to = resolve_receiver(ns.to, ns.run)
     stream = ns.values == ["-"]
     batch = [] if stream else parse_values(ns.values, ns.key, ns.hex)
     rejected = 0
@@ -130,10 +171,94 @@ def cmd_send(ns: argparse.Namespace) -> int:
     return 1 if rejected else 0
 
 
+# --- specs and their parameters ----------------------------------------------------------
+def spec_path(spec: str) -> Path:
+    """A spec given as a file (relative to where the command runs) or a built spec's name
+    (`sum`, `max`, ...: build/mergespecs/NAME.wasm)."""
+    p = Path(spec)
+    if p.is_file():
+        return p
+    if "/" not in spec and not spec.endswith(".wasm"):
+        return tools.spec_module(spec)          # MissingTool (exit 3) when not built
+    raise BadUsage(f"{spec}: no such file")
+
+
+def spec_params(params: list[str] | None, round_timeout: float | None) -> list[str]:
+    """--param K=V ... and --round-timeout S as the spec's key=value parameters."""
+    out = list(params or [])
+    for item in out:
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value or any(c.isspace() for c in item):
+            raise BadUsage(f"--param {item!r}: expected KEY=VALUE")
+    if round_timeout is not None:
+        out.append(f"timeout_us={round(round_timeout * 1e6)}")
+    return out
+
+
+def spec_bytes(spec: str, params: list[str]) -> bytes:
+    """The module to install: the spec, with `params` embedded (concast-spec embed) so every
+    node on the flow's tree runs it with them (mergespecs/README.md, docs/mergespec-abi.md §2)."""
+    import tempfile
+    path = spec_path(spec)
+    if not params:
+        try:
+            return path.read_bytes()
+        except OSError as e:
+            raise BadUsage(f"{spec}: {e.strerror}") from None
+    tool = tools.rust_binary("concast-spec")
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "spec.wasm"
+        r = subprocess.run([str(tool), "embed", str(path), *[a for p in params
+                                                              for a in ("--param", p)],
+                            "--output", str(out)], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise BadUsage(f"cannot embed {' '.join(params)} in {spec}: "
+                           f"{(r.stderr or r.stdout).strip()}")
+        return out.read_bytes()
+
+
+def add_spec_param_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="a spec parameter to embed before installing (repeatable), e.g. "
+                        "fanin=2 (mergespecs/README.md lists each spec's); default none")
+    p.add_argument("--round-timeout", type=positive, metavar="S",
+                   help="sum/min/max/count: forward a partial round this many seconds after "
+                        "its first datagram (embeds timeout_us; the spec's default is 0.01 s, "
+                        "too short for values typed by hand: use e.g. 5)")
+
+
 # --- recv ----------------------------------------------------------------------------------
-def describe_datagram(ev: dict) -> str:
+def node_names(socket: Path | None) -> dict[str, str]:
+    """Address -> node name in the network a hostd socket belongs to (from the configs in its
+    run folder: <run dir>/hosts/H.json, <run dir>/routers/R.json); {} elsewhere."""
+    names: dict[str, str] = {}
+    if socket is None:
+        return names
+    run_dir = Path(socket).parent.parent
+    for kind in ("routers", "hosts"):
+        for cfg in sorted((run_dir / kind).glob("*.json")):
+            try:
+                data = json.loads(cfg.read_text())
+            except (OSError, ValueError):
+                continue
+            for a in [data.get("addr"), *data.get("addresses", [])]:
+                if a:
+                    names.setdefault(str(a), cfg.stem)
+    return names
+
+
+def describe_datagram(ev: dict, names: dict[str, str] | None = None) -> str:
+    """One line per datagram. `src` is the datagram's IPv4 source; after R's own final merge
+    that is R, so `from` names the nodes it came from on the wire (hostd's "from")."""
     from concast.hosts import aggregate
-    head = f"datagram kind={ev['kind']} src={ev['src']} ttl={ev['ttl']}"
+    names = names or {}
+
+    def named(a: str) -> str:
+        return f"{a}({names[a]})" if a in names else a
+    head = f"datagram kind={ev['kind']} src={named(ev['src'])}"
+    if ev.get("from"):
+        head += f" from={','.join(named(a) for a in ev['from'])}"
+    head += f" ttl={ev['ttl']}"
     if "dport" in ev:
         head += f" dport={ev['dport']}"
     c = aggregate.decode(bytes.fromhex(ev["payload"]))
@@ -145,11 +270,11 @@ def describe_datagram(ev: dict) -> str:
 def cmd_recv(ns: argparse.Namespace) -> int:
     from concast.hosts import HostdError
     spec = None
+    params = spec_params(ns.param, ns.round_timeout)
+    if params and not ns.spec:
+        raise BadUsage("--param/--round-timeout set a spec's parameters: give --spec too")
     if ns.spec:
-        try:
-            spec = open(ns.spec, "rb").read()
-        except OSError as e:
-            raise BadUsage(f"--spec {ns.spec}: {e.strerror}") from None
+        spec = spec_bytes(ns.spec, params)
     with connect(ns) as c:
         try:
             if spec is not None:
@@ -161,6 +286,7 @@ def cmd_recv(ns: argparse.Namespace) -> int:
             print(f"concast recv: {e}", file=sys.stderr)
             return 1
         print("ready", flush=True)
+        names = node_names(getattr(ns, "socket_path", None))
         got = 0
         deadline = time.monotonic() + ns.timeout if ns.timeout else None
         try:
@@ -173,7 +299,8 @@ def cmd_recv(ns: argparse.Namespace) -> int:
                     continue
                 if ev["event"] == "datagram":
                     got += 1
-                    print(json.dumps(ev, sort_keys=True) if ns.json else describe_datagram(ev), flush=True)
+                    print(json.dumps(ev, sort_keys=True) if ns.json
+                          else describe_datagram(ev, names), flush=True)
                 else:
                     show_event(ev)
         except KeyboardInterrupt:
@@ -190,7 +317,8 @@ def spec_upload(argv: list[str]) -> int:
                                 description="install a merge spec for a group at this receiver's "
                                             "hostd, or replace the one in force (live)")
     p.add_argument("--group", type=group_id, required=True, help="the concast group G")
-    p.add_argument("file", help="the merge spec, a .wasm module")
+    p.add_argument("file", help="the merge spec: a .wasm file or a built spec's name (sum)")
+    add_spec_param_options(p)
     add_node_options(p)
     ns = p.parse_args(argv)
     return run_guarded(p, lambda: _upload(ns))
@@ -198,10 +326,7 @@ def spec_upload(argv: list[str]) -> int:
 
 def _upload(ns: argparse.Namespace) -> int:
     from concast.hosts import HostdError
-    try:
-        data = open(ns.file, "rb").read()
-    except OSError as e:
-        raise BadUsage(f"{ns.file}: {e.strerror}") from None
+    data = spec_bytes(ns.file, spec_params(ns.param, ns.round_timeout))
     with connect(ns) as c:
         try:
             r = c.install_spec(ns.group, data)
@@ -226,9 +351,12 @@ def cmd_router(ns: argparse.Namespace) -> int:
     try:
         path = locate.routerd_socket(ns.target, ns.run)
     except locate.NotFound as e:
-        raise BadUsage(str(e)) from None
+        raise _not_found(e) from None
     try:
         reply = routerd.query(path, ns.what)
+    except (FileNotFoundError, ConnectionRefusedError) as e:
+        raise NoDaemon(f"no routerd answers at {path} ({e.strerror or e}); "
+                       f"{START_HINT}") from None
     except OSError as e:
         raise RuntimeError(f"cannot reach routerd at {path}: {e}") from None
     if ns.what == "stats":
@@ -257,6 +385,8 @@ def run_guarded(p: argparse.ArgumentParser, fn) -> int:
         p.error(str(e))         # exits 2 with the usage line
     except tools.MissingTool as e:      # a binary or spec not built: exit 3
         return prereq.report(p.prog, str(e))
+    except NoDaemon as e:               # no network up: exit 3
+        return prereq.report(p.prog, str(e))
     except (RuntimeError, TimeoutError, ConnectionError) as e:
         print(f"{p.prog}: {e}", file=sys.stderr)
         return 1
@@ -269,7 +399,8 @@ def add_verbs(sub) -> None:
                        description="Join (R, G) through this host's hostd and send each VALUE as "
                                    "one datagram (aggregate payloads: VALUE or KEY=VALUE; `-` reads "
                                    "lines of VALUES from stdin and sends each line as it comes).")
-    s.add_argument("--to", type=receiver_addr, required=True, metavar="R", help="the receiver")
+    s.add_argument("--to", type=receiver_or_host, required=True, metavar="R",
+                   help="the receiver: its address, or its host name in a running network")
     s.add_argument("--group", type=group_id, required=True, metavar="G",
                    help="the concast group (the Concast ID option's G)")
     s.add_argument("--sport", type=port, default=4000, help="UDP source port (default 4000)")
@@ -296,7 +427,10 @@ def add_verbs(sub) -> None:
                                    "datagram of G that reaches this host (after its final merge).")
     r.add_argument("--group", type=group_id, required=True, metavar="G",
                    help="the concast group to receive")
-    r.add_argument("--spec", metavar="FILE.wasm", help="install (or replace) this merge spec first")
+    r.add_argument("--spec", metavar="FILE.wasm|NAME",
+                   help="install (or replace) this merge spec first: a .wasm file (relative to "
+                        "here) or a built spec's name (sum, max, gather, ...); default none")
+    add_spec_param_options(r)
     r.add_argument("--port", type=port, help="also deliver plain UDP to this port (senders "
                                                  "that fell back to unicast)")
     r.add_argument("--count", type=int, help="stop after this many datagrams")

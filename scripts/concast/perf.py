@@ -1,7 +1,8 @@
 """`concast perf`: the host transport (concast-perf) measured against kernel TCP and plain
 UDP in the same run, between two network namespaces joined by a veth pair, with optional
 random loss from nftables. Prints a table with ratios (or, with --json, the JSON on stdout) and
-writes the JSON to OUT/perf.json.
+writes the JSON to OUT/perf.json (its "meta": the provenance record of concast.provenance, also
+in OUT/meta.json); OUT is --out or a new folder results/perf/<UTC time>-<revision>/.
 
 From Python: `measure(mode=..., proto=..., ...)` runs one case and returns its JSON records.
 """
@@ -12,7 +13,7 @@ import json
 import sys
 from pathlib import Path as FsPath
 
-from concast import prereq
+from concast import prereq, provenance
 from concast.argtypes import hidden_alias
 from concast.perfpath import MininetPath, Path, PathError
 # The measuring code lives a floor down (experiments use it too); these names stay here
@@ -38,8 +39,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                                                              "(tc tbf; 0: none)")
     ap.add_argument("--json", action="store_true",
                     help="print the results as JSON on stdout instead of the table")
-    ap.add_argument("--out", metavar="DIR", default=str(RESULTS),
-                    help=f"write {RESULT_FILE} into this folder (default results/)")
+    ap.add_argument("--out", metavar="DIR",
+                    help=f"write {RESULT_FILE} and meta.json into this folder (default a new "
+                         f"folder results/perf/<time>-<rev>/)")
     ap.add_argument("--loc", action="store_true", help="print the transport's lines-of-code "
                                                          "table and exit")
     ap.add_argument("--mininet", action="store_true", help="run between two Mininet hosts "
@@ -102,6 +104,9 @@ def run(ns: argparse.Namespace) -> int:
     why = missing(("ip", "nft", "ethtool") if lossy else ("ip",))
     if why:
         return prereq.report("concast perf", why)
+    params = {k: v for k, v in vars(ns).items() if k not in ("func", "json", "out", "loc")}
+    meta = provenance.start(params, seed="none: loss is nftables numgen random (kernel PRNG)",
+                            binaries=("concast-perf",))
     try:
         if ns.suite:
             rows, runs = [], []
@@ -117,10 +122,13 @@ def run(ns: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"concast perf: {e}", file=sys.stderr)
         return 2
-    result = {"rows": rows, "runs": runs}
-    out = FsPath(ns.out) / RESULT_FILE
+    folder = FsPath(ns.out) if ns.out else provenance.run_folder(RESULTS / "perf")
+    meta = provenance.public(provenance.finish(meta))
+    result = {"rows": rows, "runs": runs, "meta": meta}
+    out = folder / RESULT_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    out.write_text(json.dumps(result, indent=1, default=str))
+    provenance.write(folder, meta)
     if ns.json:
         print(json.dumps(result))
     else:

@@ -60,6 +60,9 @@ pub struct Host {
     flow_changes: Vec<FlowChange>,
     out: Outputs,
     csp_buf: Vec<u8>,
+    /// Per group, the IPv4 sources of the datagrams the final merge took in since its last
+    /// delivery: the nodes the merged datagram came from on the wire (its own source is R).
+    wire_from: std::collections::HashMap<u32, BTreeSet<Ipv4Addr>>,
 }
 
 fn engine_of<'a>(slot: &'a mut Option<Engine>, cfg: &EngineConfig) -> Result<&'a mut Engine, String> {
@@ -87,6 +90,7 @@ impl Host {
             flow_changes: Vec::new(),
             out: Outputs::new(),
             csp_buf: vec![0; codec::MAX_DATAGRAM],
+            wire_from: Default::default(),
         }
     }
 
@@ -189,7 +193,7 @@ impl Host {
                 self.counters.plain_in += 1;
                 self.counters.delivered += 1;
                 for (client, group) in subs {
-                    let line = receiver::datagram_event(group, Kind::Plain, datagram);
+                    let line = receiver::datagram_event(group, Kind::Plain, datagram, &[]);
                     self.events.push(Event { client, line });
                 }
             }
@@ -200,27 +204,29 @@ impl Host {
     /// R's own merge of an arriving concast datagram, then delivery to the group's subscribers.
     fn final_merge(&mut self, now: u64, group: u32, datagram: &[u8], wire: &mut dyn Wire) {
         let Some(id) = self.receiver.served.get(&group).map(|s| s.engine) else {
-            return self.deliver(group, Kind::NoSpec, datagram);
+            return self.deliver(group, Kind::NoSpec, datagram, &[]);
         };
+        let src = concast_wire::ipv4::Packet::new_unchecked(datagram).src_addr();
+        self.wire_from.entry(group).or_default().insert(src);
         let engine = self.engine.as_mut().expect("a served group has an engine flow");
         self.out.clear();
         match engine.ingest(id, &[datagram], now, &mut self.out) {
             Ok(()) => self.counters.final_merge_in += 1,
-            Err(_) => return self.deliver(group, Kind::FailOpen, datagram),
+            Err(_) => return self.deliver(group, Kind::FailOpen, datagram, &[]),
         }
         // Timers of other flows may have fired first: their outputs need the wire.
         self.flush_outputs(wire);
         self.check_quarantine();
     }
 
-    fn deliver(&mut self, group: u32, kind: Kind, datagram: &[u8]) {
+    fn deliver(&mut self, group: u32, kind: Kind, datagram: &[u8], from: &[Ipv4Addr]) {
         let subs = self.receiver.subscribers(group);
         if subs.is_empty() {
             self.counters.undelivered += 1;
             return;
         }
         self.counters.delivered += 1;
-        let line = receiver::datagram_event(group, kind, datagram);
+        let line = receiver::datagram_event(group, kind, datagram, from);
         self.tell(subs, &line);
     }
 
@@ -249,7 +255,9 @@ impl Host {
                 if o.kind == OutputKind::Merged {
                     self.counters.final_merge_out += 1;
                 }
-                self.deliver(o.flow.group, Kind::from_output(o.kind), o.datagram);
+                let from: Vec<Ipv4Addr> = self.wire_from.remove(&o.flow.group)
+                    .map(|s| s.into_iter().collect()).unwrap_or_default();
+                self.deliver(o.flow.group, Kind::from_output(o.kind), o.datagram, &from);
                 continue;
             }
             if o.kind == OutputKind::Merged {

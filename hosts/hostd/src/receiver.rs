@@ -111,8 +111,10 @@ impl Kind {
 }
 
 /// The `datagram` event for one delivered IPv4 datagram: its addresses, TTL, and for UDP the
-/// ports and payload (hex); other protocols carry their IPv4 payload.
-pub fn datagram_event(group: u32, kind: Kind, datagram: &[u8]) -> String {
+/// ports and payload (hex); other protocols carry their IPv4 payload. `from`: the sources on
+/// the wire of what R's final merge made it of (a merged datagram's own source is R), as
+/// "from" when there are any.
+pub fn datagram_event(group: u32, kind: Kind, datagram: &[u8], from: &[std::net::Ipv4Addr]) -> String {
     let ip = ipv4::Packet::new_unchecked(datagram);
     let mut v = json!({
         "event": "datagram",
@@ -124,6 +126,9 @@ pub fn datagram_event(group: u32, kind: Kind, datagram: &[u8]) -> String {
         "protocol": ip.protocol(),
     });
     let m = v.as_object_mut().expect("an object");
+    if !from.is_empty() {
+        m.insert("from".into(), from.iter().map(|a| a.to_string()).collect::<Vec<_>>().into());
+    }
     match udp::View::parse(ip.payload()).filter(|_| ip.protocol() == protocol::UDP) {
         Some(u) => {
             m.insert("sport".into(), u.sport.into());

@@ -144,9 +144,12 @@ fn sender_side_merging_then_the_final_merge_at_r() {
     // The sender's sum spec (fan-in 2 by default) merged both into one datagram.
     assert_eq!(lab.data_to_r.len(), 1);
     lab.advance(20 * MS);
-    let got = contributions(&Lab::events(&mut lab.r));
+    let ev = Lab::events(&mut lab.r);
+    let got = contributions(&ev);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].0.as_str(), got[0].1.key, got[0].1.count, got[0].1.value), ("merged", 3, 2, 42));
+    // R's final merge made it: its own source is R, "from" names the sender on the wire.
+    assert_eq!((ev[0]["src"].as_str(), ev[0]["from"].clone()), (Some(R), serde_json::json!([S])));
     let c = lab.r.counters.clone();
     assert_eq!((c.concast_in, c.final_merge_in, c.final_merge_out, c.delivered), (1, 1, 1, 1));
     assert_eq!(lab.s.counters.app_merging, 2);

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-from concast import prereq, tools
+from concast import prereq, provenance, tools
 from concast.topologies.experiments.ackstudy import meta, paper, report, runner, settings
 
 
@@ -48,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"{s.routers if not s.topology else '?'} routers, {s.clients} clients, "
         f"{len(s.envs)} environment(s) x {len(s.delays_ms)} delays x {len(s.seeds)} seed(s) "
         f"x {len(s.modes)} modes = {s.runs} runs; results in {out}")
-    info = {"study": "ack-study", "paper": paper.SETUP, "settings": s.as_dict(),
-            "git": meta.git(), "machine": meta.machine(), "started": time.strftime("%FT%TZ",
-                                                                                    time.gmtime())}
+    # the one provenance record (concast.provenance), plus this study's own keys
+    info = {**provenance.start(s.as_dict(), seed=list(s.seeds), command=[
+                "concast", "exp", "ack-study", *(argv if argv is not None else sys.argv[1:])]),
+            "study": "ack-study", "paper": paper.SETUP, "settings": s.as_dict()}
     rows: list[dict] = []
     bed = Testbed(s, out)
     t0 = time.monotonic()
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             status = 130
         finally:
             bed.stop()
+    provenance.finish(info)
     info.update(memory=mem.as_dict(), wall_s=round(time.monotonic() - t0, 1),
                 cross_traffic=bed.cross_report, finished=time.strftime("%FT%TZ", time.gmtime()))
     info.setdefault("scale", {"routers": s.routers, "clients": s.clients})

@@ -2,31 +2,20 @@
 parameters; and the peak memory the study used, sampled while it runs."""
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
 import threading
 import time
 
-from concast import ROOT
+from concast import provenance
 
 
 def git() -> dict:
-    def run(*args: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
-                                  text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"rev": run("rev-parse", "HEAD") or "unknown",
-            "dirty": bool(run("status", "--porcelain", "--untracked-files=no"))}
+    """{"rev", "dirty"}: the one provenance writer's (concast.provenance)."""
+    return provenance.git()
 
 
 def machine() -> dict:
-    mem = _meminfo()
-    return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-            "mem_total_mib": mem.get("MemTotal", 0) // 1024,
-            "loadavg_at_start": os.getloadavg(), "python": platform.python_version()}
+    """host, kernel, cpus, cpu_model, mem_total_mib, loadavg_at_start, python."""
+    return provenance.machine()
 
 
 def _meminfo() -> dict[str, int]:

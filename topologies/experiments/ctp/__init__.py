@@ -281,10 +281,12 @@ def save(rows: list[dict], meta: dict, out: FsPath) -> list[FsPath]:
     return [out / "ctp.csv", out / "ctp.json", out / "ctp.png"]
 
 
-def metadata(s: Settings, tables: str) -> dict:
-    from concast.topologies.experiments.ackstudy.meta import git, machine
-    return {"git": git(), "machine": machine(), "settings": asdict(s), "tables": tables,
-            "seed": "none: loss is nftables numgen random (kernel PRNG), not seeded",
+def metadata(s: Settings, tables: str, command: list[str] | None = None) -> dict:
+    from concast import provenance      # the one provenance record, plus this study's keys
+    return {**provenance.start(asdict(s), command=command, binaries=("concast-perf",),
+                               seed="none: loss is nftables numgen random (kernel PRNG), "
+                                    "not seeded"),
+            "settings": asdict(s), "tables": tables,
             "path": f"two namespaces, veth, tc tbf {s.rate_mbit} Mbit/s each way, MTU 1500"}
 
 
@@ -323,10 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         s = Settings(runs=2, count=5, secs=0.5, loss_runs=2, loss_count=20, losses=[0, 5],
                      rate_mbit=a.rate, tcp_cc=a.tcp_cc)
     t0 = time.monotonic()
-    meta = metadata(s, a.tables)
+    meta = metadata(s, a.tables, ["concast", "exp", "ctp",
+                                  *(argv if argv is not None else sys.argv[1:])])
     rows = run(s, a.tables, say=lambda m: print(m, file=sys.stderr, flush=True))
-    meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0,
-             "command": ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]}
+    from concast import provenance
+    meta = {**provenance.finish(meta), "loadavg_at_end": os.getloadavg()}
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     paths = save(rows, meta, out)
     print(text(rows))

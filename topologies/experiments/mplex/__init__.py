@@ -21,8 +21,10 @@ What is counted, and where (docs/multiplex.md, "The experiment"):
 - downloads: bytes, SHA-256 and time of each (all start together);
 - routerd's merge counters and hostd's multiplex counters.
 
-Writes <out>/mplex.csv, <out>/mplex.png, <out>/mplex.json and the pcaps under
-<out>/mplex/<on|off>/; prints a line per phase and the table at the end.
+Writes <out>/mplex.csv, <out>/mplex.png, <out>/mplex.json, <out>/meta.json (provenance:
+revision, tool versions, machine, parameters) and the pcaps under <out>/mplex/<on|off>/, where
+<out> is --out or a new folder results/mplex/<UTC time>-<revision>/; prints a line per phase
+and the table at the end.
 """
 from .accounting import ack_accounting
 from .report import rows, save, table

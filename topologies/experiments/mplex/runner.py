@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from concast import ROOT, prereq, tools
+from concast import ROOT, prereq, provenance, tools
 from concast.argtypes import add_dataplane
 
 from .report import rows, save, table
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="on,off", help="phases to run, in order (default on,off)")
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each mode, interleaved and added up (default 3)")
-    p.add_argument("--out", type=Path, default=tools.RESULTS, metavar="DIR",
-                   help="where results go (default results/)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="where results go (default a new folder results/mplex/<time>-<rev>/)")
     add_dataplane(p, "routers in Linux namespaces, on Open vSwitch or on BMv2 (needs p4c and "
                      "simple_switch_grpc on PATH)")
     ns = p.parse_args(argv)
@@ -68,8 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     s = Settings(ns.clients, ns.size, ns.max_local_delay, ns.max_total_delay, ns.size_threshold,
                  dataplane=ns.dataplane)
     t0 = time.monotonic()
+    meta = provenance.start(
+        {**vars(s), "modes": list(modes), "repeat": ns.repeat},
+        seed="none: the downloads start together; timing is the kernels'",
+        command=["concast", "exp", "mplex", *(argv if argv is not None else sys.argv[1:])],
+        specs=("multiplex",))
     phases = run(s, modes, ns.repeat)
-    written = save(ns.out, s, phases)
+    out = ns.out or provenance.run_folder(tools.RESULTS / "mplex")
+    written = save(out, s, phases)
+    written.append(provenance.write(out, provenance.finish(meta)))
     print()
     if ns.repeat > 1:
         print(f"(counts added up over {ns.repeat} runs of each mode; times averaged)")

@@ -122,12 +122,16 @@ def run(s: Settings, work: Path) -> dict:
     return {"settings": s.__dict__, "rows": rows, "third_party": tp}
 
 
-def metadata() -> dict:
-    """What makes the run repeatable: git revision, machine, and the kernel's default TCP
-    congestion control (what an unnamed TCP would have used)."""
-    from concast.topologies.experiments.ackstudy.meta import git, machine
+def metadata(params: dict | None = None, command: list[str] | None = None) -> dict:
+    """What makes the run repeatable: the one provenance record (concast.provenance: git
+    revision, tool versions, machine, parameters) and the kernel's default TCP congestion
+    control (what an unnamed TCP would have used)."""
+    from concast import provenance
     cc = Path("/proc/sys/net/ipv4/tcp_congestion_control")
-    return {"git": git(), "machine": machine(),
+    seed = (params or {}).get("seed")
+    return {**provenance.start(params, seed=f"{seed} (the objects' bytes); loss is nftables "
+                                            f"numgen random (kernel PRNG), not seeded",
+                               command=command),
             "default_tcp_cc": cc.read_text().strip() if cc.exists() else None}
 
 
@@ -208,14 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _interrupt)
     t0 = time.monotonic()
-    meta = metadata()
+    command = ["concast", "exp", "transport", *(argv if argv is not None else sys.argv[1:])]
+    meta = metadata(dict(s.__dict__), command)
     try:
         res = run(s, a.out / "work")
     except KeyboardInterrupt:
         say("interrupted: network stopped, nothing saved")
         return 130
-    res["meta"] = {**meta, "loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0,
-                   "command": ["concast", "exp", "transport", *(argv if argv is not None else sys.argv[1:])]}
+    from concast import provenance
+    res["meta"] = {**provenance.finish(meta), "loadavg_at_end": os.getloadavg()}
     print(table(res["rows"]))
     if res["third_party"]:
         print(third_party_table(res["third_party"]))
