@@ -126,7 +126,8 @@ def _ssh_config(state: Path, st: ClusterState) -> str:
     return "\n".join(lines)
 
 
-# The init of each server's namespaces: private /tmp, /run, /dev/shm, its hostname, its sshd.
+# The init of each server's namespaces: private /tmp, /run, /dev/shm, its hostname (and an
+# /etc/hosts naming it and the other servers: sudo looks its own name up), its sshd.
 # bash is PID 1 of the new PID namespace: it reaps orphans (daemons started over ssh) and, on
 # TERM, stops sshd; when it exits the kernel kills whatever is left in the namespace.
 _INIT = r"""
@@ -136,6 +137,7 @@ mount -t tmpfs -o mode=1777 ccs-tmp /tmp
 mount -t tmpfs -o mode=0755 ccs-run /run
 mount -t tmpfs -o mode=1777 ccs-shm /dev/shm
 mkdir -p /run/sshd
+mount --bind "$3" /etc/hosts
 hostname "$1"
 ip link set lo up
 /usr/sbin/sshd -D -e -f "$2" &
@@ -188,6 +190,7 @@ class EmulatedServers:
         _run("ip", "link", "set", st.bridge, "mtu", str(st.mtu), "up")
         _run("ip", "addr", "add", f"{st.driver_ip}/24", "dev", st.bridge)
         known = []
+        hosts = "".join(f"{subnet}.{11 + i}\t{n}\n" for i, n in enumerate(names))
         for i, name in enumerate(names):
             srv = Server(name, f"{subnet}.{11 + i}", f"{PREFIX}-{name}", f"{PREFIX}{i}-{name}"[:15])
             st.servers.append(srv)
@@ -198,6 +201,7 @@ class EmulatedServers:
             pub = (state / name / "ssh_host_ed25519_key.pub").read_text().split()
             known.append(f"ccs-{name} {pub[0]} {pub[1]}")
             (state / name / "sshd_config").write_text(_sshd_config(state, srv))
+            (state / name / "hosts").write_text(f"127.0.0.1\tlocalhost\n{hosts}")
             _run("ip", "netns", "add", srv.netns)
             _run("ip", "link", "add", srv.veth, "mtu", str(st.mtu), "type", "veth",
                  "peer", "name", "eth0", "mtu", str(st.mtu), "netns", srv.netns)
@@ -208,7 +212,7 @@ class EmulatedServers:
             p = subprocess.Popen(
                 ["ip", "netns", "exec", srv.netns, "unshare", "--mount", "--uts", "--pid",
                  "--fork", "--kill-child", "--mount-proc", "bash", "-c", _INIT, "ccs-init", name,
-                 str(state / name / "sshd_config")],
+                 str(state / name / "sshd_config"), str(state / name / "hosts")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
             log.close()
