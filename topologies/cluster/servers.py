@@ -118,6 +118,11 @@ def _ssh_config(state: Path, st: ClusterState) -> str:
         "    StrictHostKeyChecking yes",
         "    BatchMode yes",
         "    ConnectTimeout 5",
+        # One connection per server, shared by every command and node shell: a new ssh
+        # handshake per command made a 14-node network take a minute to start.
+        "    ControlMaster auto",
+        f"    ControlPath {state / 'cm-%C'}",
+        "    ControlPersist 30",
         "    ServerAliveInterval 2",          # a server that dies is noticed within seconds
         "    ServerAliveCountMax 3",
         "    LogLevel ERROR",
