@@ -132,7 +132,22 @@ def parser() -> argparse.ArgumentParser:
         help="no CLI: keep the network up this many seconds (or until Ctrl-C)"))
     r.add_argument("--describe", action="store_true",
                    help="print the whole address table even for big networks")
+    r.add_argument("--servers", metavar="A,B,...",
+                   help="spread the network over these servers with Mininet Cluster Edition "
+                        "(docs/cluster.md; Linux data plane, with --no-daemons for now)")
     return p
+
+
+def cluster_problem(ns: argparse.Namespace, desc: ConcastNet) -> str | None:
+    """Why --servers cannot be honoured as asked (None: it can); places the network."""
+    if not ns.servers:
+        return None
+    if not ns.no_daemons:
+        return "--servers: routerd/hostd are not started on a cluster yet; add --no-daemons"
+    if ns.script and not ns.script.endswith(".py"):
+        return "--servers: shell scripts run in local namespaces; use a .py script"
+    desc.servers(ns.servers)
+    return None
 
 
 def build(ns: argparse.Namespace) -> ConcastNet:
@@ -243,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--script {ns.script}: no such file")
     try:
         desc = build(ns)
+        why = cluster_problem(ns, desc)
+        if why:
+            raise ValueError(why)
     except (ValueError, TypeError) as e:
         print(f"concast net up: {e}", file=sys.stderr)
         return 2
@@ -261,6 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         net = desc.start()          # stops what it built if interrupted half way
     except KeyboardInterrupt:
         return 130
+    except RuntimeError as e:       # a cluster server unreachable, a part not built for it
+        if not ns.servers:
+            raise
+        print(f"concast net up: {e}", file=sys.stderr)
+        return 1
+    if ns.servers:
+        print(f"servers: {net.describe_placement()}", flush=True)
     try:
         if not ns.no_daemons:
             rd, hd = net.start_concast(hold=ns.hold)

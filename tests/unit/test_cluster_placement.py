@@ -7,9 +7,8 @@ from concast.topologies.cluster.placement import PlacementError
 
 
 def test_transit_stub_keeps_stub_domains_whole_and_only_transit_links_cross():
-    net = transit_stub("linux", seed=3, transits=1, transit_nodes=4, stubs_per_transit=2,
-                       stub_nodes=3, clients=10)
-    where = placement.place(net.topo, net.meta, ["a", "b", "c"])
+    net = transit_stub("linux", seed=1)            # the paper-sized 220 routers, 201 hosts
+    where = placement.place(net.topo, net.meta, ["a", "b", "c", "d"])
     domains = net.meta["domains"]
     for d in {d for d in domains.values() if d.startswith("S")}:     # stub domains
         assert len({where[r] for r, dd in domains.items() if dd == d}) == 1, d
@@ -20,7 +19,7 @@ def test_transit_stub_keeps_stub_domains_whole_and_only_transit_links_cross():
     kinds = dict(zip([(ln.a, ln.b) for ln in net.topo.links], net.meta["link_classes"]))
     crossing = placement.crossing_links(net.topo, where)
     assert crossing and all(kinds[c] == "transit" for c in crossing)
-    assert set(where.values()) == {"a", "b", "c"}
+    assert set(where.values()) == {"a", "b", "c", "d"}
 
 
 def test_load_is_balanced_within_one_group():
@@ -62,3 +61,16 @@ def test_vxlan_mtu_rule():
     from concast.topologies.cluster.links import VXLAN_OVERHEAD, inner_mtu
     assert VXLAN_OVERHEAD == 20 + 8 + 8 + 14
     assert inner_mtu(1550) == 1500 and inner_mtu(9000) == 1500 and inner_mtu(1500) == 1450
+
+
+def test_more_servers_than_transit_routers_still_keeps_stub_domains_whole():
+    net = transit_stub("linux", seed=1)                     # 4 transit routers, 24 stubs
+    servers = [f"s{i}" for i in range(8)]
+    where = placement.place(net.topo, net.meta, servers)
+    assert set(where.values()) == set(servers)
+    domains = net.meta["domains"]
+    for d in {d for d in domains.values() if d.startswith("S")}:
+        assert len({where[r] for r, dd in domains.items() if dd == d}) == 1, d
+    kinds = dict(zip([(ln.a, ln.b) for ln in net.topo.links], net.meta["link_classes"]))
+    assert {kinds[c] for c in placement.crossing_links(net.topo, where)} <= {
+        "transit", "transit-stub"}
