@@ -134,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
                    help="print the whole address table even for big networks")
     r.add_argument("--servers", metavar="A,B,...",
                    help="spread the network over these servers with Mininet Cluster Edition "
-                        "(docs/cluster.md; Linux data plane, with --no-daemons for now)")
+                        "(docs/cluster.md; Linux data plane, links not emulated yet)")
     return p
 
 
@@ -142,8 +142,6 @@ def cluster_problem(ns: argparse.Namespace, desc: ConcastNet) -> str | None:
     """Why --servers cannot be honoured as asked (None: it can); places the network."""
     if not ns.servers:
         return None
-    if not ns.no_daemons:
-        return "--servers: routerd/hostd are not started on a cluster yet; add --no-daemons"
     if ns.script and not ns.script.endswith(".py"):
         return "--servers: shell scripts run in local namespaces; use a .py script"
     desc.servers(ns.servers)

@@ -5,18 +5,26 @@ every router and host is a node on its placed server (a shell over ssh), links w
 server are veth pairs, links between servers VXLAN tunnels (links.py), and every command
 for a router's namespace goes through its server's shell (serverset.py). Linux data plane.
 
-Not yet (docs/cluster.md, "What is left"): routerd/hostd and the link emulator through the
-servers (their sockets, configs, logs and /dev/shm link state live on the node's server);
-until then a cluster network forwards statically and its links are not emulated.
+routerd and hostd run on their node's server (daemons.py): the run directory's configs are
+shipped to each server at the same path, their output comes back into the driver's logs, and
+the driver reaches their sockets through ssh's Unix-socket forwarding.
+
+Not yet (docs/cluster.md, "What is left"): the link emulator through the servers (its
+/dev/shm link state beside its routers); until then a cluster network's links are not
+emulated.
 """
 from __future__ import annotations
 
+import secrets
+import subprocess
 import time
+from pathlib import Path
 
 from concast.controller.routes import all_routes
 from concast.netmodel import naming
 from concast.topologies import links as emu_links
 from concast.topologies.cluster import placement as placing
+from concast.topologies.cluster.daemons import ClusterDaemons, SocketForwards
 from concast.topologies.cluster.serverset import ServerSet
 from concast.topologies.running import RunningNet
 
@@ -42,6 +50,8 @@ class ClusterRunningNet(RunningNet):
         self.placement = placement
         self.crossing = placing.crossing_links(topo, placement)
         self._netns_made: list[tuple[str, str]] = []     # (server, netns name)
+        self.forwards: SocketForwards | None = None
+        self._shipped: list[str] = []       # servers that got a copy of the run directory
         super().__init__(topo, dataplane, run_dir, quiet, emulate=False)
 
     def _start(self, quiet: bool) -> None:
@@ -65,6 +75,9 @@ class ClusterRunningNet(RunningNet):
         self.record.data.update(run_dir=str(self.run_dir), dataplane="linux",
                                 cluster={**srv.describe(), "placement": self.placement})
         self.record.save()
+        self.daemons = ClusterDaemons(self.run_dir / "logs", srv, self.placement,
+                                      self.run_dir / "pids", on_start=self._record_remote)
+        self.forwards = SocketForwards(srv, self.run_dir / "fwd")
         use_ssh_config(srv.ssh_config)
         self.mn = mn = MininetCluster(servers=srv.names, serverIP=srv.ips, user=srv.user,
                                       link=VxlanLink, host=RemoteHost, controller=None,
@@ -105,6 +118,9 @@ class ClusterRunningNet(RunningNet):
             emu_links.set_mtu(link, mtu)
         self._program_routers()
         self.routers = self.backend.routers
+        self._write_router_configs()
+        self._write_host_configs()
+        self._ship_run_dir()
         for h in plan.hosts.values():
             mn[h.name].cmd(
                 "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
@@ -131,9 +147,66 @@ class ClusterRunningNet(RunningNet):
             if cmds:
                 self.servers.run(s, ["tc", "-n", r.netns, "-batch", "-"], "\n".join(cmds) + "\n")
 
-    def start_concast(self, *args, **kwargs):
-        raise NotOnClusterYet("routerd/hostd on a cluster network are not built yet "
-                              "(concast net up --servers ... --no-daemons)")
+    # --- daemons on their servers ----------------------------------------------------------
+    def _record_remote(self, d, server: str) -> None:
+        # Not under "daemons": those PIDs are the servers', and `concast net cleanup` on the
+        # driver must not take them for its own.
+        self.record.extend("cluster_daemons", [{**d.record(), "server": server}])
+
+    def _remote_hostd_socket(self, host: str) -> Path:
+        return self.run_dir / "hosts" / f"{host}.sock"
+
+    def host_fields(self, host: str) -> dict:
+        f = super().host_fields(host)
+        f["socket"] = str(self._remote_hostd_socket(host))     # where hostd binds, there
+        return f
+
+    def hostd_socket(self, host: str) -> Path:
+        """The driver's end of the host's hostd socket (forwarded from its server)."""
+        return self._local.get(("hostd", host)) or self._remote_hostd_socket(host)
+
+    def routerd_socket(self, router: str) -> Path:
+        return self._local.get(("routerd", router)) or super().routerd_socket(router)
+
+    @property
+    def _local(self) -> dict:
+        return self.__dict__.setdefault("_local_sockets", {})
+
+    def _ship_run_dir(self) -> None:
+        """The routers' and hosts' configs to every server, at the same path (one tar each).
+        A server that already sees the driver's run directory (a shared file system) is
+        left alone, and its copy is never removed."""
+        mark = self.run_dir / f".driver-{secrets.token_hex(4)}"
+        mark.write_text("")
+        rel = str(self.run_dir).lstrip("/")
+        for s in self.servers.names:
+            if s == "localhost" or self.servers.run(
+                    s, ["sh", "-c", f"test -e '{mark}' && echo shared; true"]).strip():
+                continue
+            tar = subprocess.Popen(["tar", "-C", "/", "-cf", "-", f"{rel}/routers",
+                                    f"{rel}/hosts"], stdout=subprocess.PIPE)
+            self._shipped.append(s)
+            ssh = subprocess.run(self.servers.argv(s, ["tar", "-C", "/", "-xf", "-"]),
+                                 stdin=tar.stdout, capture_output=True, timeout=120)
+            tar.stdout.close()
+            tar.wait()
+            if ssh.returncode != 0:
+                raise RuntimeError(f"copying the run directory to {s}: {ssh.stderr.decode()}")
+        mark.unlink()
+
+    def start_concast(self, *args, hosts=None, routers=None, **kwargs):
+        """RunningNet.start_concast, with each daemon's socket forwarded to the driver."""
+        chosen_r = ([r for r, h in self.routers.items() if h.capable] if routers is None
+                    else list(routers))
+        chosen_h = list(self.plan.hosts) if hosts is None else list(hosts)
+        for r in chosen_r:
+            self._local[("routerd", r)] = self.forwards.add(
+                self.placement[r], f"routerd-{r}", super().routerd_socket(r))
+        for h in chosen_h:
+            self._local[("hostd", h)] = self.forwards.add(
+                self.placement[h], f"hostd-{h}", self._remote_hostd_socket(h))
+        self.forwards.start()
+        return super().start_concast(*args, hosts=hosts, routers=routers, **kwargs)
 
     def stop(self) -> None:
         if self._stopped:
@@ -143,9 +216,11 @@ class ClusterRunningNet(RunningNet):
         running._live.discard(self)
         from concast.topologies.cluster.links import use_ssh_config
         steps = [self.daemons.stop_all]
+        if self.forwards is not None:
+            steps.append(self.forwards.stop)
         if self.mn is not None:
             steps.append(self.mn.stop)
-        steps.append(self._delete_netns)
+        steps += [self._delete_netns, self._remove_shipped]
         for step in steps:
             try:
                 step()
@@ -166,6 +241,12 @@ class ClusterRunningNet(RunningNet):
             self.servers.run(s, ["ip", "-force", "-batch", "-"], check=False,
                              stdin="".join(f"netns del {n}\n" for n in names))
         self._netns_made = []
+
+    def _remove_shipped(self) -> None:
+        """The servers' copies of the run directory (the driver keeps its own, logs too)."""
+        for s in self._shipped:
+            self.servers.run(s, ["rm", "-rf", str(self.run_dir)], check=False, timeout=30)
+        self._shipped = []
 
     def describe_placement(self) -> str:
         counts: dict[str, list[int]] = {s: [0, 0] for s in self.servers.names}
