@@ -78,6 +78,30 @@ def test_placement_is_saved_and_reused(net, tmp_path):
         assert len({net.placement[r] for r, dd in domains.items() if dd == d}) == 1
 
 
+def test_routerd_and_hostd_run_on_their_servers(net, servers):
+    from concast.hosts import routerd
+    from concast.hosts.client import Client
+    rd, hd = net.start_concast(hold=3, timeout=90)
+    assert set(hd) == set(net.plan.hosts) and rd
+    for r in rd:
+        assert routerd.query(net.routerd_socket(r), "status", timeout=5)
+    for h in hd:
+        with Client(net.hostd_socket(h), timeout=5) as c:
+            assert c.status()
+    # Each daemon runs on its node's server only (its PID is that server's).
+    for s in ("a", "b"):
+        ps = servers.ssh(s, "ps -e -o comm=").stdout.split()
+        want = sum(1 for n in list(rd) + list(hd) if net.placement[n] == s)
+        got = sum(1 for c in ps if c.startswith("concast-"))
+        assert got == want, (s, got, want)
+    logs = list((net.run_dir / "logs").glob("*-hostd.log"))
+    assert len(logs) == len(hd)
+    net.stop_daemons()
+    for s in ("a", "b"):
+        assert not [c for c in servers.ssh(s, "ps -e -o comm=").stdout.split()
+                    if c.startswith("concast-")]
+
+
 def test_stop_leaves_nothing_on_the_servers(servers, net):
     """Last: stops the module's network (stop() is idempotent)."""
     assert netns_on(servers, "a") and netns_on(servers, "b")

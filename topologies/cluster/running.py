@@ -33,6 +33,10 @@ class NotOnClusterYet(RuntimeError):
     pass
 
 
+class ServerDown(RuntimeError):
+    """A server stopped answering during the run."""
+
+
 def _remote_class(base):
     from mininet.examples.cluster import RemoteMixin
     return type(f"Cluster{base.__name__}", (RemoteMixin, base), {})
@@ -219,7 +223,7 @@ class ClusterRunningNet(RunningNet):
         if self.forwards is not None:
             steps.append(self.forwards.stop)
         if self.mn is not None:
-            steps.append(self.mn.stop)
+            steps += [self._forget_dead, self.mn.stop]
         steps += [self._delete_netns, self._remove_shipped]
         for step in steps:
             try:
@@ -228,6 +232,40 @@ class ClusterRunningNet(RunningNet):
                 print(f"concast: while stopping {self.tag}: {step.__qualname__}: {e}")
         use_ssh_config(None)
         self.record.remove()
+
+    # --- servers that die --------------------------------------------------------------------
+    def servers_down(self, timeout: float = 5) -> list[str]:
+        """Servers whose node shells have ended or that do not answer over ssh (a dead
+        server is noticed by ssh within ~6 s: ServerAliveInterval 2, CountMax 3)."""
+        dead = {self.placement[n.name] for n in (self.mn.hosts if self.mn else [])
+                if n.shell is not None and n.shell.poll() is not None}
+        dead |= {s for s in self.servers.names
+                 if s not in dead and not self.servers.alive(s, timeout=timeout)}
+        return sorted(dead)
+
+    def ping(self, src: str, dst: str, count: int = 1, timeout: float = 2):
+        node = self.mn[src]
+        if node.shell is None or node.shell.poll() is not None:
+            raise ServerDown(f"server {self.placement[src]} of {src} is gone "
+                             f"(its shell ended: {self.servers_down()} down)")
+        return super().ping(src, dst, count, timeout)
+
+    def _forget_dead(self) -> None:
+        """Before Mininet's stop: nodes on dead servers, and links touching them, are left
+        out (their shells are gone; waiting on them would hang)."""
+        dead = set(self.servers_down())
+        if not dead:
+            return
+        print(f"concast: server(s) {', '.join(dead)} do not answer; their nodes are gone with "
+              "them and are not stopped from here")
+        gone = {n for n in self.mn.hosts if self.placement.get(n.name) in dead}
+        for n in gone:
+            n.shell = None
+        self.mn.links = [ln for ln in self.mn.links
+                         if ln.intf1.node not in gone and ln.intf2.node not in gone]
+        self.mn.hosts = [n for n in self.mn.hosts if n not in gone]
+        self._netns_made = [(s, n) for s, n in self._netns_made if s not in dead]
+        self._shipped = [s for s in self._shipped if s not in dead]
 
     def _delete_netns(self) -> None:
         by_server: dict[str, list[str]] = {}
