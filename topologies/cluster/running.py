@@ -77,7 +77,8 @@ class ClusterRunningNet(RunningNet):
                 "for a cluster yet (e.g. transit-stub --core '' --edge '')")
         self.backend = backend("linux")(tag, plan)
         self.record.data.update(run_dir=str(self.run_dir), dataplane="linux",
-                                cluster={**srv.describe(), "placement": self.placement})
+                                cluster={**srv.describe(), "placement": self.placement},
+                                cluster_daemons=[])
         self.record.save()
         self.daemons = ClusterDaemons(self.run_dir / "logs", srv, self.placement,
                                       self.run_dir / "pids", on_start=self._record_remote)
