@@ -96,10 +96,42 @@ def test_routerd_and_hostd_run_on_their_servers(net, servers):
         assert got == want, (s, got, want)
     logs = list((net.run_dir / "logs").glob("*-hostd.log"))
     assert len(logs) == len(hd)
+    concast_sums_arrive_exactly(net)
     net.stop_daemons()
     for s in ("a", "b"):
         assert not [c for c in servers.ssh(s, "ps -e -o comm=").stdout.split()
                     if c.startswith("concast-")]
+
+
+def concast_sums_arrive_exactly(net):
+    """Every client joins a sum flow to sv (CSP and the spec cross servers hop by hop) and
+    sends one contribution per key; sv's sums and counts must be exact: every delivery
+    checked, with the routers merging on both servers."""
+    from hostdtools import collect, tolerant
+    from concast.hosts import aggregate
+    from concast.hosts.client import Client
+    group, keys, sv = 9, [1, 2, 3], net.ip("sv")
+    clients = [h for h in net.plan.hosts if h != "sv"]
+    assert {net.placement[c] for c in clients} == {"a", "b"}
+    with Client(net.hostd_socket("sv"), timeout=10) as rx:
+        rx.install_spec(group, tolerant("sum"))
+        rx.subscribe(group, port=5000)
+        conns = {c: Client(net.hostd_socket(c), timeout=10) for c in clients}
+        try:
+            for c, cl in conns.items():
+                cl.join(sv, group, dport=5000)
+            for c, cl in conns.items():
+                ev = cl.wait_settled(sv, group, timeout=30)
+                assert ev and ev["event"] == "active", (c, ev)
+            for k in keys:
+                for i, (c, cl) in enumerate(conns.items()):
+                    cl.send(sv, group, aggregate.encode(k, 100 * (i + 1) + k), dport=5000)
+            sums, counts, _ = collect(rx, group, {k: len(clients) for k in keys}, timeout=20)
+        finally:
+            for cl in conns.values():
+                cl.close()
+    assert counts == {k: len(clients) for k in keys}
+    assert sums == {k: sum(100 * (i + 1) + k for i in range(len(clients))) for k in keys}
 
 
 def test_stop_leaves_nothing_on_the_servers(servers, net):
