@@ -68,7 +68,7 @@ class ConcastNet:
         self.meta["cluster"] = {"servers": names, "placement": dict(placement)}
         return self
 
-
+    def plan(self) -> addressing.Plan:
         """Every address and port, without starting anything."""
         return addressing.plan(self.topo)
 
