@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Emulated "servers" on this machine for concast on Mininet Cluster Edition (docs/cluster.md).
 
-    scripts/cluster_servers.py up a b c      # three servers, each its own namespaces + sshd
-    scripts/cluster_servers.py status        # names, addresses, `hostname` over ssh
-    scripts/cluster_servers.py ssh a ip addr # a command on server a, over ssh
-    scripts/cluster_servers.py down          # removes exactly what `up` made
+Run with the project's venv (.venv/bin/python scripts/cluster_servers.py ...), as root:
+
+    up a b c       three servers, each its own namespaces and sshd
+    status         names, addresses, `hostname` over ssh
+    ssh a ip addr  a command on server a, over ssh
+    down           removes exactly what `up` made
 
 --state DIR keeps several sets apart (default /var/tmp/ccs-cluster).
 """
