@@ -14,6 +14,7 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 APT_PACKAGES=(
     mininet openvswitch-switch iproute2 ethtool iputils-ping tcpdump tshark iperf3 iptables nftables
     python3-venv python3-pip clang lld wabt build-essential pkg-config curl ca-certificates
+    openssh-server openssh-client sudo
 )
 
 # The toolchain the project is built and tested with, installed when there is none: the

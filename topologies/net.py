@@ -27,6 +27,7 @@ class ConcastNet:
         # link classes, ...); both are saved with it (topologies/netfile.py).
         self.generator: dict | None = None
         self.meta: dict = {}
+        self.cluster: dict | None = None    # set by servers(): {"servers", "placement"}
 
     def router(self, name: str, capable: bool = True) -> "ConcastNet":
         self.topo.add_router(name, capable)
@@ -47,6 +48,24 @@ class ConcastNet:
 
     def link(self, a: str, b: str, cost: int = 1, **link_params) -> "ConcastNet":
         self.topo.add_link(a, b, cost, **link_params)
+        return self
+
+    def servers(self, names: list[str] | str, placement: dict | None = None,
+                state_dir: str | None = None) -> "ConcastNet":
+        """Run it over these servers with Mininet Cluster Edition (docs/cluster.md): each
+        stub domain with its hosts on one server, only transit links crossing (as VXLAN).
+        The placement goes into meta["cluster"] (saved with save()); a saved one for the
+        same servers is reused, so a distributed run can be repeated."""
+        from concast.topologies.cluster import placement as placing
+        from concast.topologies.cluster.serverset import parse
+        names = parse(names) if isinstance(names, str) else list(names)
+        saved = self.meta.get("cluster") or {}
+        if placement is None and saved.get("servers") == names:
+            placement = saved.get("placement")
+        placement = placement or placing.place(self.topo, self.meta, names)
+        placing.check(self.topo, placement, names)
+        self.cluster = {"servers": names, "placement": dict(placement), "state_dir": state_dir}
+        self.meta["cluster"] = {"servers": names, "placement": dict(placement)}
         return self
 
     def plan(self) -> addressing.Plan:
@@ -71,11 +90,19 @@ class ConcastNet:
     def start(self, run_dir: Path | str | None = None, quiet: bool = True):
         """Build and start it (needs root and Open vSwitch); returns a RunningNet, which
         is a context manager that stops everything on exit."""
+        if self.cluster:
+            from concast.topologies.cluster.running import ClusterRunningNet
+            from concast.topologies.cluster.serverset import ServerSet
+            servers = ServerSet.resolve(self.cluster["servers"], self.cluster["state_dir"])
+            return ClusterRunningNet(self.topo, self.dataplane,
+                                     Path(run_dir) if run_dir else None, quiet, self.emulate,
+                                     servers, self.cluster["placement"])
         from concast.topologies.running import RunningNet
         return RunningNet(self.topo, self.dataplane, Path(run_dir) if run_dir else None, quiet,
                           emulate=self.emulate)
 
     def __repr__(self) -> str:
         t = self.topo
+        on = f" on {len(self.cluster['servers'])} servers" if self.cluster else ""
         return (f"ConcastNet({self.dataplane}: {len(t.routers)} routers, {len(t.hosts)} hosts, "
-                f"{len(t.links)} links)")
+                f"{len(t.links)} links{on})")

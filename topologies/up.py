@@ -133,6 +133,9 @@ def parser() -> argparse.ArgumentParser:
         help="no CLI: keep the network up this many seconds (or until Ctrl-C)"))
     r.add_argument("--describe", action="store_true",
                    help="print the whole address table even for big networks")
+    r.add_argument("--servers", metavar="A,B,...",
+                   help="spread the network over these servers with Mininet Cluster Edition "
+                        "(docs/cluster.md; Linux data plane, links not emulated yet)")
     add_interactive_options(p)
     return p
 
@@ -153,6 +156,16 @@ def add_interactive_options(p: argparse.ArgumentParser) -> None:
                    "the routers instead of p4src/concast.p4 (needs p4c); default concast.p4")
     i.add_argument("--bmv2-log", action="store_true",
                    help="--dataplane bmv2: write each switch's packet log (default off)")
+
+
+def cluster_problem(ns: argparse.Namespace, desc: ConcastNet) -> str | None:
+    """Why --servers cannot be honoured as asked (None: it can); places the network."""
+    if not ns.servers:
+        return None
+    if ns.script and not ns.script.endswith(".py"):
+        return "--servers: shell scripts run in local namespaces; use a .py script"
+    desc.servers(ns.servers)
+    return None
 
 
 def build(ns: argparse.Namespace) -> ConcastNet:
@@ -382,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         desc = build(ns)
+        why = cluster_problem(ns, desc)
+        if why:
+            raise ValueError(why)
     except (ValueError, TypeError) as e:
         print(f"concast net up: {e}", file=sys.stderr)
         return 2
@@ -403,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
         net = desc.start()          # stops what it built if interrupted half way
     except KeyboardInterrupt:
         return 130
+    except RuntimeError as e:       # a cluster server unreachable, a part not built for it
+        if not ns.servers:
+            raise
+        print(f"concast net up: {e}", file=sys.stderr)
+        return 1
+    if ns.servers:
+        print(f"servers: {net.describe_placement()}", flush=True)
     captures: list = []
     try:
         if not ns.no_daemons:

@@ -1,0 +1,147 @@
+"""routerd, hostd (any per-node daemon) on the node's server, as controller.daemons.Daemons
+does on one machine (docs/cluster.md, "Daemons").
+
+A daemon is `ssh SERVER -- sh -c 'echo $$ > PIDFILE; exec ip netns exec NS argv'`: it runs
+in the node's namespace on the node's server, its output comes back over the ssh session into
+the driver's log file, its PID (the server's) is in a PID file on the server, and it is
+stopped by that PID, over ssh, with its process group. The driver reaches its Unix socket
+through one `ssh -N -L local.sock:remote.sock ...` per server (SocketForwards).
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from concast.controller.daemons import Daemon
+from concast.topologies.cluster.serverset import ServerSet
+
+
+class ClusterDaemons:
+    """Daemons' interface (start, stop, stop_all, of, running) over the servers."""
+
+    def __init__(self, log_dir: Path, servers: ServerSet, placement: dict[str, str],
+                 pid_dir: Path, on_start=None) -> None:
+        self.log_dir = Path(log_dir)
+        self.servers = servers
+        self.placement = placement
+        self.pid_dir = Path(pid_dir)        # a path on each server
+        self.on_start = on_start
+        self.running: list[Daemon] = []
+        self.server_of: dict[int, str] = {}     # id(Daemon) -> server
+
+    def start(self, router: str, argv: list[str], name: str = "routerd",
+              env: dict | None = None, netns: str | None = None) -> Daemon:
+        server = self.placement[router]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / f"{router}-{name}.log"
+        pidfile = self.pid_dir / f"{router}-{name}.pid"
+        inner = ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+        if env:
+            inner = ["env", *[f"{k}={v}" for k, v in env.items()], *inner]
+        script = (f"mkdir -p {shlex.quote(str(self.pid_dir))} && echo $$ > "
+                  f"{shlex.quote(str(pidfile))} && exec {shlex.join(inner)}")
+        full = self.servers.argv(server, ["sh", "-c", script])
+        with open(log, "ab") as out:
+            popen = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        pid = self._read_pid(server, pidfile, popen)
+        d = Daemon(router, name, full, pid, None, log, popen)
+        self.server_of[id(d)] = server
+        self.running.append(d)
+        if self.on_start:
+            self.on_start(d, server)
+        return d
+
+    def _read_pid(self, server: str, pidfile: Path, popen, timeout: float = 10) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.servers.run(server, ["cat", str(pidfile)], check=False, timeout=10)
+            if out.strip().isdigit():
+                return int(out.strip())
+            if popen.poll() is not None:
+                return 0
+            time.sleep(0.05)
+        return 0
+
+    def stop(self, daemon: Daemon, timeout: float = 3.0) -> int | None:
+        server = self.server_of.get(id(daemon))
+        if daemon.pid and server and daemon.popen.poll() is None:
+            # Its process group on its server (it leads one: sshd starts each command in
+            # a session of its own), then the ssh session ends with it.
+            for sig in ("TERM", "KILL"):
+                self.servers.run(server, ["sh", "-c", f"kill -{sig} -{daemon.pid} "
+                                          f"2>/dev/null || kill -{sig} {daemon.pid} 2>/dev/null;"
+                                          " true"], check=False, timeout=10)
+                try:
+                    daemon.popen.wait(timeout=timeout)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if daemon.popen.poll() is None:     # the server does not answer: end our ssh
+            daemon.popen.kill()
+            daemon.popen.wait()
+        if daemon in self.running:
+            self.running.remove(daemon)
+        return daemon.popen.poll()
+
+    def stop_all(self) -> None:
+        for d in list(self.running):
+            self.stop(d)
+
+    def of(self, router: str) -> list[Daemon]:
+        return [d for d in self.running if d.router == router]
+
+
+class SocketForwards:
+    """The driver's ends of the daemons' Unix sockets: local path -> (server, remote path),
+    one `ssh -N` per server with every forward of that server."""
+
+    def __init__(self, servers: ServerSet, local_dir: Path) -> None:
+        self.servers = servers
+        self.local_dir = Path(local_dir)
+        self.wanted: dict[str, list[tuple[Path, Path]]] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def add(self, server: str, name: str, remote: Path) -> Path:
+        if server == "localhost":
+            return Path(remote)
+        local = self.local_dir / f"{name}.sock"
+        self.wanted.setdefault(server, []).append((local, Path(remote)))
+        return local
+
+    def start(self) -> None:
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        for server, pairs in self.wanted.items():
+            if server == "localhost" or server in self.procs:
+                continue
+            fwd = [a for local, remote in pairs for a in ("-L", f"{local}:{remote}")]
+            self.procs[server] = subprocess.Popen(
+                [*self.servers.ssh_argv(server), "-N", "-o", "StreamLocalBindUnlink=yes",
+                 "-o", "ExitOnForwardFailure=yes", "-o", "ControlMaster=no", "-o", "ControlPath=none", *fwd],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 15
+        for server, pairs in self.wanted.items():
+            while not all(local.exists() for local, _ in pairs):
+                p = self.procs.get(server)
+                if p is not None and p.poll() is not None:
+                    raise RuntimeError(f"socket forwarding to {server} exited ({p.returncode})")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"socket forwarding to {server} not up within 15 s")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = {}
+        for pairs in self.wanted.values():
+            for local, _ in pairs:
+                local.unlink(missing_ok=True)
