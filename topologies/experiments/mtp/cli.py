@@ -23,6 +23,17 @@ def missing_prerequisites() -> str | None:
     return prereq.first(transport(), prereq.commands("ping", "ip"))
 
 
+def _scenario(argv: list[str]) -> str:
+    """The --scenario given (sim when none): read before any parser, so that each scenario's
+    own parser (and --help) is the one that runs."""
+    for i, a in enumerate(argv):
+        if a == "--scenario" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--scenario="):
+            return a.split("=", 1)[1]
+    return "sim"
+
+
 def _interrupt(*_) -> None:
     raise KeyboardInterrupt
 
@@ -47,15 +58,10 @@ def parser(scenario: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--scenario", choices=SCENARIOS, default="sim")
-    try:
-        ns, _ = pre.parse_known_args(argv)
-    except SystemExit as e:
-        return int(e.code or 2)
-    if ns.scenario == "sim":
-        return sim.main(argv)
-    ap = parser(ns.scenario)
+    scenario = _scenario(argv)
+    if scenario not in REAL:
+        return sim.main(argv)           # sim, or its parser's error for a name it does not know
+    ap = parser(scenario)
     a = ap.parse_args(argv)
     bad = [p for p in (a.protocols or []) if p not in PROTOCOLS]
     if bad:
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _interrupt)
     try:
-        return REAL[ns.scenario].main(argv, a, a)
+        return REAL[scenario].main(argv, a, a)
     except KeyboardInterrupt:
         print("concast exp mtp: interrupted: network stopped", file=sys.stderr)
         return 130
