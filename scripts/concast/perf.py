@@ -18,13 +18,14 @@ from concast.argtypes import hidden_alias
 from concast.perfpath import MininetPath, Path, PathError
 # The measuring code lives a floor down (experiments use it too); these names stay here
 # for scripts written against `concast.perf`.
-from concast.perfrun import (CC_NAMES, RESULT_FILE, RESULTS, add_ratios, binary,  # noqa: F401
+from concast.perfrun import (CC_NAMES, MODES, RESULT_FILE, RESULTS, add_ratios, binary,  # noqa: F401
                              cases, io_path, measure, missing, run_case, stability, summarize,
                              table)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--mode", default="bulk,pingpong", help="bulk,pingpong,stream (comma list)")
+    ap.add_argument("--mode", default="bulk,pingpong", help="bulk,pingpong,stream,mtp (comma list; mtp: "
+                                                          "MTP transactions of 1 MB objects, beside kernel TCP bulk)")
     ap.add_argument("--composite", default="Minimal,Bulk", help="ctp composites (comma list)")
     ap.add_argument("--cc", default="newreno", help="the host transport's (ctp) congestion controls for Bulk (comma list, "
                                                     "or 'all')")
@@ -61,9 +62,9 @@ def collect(ns: argparse.Namespace) -> tuple[list[dict], list[dict]]:
     def split(v: str) -> list[str]:
         return [x.strip() for x in v.split(",") if x.strip()]
     modes = split(ns.mode)
-    bad = [m for m in modes if m not in ("bulk", "pingpong", "stream")]
+    bad = [m for m in modes if m not in MODES]
     if bad:
-        raise ValueError(f"unknown mode {bad[0]!r}: use bulk, pingpong, stream")
+        raise ValueError(f"unknown mode {bad[0]!r}: use {', '.join(MODES)}")
     ccs = CC_NAMES if ns.cc == "all" else split(ns.cc)
     runs = []
     for loss in [float(x) / 100 for x in split(ns.loss)]:

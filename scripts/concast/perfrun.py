@@ -18,6 +18,10 @@ from concast.perfpath import MininetPath, Path
 RESULTS = tools.RESULTS            # --out's default; the file is OUT/perf.json
 RESULT_FILE = "perf.json"
 # The algorithms concast-perf knows (hosts/transport/src/cc/mod.rs NAMES).
+#: concast perf's modes; mtp runs concast-perf --mode mtp (hosts/transport's MTP client fetching
+#: 1 MB objects from its stateless server for --duration), its TCP peers run bulk
+MODES = ("bulk", "pingpong", "stream", "mtp")
+MTP_OBJECT = 1 << 20
 CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast",
             "tfrc"]
 _ports = itertools.count(15201)
@@ -53,7 +57,8 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
     """One measurement: a server in b, `flows` clients in a. Returns the case with the
     client and server JSON records."""
     exe, port = binary(), next(_ports)
-    common = ["--proto", case["proto"], "--mode", case["mode"], "--composite",
+    # MTP has no --proto of its own: --mode mtp selects it
+    common = ["--proto", "ctp" if case["proto"] == "mtp" else case["proto"], "--mode", case["mode"], "--composite",
               case.get("composite", "Bulk"), "--cc", case.get("cc") or "newreno",
               "--size", str(case.get("size", 65536))]
     srv = path.popen("b", [exe, "server", "--listen", f"0.0.0.0:{port}", "--flows", str(flows),
@@ -92,6 +97,12 @@ def cases(modes: list[str], composites: list[str], ccs: list[str], tcp_ccs: list
           blaster_mbit: float = 500.0) -> list[dict]:
     out = []
     for mode in modes:
+        if mode == "mtp":
+            # MTP beside kernel TCP moving bytes in bulk (the same loss, the same run)
+            out.append({"mode": "mtp", "proto": "mtp", "cc": "mtp", "size": MTP_OBJECT})
+            out += [{"mode": "bulk", "size": 65536, "proto": "tcp", "cc": c} for c in tcp_ccs
+                    if "bulk" not in modes]
+            continue
         size = {"bulk": 65536, "pingpong": 64, "stream": 160}[mode]
         peers = [{"proto": "tcp", "cc": c} for c in tcp_ccs] + [{"proto": "udp"}]
         ctp = [{"proto": "ctp", "composite": comp, "cc": cc}
@@ -119,11 +130,19 @@ def stability(samples: list[int]) -> float | None:
 def summarize(run: dict) -> dict:
     """The figures a row shows, taken from the receiver where throughput is concerned."""
     s = {"mode": run["mode"], "proto": run["proto"], "loss": run["loss"], "flows": run["flows"],
-         "what": run["proto"] if run["proto"] == "udp" else
+         "what": run["proto"] if run["proto"] in ("udp", "mtp") else
          f"{run['cc']}" if run["proto"] == "tcp" else f"{run['composite']}/{run['cc']}",
          "errors": run["errors"]}
     srv, cli = run["server"], run["client"]
-    if run["mode"] == "bulk":
+    if run["mode"] == "mtp":
+        # the client's goodput: whole objects, hash-checked alike (all_same)
+        s["mbps"] = sum(c.get("mbit_s", 0) for c in cli) or None
+        s["objects"] = sum(c.get("objects", 0) for c in cli)
+        s["repeats"] = sum(c.get("stats", {}).get("repeats", 0) for c in cli)
+        s["all_same"] = all(c.get("all_same", False) for c in cli)
+        if not cli and not s["errors"]:
+            s["errors"] = ["the MTP client printed no result"]
+    elif run["mode"] == "bulk":
         rates = [r["mbps"] for r in srv]
         s["mbps"] = sum(rates)
         spans = [(r["first_us"], r["last_us"]) for r in srv if r.get("first_us") is not None]
@@ -178,9 +197,11 @@ def add_ratios(rows: list[dict]) -> None:
                 return p
         return None
     for r in rows:
-        tcp = peer(r, "tcp", "cubic") or peer(r, "tcp")
-        udp = peer(r, "udp")
-        if r["mode"] == "bulk":
+        # MTP is set beside the bulk peers of the same loss
+        look = dict(r, mode="bulk") if r["mode"] == "mtp" else r
+        tcp = peer(look, "tcp", "cubic") or peer(look, "tcp")
+        udp = peer(look, "udp")
+        if r["mode"] in ("bulk", "mtp"):
             for name, p in (("vs_tcp", tcp), ("vs_udp", udp)):
                 if p and p.get("mbps"):
                     r[name] = r["mbps"] / p["mbps"]
@@ -194,7 +215,7 @@ def table(rows: list[dict]) -> str:
     def f(v, fmt):
         return format(v, fmt) if isinstance(v, (int, float)) else "-"
     lines = []
-    for mode in ("bulk", "pingpong", "stream"):
+    for mode in MODES:
         sel = [r for r in rows if r["mode"] == mode]
         if not sel:
             continue
@@ -208,6 +229,11 @@ def table(rows: list[dict]) -> str:
                              f"{f(r.get('vs_udp'), '6.3f')} {f(r.get('fairness'), '5.2f')} "
                              f"{f(r.get('stability'), '5.2f')} "
                              f"{f(r.get('cpu_per_flow'), '8.2f')} {r.get('io', '-'):>8}")
+        elif mode == "mtp":
+            lines.append(f"{'mtp (1 MB objects)':24} {'loss':>5} {'Mbit/s':>9} {'/TCP':>6} {'objects':>8} {'repeats':>8}")
+            for r in sel:
+                lines.append(f"{'mtp':24} {r['loss'] * 100:4.0f}% {f(r.get('mbps'), '9.1f')} "
+                             f"{f(r.get('vs_tcp'), '6.3f')} {f(r.get('objects'), '8d')} {f(r.get('repeats'), '8d')}")
         elif mode == "pingpong":
             lines.append(f"{'ping-pong':24} {'loss':>5} {'median us':>10} {'p99 us':>9} {'+us/UDP':>8} {'+us/TCP':>8}")
             for r in sel:

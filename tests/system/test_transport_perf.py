@@ -89,3 +89,27 @@ def test_rows_say_which_udp_path_ran_and_why_gso_was_refused():
     tcp = perf.summarize(_run("bulk", "tcp", [{"mbps": 9.0}], [{"secs": 5}], "cubic"))
     assert "io" not in tcp
     assert "gso+gro" in perf.table([fast])
+
+
+def test_mode_mtp_is_measured_beside_tcp_bulk_and_summarised():
+    cs = perf.cases(["mtp"], ["Bulk"], ["newreno"], ["cubic"])
+    assert [(c["mode"], c["proto"], c.get("cc")) for c in cs] == [("mtp", "mtp", "mtp"), ("bulk", "tcp", "cubic")]
+    assert cs[0]["size"] == 1 << 20
+    runs = [_run("mtp", "mtp", [{"role": "server"}],
+                 [{"mbit_s": 40.0, "objects": 5, "all_same": True, "stats": {"repeats": 3}}], "Bulk/mtp"),
+            _run("bulk", "tcp", [{"mbps": 80.0}], [{"secs": 5}], "cubic")]
+    rows = [perf.summarize(r) for r in runs]
+    perf.add_ratios(rows)
+    m = rows[0]
+    assert (m["what"], m["mbps"], m["objects"], m["repeats"], m["vs_tcp"]) == ("mtp", 40.0, 5, 3, 0.5)
+    assert "mtp (1 MB objects)" in perf.table(rows)
+    silent = perf.summarize(_run("mtp", "mtp", [], [], "Bulk/mtp"))
+    assert silent["errors"], "a client that printed nothing is an error, not 0 Mbit/s"
+
+
+def test_concast_perf_refuses_an_unknown_mode():
+    import argparse
+    ns = argparse.Namespace(mode="ftp", cc="newreno", composite="Bulk", tcp_cc="cubic", loss="0", flows="1",
+                            rate=0.0, duration=1.0, count=1)
+    with pytest.raises(ValueError, match="mtp"):
+        perf.collect(ns)

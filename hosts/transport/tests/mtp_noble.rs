@@ -148,3 +148,20 @@ fn ch5_data_loss_expiry_counts_from_the_last_response() {
     assert!(n.now > 3_000_000, "{}", n.now);
     assert_eq!(done(&n).len(), 1, "{:?} {:?}", n.client.stats(), n.outputs.iter().filter(|o| !matches!(o, Output::Done { .. })).collect::<Vec<_>>());
 }
+
+#[test]
+fn ch5_mean_window_reported_is_the_transactions_own_not_the_unused_shared_one() {
+    // the dissertation's rules keep a window per transaction (ch. V): mtping's mean window is
+    // that one, in datagrams; the shared window (4 at start, never moved here) must not show
+    let mut n = net(5, ClientConfig { rcvbuf: 64 * 1024, ..Default::default() });
+    for l in [&mut n.up, &mut n.down] {
+        l.delay_us = 5_000;
+    }
+    let a = n.client.request(0, b"size:200000", RequestOpts::default()).unwrap();
+    let start = n.client.flow(a).unwrap().window / n.client.flow(a).unwrap().size;
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    let (mean_window, mean_in_flight) = n.client.occupancy();
+    // it starts at 32 datagrams and halves in datagrams when the payload doubles (ch. V)
+    assert!(mean_window >= start as f64 / 2.0 && mean_window <= start as f64, "mean window {mean_window}, started at {start}");
+    assert!(mean_in_flight <= mean_window + 1.0, "{mean_in_flight} in flight, window {mean_window}");
+}

@@ -5,6 +5,7 @@ sans-IO MTP client and server driven through its black-box network against its T
 Writes CSV, PNG and metadata to a new timestamped folder under results/mtp/.
 """
 from .paper import EMPIRICAL_WAN, PRINTED
-from .sim import main, run_sim
+from .cli import main
+from .sim import run_sim
 
 __all__ = ["PRINTED", "EMPIRICAL_WAN", "run_sim", "main"]

@@ -1,6 +1,6 @@
 """`python -m concast.topologies.experiments.mtp` is `concast exp mtp`."""
 import sys
 
-from .sim import main
+from .cli import main
 
 sys.exit(main())

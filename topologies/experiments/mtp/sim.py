@@ -18,7 +18,8 @@ from concast import ROOT, prereq, tools
 
 from .paper import EMPIRICAL_WAN, PRINTED
 
-SCENARIOS = ("sim",)
+#: every scenario of `concast exp mtp` (cli.py runs the others; this parser takes only sim's options)
+SCENARIOS = ("sim", "michelle", "wan", "third-party")
 #: The sweep's path: the WAN of the printed runs (80 ms, congestion factor 20), 1 MB.
 SWEEP = {"rtt_ms": 80, "cong": 20, "bw": 1250, "messages": 1024}
 
@@ -140,7 +141,9 @@ def save(res: dict, meta: dict, out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp mtp", description=__doc__)
     ap.add_argument("--scenario", choices=SCENARIOS, default="sim",
-                    help="sim: the dissertation's simulator in virtual time (default)")
+                    help="sim: the dissertation's simulator in virtual time (default); on an emulated "
+                         "path (root): michelle (7.4's two-router LAN test), wan (7.2's throughput "
+                         "against loss), third-party (7.3); --scenario NAME --help for their options")
     ap.add_argument("--seeds", type=int, default=10, help="seeds 1..N per run")
     ap.add_argument("--step", type=float, default=0.02, help="loss step of the sweep (fraction)")
     ap.add_argument("--max-loss", type=float, default=0.6,

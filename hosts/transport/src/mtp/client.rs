@@ -311,7 +311,9 @@ impl Client {
         if let Some(last) = self.occ.last_us.filter(|_| !self.txs.is_empty()) {
             let dt = now.saturating_sub(last);
             self.occ.busy_us += dt;
-            self.occ.window_us += self.ctl.cwnd * dt as f64;
+            // the window that governs: the transactions' own under the dissertation's rules
+            // (ch. V), in datagrams of their current size; else the shared one
+            self.occ.window_us += self.window() * dt as f64;
             self.occ.in_flight_us += self.in_flight as f64 * dt as f64;
         }
         self.occ.last_us = Some(now);

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::client::{Abort, Client, ClientConfig, ClientStats, Output, RequestOpts};
 use super::server::{generated_size, Answer, Objects, Query, Responder};
-use super::udp::{serve, Endpoint};
+use super::udp::{serve_idle, Endpoint};
 
 /// Files of one directory by name (no paths), and the generated `size:N` objects.
 pub struct Files {
@@ -48,6 +48,11 @@ impl Responder for Files {
 
 /// Serves until `secs` pass (forever when None); returns the server's counters.
 pub fn run_server(listen: &str, dir: Option<PathBuf>, secs: Option<f64>) -> io::Result<Value> {
+    run_server_idle(listen, dir, secs, None)
+}
+
+/// `run_server`, over also once `idle` passes without a request after the first.
+pub fn run_server_idle(listen: &str, dir: Option<PathBuf>, secs: Option<f64>, idle: Option<Duration>) -> io::Result<Value> {
     let sock = UdpSocket::bind(listen)?;
     let stop = AtomicBool::new(false);
     let s = std::thread::scope(|sc| {
@@ -58,7 +63,7 @@ pub fn run_server(listen: &str, dir: Option<PathBuf>, secs: Option<f64>) -> io::
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             });
         }
-        serve(&sock, Files { dir }, &stop)
+        serve_idle(&sock, Files { dir }, &stop, idle)
     })?;
     let st = s.stats;
     Ok(json!({"role": "server", "requests": st.requests, "replies": st.replies, "refused": st.refused, "malformed": st.malformed}))

@@ -124,12 +124,25 @@ fn readable(sock: &UdpSocket, wait: Duration) -> io::Result<bool> {
 /// The server loop: answers every request on `sock` until `stop` is set (checked at least
 /// every 100 ms). Returns the server, with its counters.
 pub fn serve<R: Responder>(sock: &UdpSocket, responder: R, stop: &AtomicBool) -> io::Result<Server<R>> {
+    serve_idle(sock, responder, stop, None)
+}
+
+/// `serve`, and also over once `idle` passes without a request after the first one (a
+/// measurement's server: concast-perf --mode mtp).
+pub fn serve_idle<R: Responder>(sock: &UdpSocket, responder: R, stop: &AtomicBool, idle: Option<Duration>) -> io::Result<Server<R>> {
     let mut server = Server::new(responder);
     let mut buf = vec![0u8; 65536];
+    let mut last = None::<Instant>;
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
     while !stop.load(Ordering::Relaxed) {
+        if let (Some(idle), Some(at)) = (idle, last) {
+            if at.elapsed() >= idle {
+                break;
+            }
+        }
         match sock.recv_from(&mut buf) {
             Ok((n, from)) => {
+                last = Some(Instant::now());
                 if let Some(r) = server.handle(&buf[..n]) {
                     let _ = sock.send_to(&r, from);
                 }

@@ -10,8 +10,12 @@ mod mtp_mode {
     use concast_transport::mtp::{tool, ClientConfig};
     use std::time::Duration;
 
-    pub fn server(listen: &str) -> Result<(), String> {
-        tool::run_server(listen, None, None).map(|v| println!("{v}")).map_err(|e| e.to_string())
+    /// Serves until `idle` seconds pass without a request (after the first), as the other
+    /// modes' servers end a flow.
+    pub fn server(listen: &str, idle: f64) -> Result<(), String> {
+        tool::run_server_idle(listen, None, None, Some(Duration::from_secs_f64(idle)))
+            .map(|v| println!("{v}"))
+            .map_err(|e| e.to_string())
     }
 
     pub fn client(to: &str, bytes: u64, size: usize, secs: f64) -> Result<(), String> {
@@ -130,7 +134,7 @@ fn main() {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Server { listen, common, .. } if common.mode == Mode::Mtp => mtp_mode::server(&listen),
+        Cmd::Server { listen, idle, common, .. } if common.mode == Mode::Mtp => mtp_mode::server(&listen, idle),
         Cmd::Client { to, secs, bytes, common, .. } if common.mode == Mode::Mtp => {
             mtp_mode::client(&to, bytes, common.size, secs)
         }
