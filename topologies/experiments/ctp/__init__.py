@@ -212,7 +212,7 @@ def run(s: Settings, tables: str = "I,II", say=print) -> list[dict]:
     return rows
 
 
-TABLES = ("I", "I-wide", "II", "fig5")
+TABLES = ("I", "I-wide", "II", "fig5", "ccc2")
 COLUMNS = ["table", "protocol", "loss_pct", "latency_ms", "latency_sd", "median_ms", "pings_lost", "dropped",
            "retransmits", "timeouts", "bandwidth_mbps",
            "bandwidth_sd", "paper_latency_ms", "paper_latency_sd", "paper_bandwidth_mbps",
@@ -349,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
     ap.add_argument("--fig5-runs", type=int, default=3, help="fig5: runs per (path, loss) (default 3)")
     ap.add_argument("--fig5-losses", type=_floats, default=[0, 1, 2, 5, 10, 20], help="fig5: loss %%, comma separated")
+    ap.add_argument("--ccc-flows", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 4, 8, 16],
+                    help="ccc2: parallel flow counts (default 1,2,4,8,16)")
+    ap.add_argument("--ccc-rate", type=float, default=1000.0, help="ccc2: emulated rate, Mbit/s (default 1000)")
+    ap.add_argument("--ccc-secs", type=float, default=15.0, help="ccc2: seconds per cell (default 15)")
+    ap.add_argument("--ccc-runs", type=int, default=1, help="ccc2: runs per cell (default 1)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
     ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp", metavar="DIR",
                     help="results go to a new timestamped folder in DIR (default results/ctp)")
@@ -371,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
         f5 = fig5.Fig5Settings(runs=1, packets=200, losses=[0, 10], seed=a.seed)
     if a.fig5_runs < 1 or any(not 0 <= x < 100 for x in a.fig5_losses):
         ap.error("fig5 runs >= 1, losses in [0, 100)")
+    from . import ccc_long
+    cc2 = ccc_long.CccSettings(flows=a.ccc_flows, rate_mbit=a.ccc_rate, secs=a.ccc_secs, runs=a.ccc_runs, seed=a.seed)
+    if a.quick:
+        cc2 = ccc_long.CccSettings(flows=[1, 2], rate_mbit=100.0, secs=2.0, runs=1, seed=a.seed)
+    if a.ccc_runs < 1 or a.ccc_secs <= 0 or a.ccc_rate <= 0 or any(n < 1 for n in a.ccc_flows):
+        ap.error("ccc2 runs, flows, seconds and rate > 0")
     say = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     command = ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]
@@ -394,5 +405,16 @@ def main(argv: list[str] | None = None) -> int:
         meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
         paths += fig5.save(rows, meta, out)
         print(fig5.text(rows))
+    if "ccc2" in tables:
+        from concast.topologies.experiments.ackstudy.meta import git, machine
+        t0 = time.monotonic()
+        meta = {"git": git(), "machine": machine(), "settings": asdict(cc2),
+                "path": f"two namespaces, TAPs joined by concast-linkemu: {ccc_long.RTT_MS / 2} ms each way, "
+                        f"{cc2.rate_mbit} Mbit/s, one BDP of drop-tail queue; tcp_rmem/wmem {ccc_long.TCP_BUF}",
+                "seed": "no random loss on this path"}
+        rows = ccc_long.run(cc2, say=say)
+        meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
+        paths += ccc_long.save(rows, meta, out)
+        print(ccc_long.text(rows))
     print(f"done: {', '.join(str(p) for p in paths)}")
     return 0
