@@ -212,7 +212,7 @@ def run(s: Settings, tables: str = "I,II", say=print) -> list[dict]:
     return rows
 
 
-TABLES = ("I", "I-wide", "II", "fig5", "ccc2")
+TABLES = ("I", "I-wide", "II", "fig5", "ccc2", "blast")
 COLUMNS = ["table", "protocol", "loss_pct", "latency_ms", "latency_sd", "median_ms", "pings_lost", "dropped",
            "retransmits", "timeouts", "bandwidth_mbps",
            "bandwidth_sd", "paper_latency_ms", "paper_latency_sd", "paper_bandwidth_mbps",
@@ -382,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         cc2 = ccc_long.CccSettings(flows=[1, 2], rate_mbit=100.0, secs=2.0, runs=1, seed=a.seed)
     if a.ccc_runs < 1 or a.ccc_secs <= 0 or a.ccc_rate <= 0 or any(n < 1 for n in a.ccc_flows):
         ap.error("ccc2 runs, flows, seconds and rate > 0")
+    from . import blast
+    bl = blast.BlastSettings(rate_mbit=a.ccc_rate, seed=a.seed)
+    if a.quick:
+        bl = blast.BlastSettings(rates_mbit=[20], secs=2.0, runs=1, merge_start_mbit=20, merge_total_mbit=10,
+                                 merge_after=1.5, merge_secs=4.0, rate_mbit=100.0, seed=a.seed)
     say = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     command = ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]
@@ -416,5 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
         paths += ccc_long.save(rows, meta, out)
         print(ccc_long.text(rows))
+    if "blast" in tables:
+        from concast.topologies.experiments.ackstudy.meta import git, machine
+        t0 = time.monotonic()
+        meta = {"git": git(), "machine": machine(), "settings": asdict(bl),
+                "path": f"two namespaces, TAPs joined by concast-linkemu: {bl.rtt_ms / 2} ms each way, "
+                        f"{bl.rate_mbit} Mbit/s, one BDP of drop-tail queue", "seed": "no random loss on this path"}
+        rows = blast.run(bl, say=say)
+        meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
+        paths += blast.save(rows, meta, out)
+        print(blast.text(rows))
     print(f"done: {', '.join(str(p) for p in paths)}")
     return 0
