@@ -64,8 +64,12 @@ def _one(rec: dict) -> dict:
         for i, n in enumerate(r.get("stream_delay_buckets", [])):
             buckets[i] += n
     delivered = sum(buckets)
+    rx = [r.get("stats") or {} for r in srv]
+    tx = [c.get("stats") or {} for c in rec["client"]]
     return {"sent": sent, "delivered": delivered, "on_time": buckets[0], "buckets": buckets + [max(sent - delivered, 0)],
-            "errors": rec["errors"]}
+            "errors": rec["errors"], "rx_late_dropped": sum(x.get("late", 0) for x in rx),
+            "rx_fec_recovered": sum(x.get("fec_recovered", 0) for x in rx),
+            "tx_retransmits": sum(x.get("retransmits", 0) for x in tx), "tx_timeouts": sum(x.get("timeouts", 0) for x in tx)}
 
 
 def cell(s: Fig5Settings, path_name: str, loss: float, run: int, say=print) -> list[dict]:
@@ -86,7 +90,8 @@ def cell(s: Fig5Settings, path_name: str, loss: float, run: int, say=print) -> l
     for name, rec in recs.items():
         o = _one(rec)
         rows.append({"figure": "5", "path": path_name, "loss_pct": float(loss), "protocol": name, "run": run,
-                     "seed": seed, **{k: o[k] for k in ("sent", "delivered", "on_time")},
+                     "seed": seed, **{k: o[k] for k in ("sent", "delivered", "on_time", "rx_late_dropped",
+                                                        "rx_fec_recovered", "tx_retransmits", "tx_timeouts")},
                      "on_time_share": o["on_time"] / o["sent"] if o["sent"] else None,
                      **{f"n_{i}": n for i, n in enumerate(o["buckets"])},
                      "emu_dropped_loss": st["ab"]["dropped_loss"] + st["ba"]["dropped_loss"],
@@ -192,7 +197,7 @@ def save(rows: list[dict], meta: dict, out) -> list:
     out.mkdir(parents=True, exist_ok=True)
     cols = ["figure", "path", "loss_pct", "protocol", "run", "seed", "sent", "delivered", "on_time",
             "on_time_share", *[f"n_{i}" for i in range(len(LATENESS))], "emu_dropped_loss", "emu_frames_in",
-            "case", "errors"]
+            "rx_late_dropped", "rx_fec_recovered", "tx_retransmits", "tx_timeouts", "case", "errors"]
     with open(out / "fig5.csv", "w", newline="") as f:
         w = csv.DictWriter(f, cols, extrasaction="ignore")
         w.writeheader()
