@@ -90,6 +90,8 @@ pub struct Stats {
     pub bytes_sent: u64,
     pub retransmits: u64,
     pub timeouts: u64,
+    /// Retransmission timeouts found spurious and undone (Eifel, `micro/ccwin.rs`).
+    pub spurious_timeouts: u64,
     pub malformed: u64,
     pub duplicates: u64,
     pub late: u64,

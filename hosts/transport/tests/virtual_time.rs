@@ -80,6 +80,29 @@ fn a_lost_tail_is_resent_after_the_retransmission_timeout() {
     p.transfer(&d, 1400, 60_000_000);
     assert_eq!(joined(&p), d);
     assert!(p.a.stats().timeouts >= 1, "{:?}", p.a.stats());
+    assert_eq!(p.a.stats().spurious_timeouts, 0, "a real loss is not undone");
+}
+
+/// ACKs held up longer than the RTO (a stalled receiver, a delay spike) fire a timeout though
+/// nothing was lost; the first ACK after it echoes the original's timestamp, so the timeout
+/// is found spurious and the window it took is given back (Eifel, RFC 3522).
+#[test]
+fn a_spurious_timeout_is_detected_and_its_window_cut_undone() {
+    let mut p = pair(Preset::Bulk, 12);
+    p.ab.delay_us = 5_000;
+    p.ba.delay_us = 5_000;
+    let d = data(4 << 20, 12);
+    p.a.send(&d, 0).unwrap();
+    assert!(p.run_until(10_000_000, |p| p.a.shared().cwnd > 20.0), "the window opens");
+    p.ba.delay_us = 200_000; // every ACK from now on is 195 ms later than the RTO expects
+    let t = p.now + 250_000;
+    p.run_until(t, |_| false);
+    p.ba.delay_us = 5_000;
+    p.run_until(60_000_000, |p| p.delivered_b.len() == 1);
+    assert_eq!(joined(&p), d);
+    let st = p.a.stats();
+    assert!(st.timeouts >= 1 && st.spurious_timeouts >= 1, "{st:?}");
+    assert_eq!(p.ab.dropped, 0);
 }
 
 #[test]

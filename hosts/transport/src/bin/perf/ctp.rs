@@ -33,7 +33,7 @@ fn config(c: &Common, rate: f64) -> Result<Config, String> {
 pub fn stats_json(s: &Stats) -> Value {
     json!({
         "segs_sent": s.segs_sent, "segs_received": s.segs_received, "retransmits": s.retransmits,
-        "timeouts": s.timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
+        "timeouts": s.timeouts, "spurious_timeouts": s.spurious_timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
         "late": s.late, "fec_recovered": s.fec_recovered, "msgs_incomplete": s.msgs_incomplete,
     })
 }
