@@ -62,7 +62,7 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
               case.get("composite", "Bulk"), "--cc", case.get("cc") or "newreno",
               "--size", str(case.get("size", 65536))]
     srv = path.popen("b", [exe, "server", "--listen", f"0.0.0.0:{port}", "--flows", str(flows),
-                           "--idle", "3", *common])
+                           "--idle", "3", *common, *case.get("server_args", [])])
     try:
         time.sleep(0.3)  # let the server bind before clients connect
         clients = [path.popen("a", [exe, "client", "--to", f"{path.addr['b']}:{port}", "--secs", str(secs),

@@ -58,7 +58,7 @@ impl Config {
             recv_wnd_segs: 8192,
             fec_n: 5,
             fec_k: 4,
-            init_rto_us: 300_000,
+            init_rto_us: 1_000_000, // RFC 6298 §2.1; 300 ms was below a 413 ms path's RTT
             min_rto_us: 20_000,
             keepalive_us: 1_000_000,
             dead_after_us: 10_000_000,
@@ -90,6 +90,8 @@ pub struct Stats {
     pub bytes_sent: u64,
     pub retransmits: u64,
     pub timeouts: u64,
+    /// Retransmission timeouts found spurious and undone (Eifel, `micro/ccwin.rs`).
+    pub spurious_timeouts: u64,
     pub malformed: u64,
     pub duplicates: u64,
     pub late: u64,

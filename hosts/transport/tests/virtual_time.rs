@@ -80,6 +80,29 @@ fn a_lost_tail_is_resent_after_the_retransmission_timeout() {
     p.transfer(&d, 1400, 60_000_000);
     assert_eq!(joined(&p), d);
     assert!(p.a.stats().timeouts >= 1, "{:?}", p.a.stats());
+    assert_eq!(p.a.stats().spurious_timeouts, 0, "a real loss is not undone");
+}
+
+/// ACKs held up longer than the RTO (a stalled receiver, a delay spike) fire a timeout though
+/// nothing was lost; the first ACK after it echoes the original's timestamp, so the timeout
+/// is found spurious and the window it took is given back (Eifel, RFC 3522).
+#[test]
+fn a_spurious_timeout_is_detected_and_its_window_cut_undone() {
+    let mut p = pair(Preset::Bulk, 12);
+    p.ab.delay_us = 5_000;
+    p.ba.delay_us = 5_000;
+    let d = data(4 << 20, 12);
+    p.a.send(&d, 0).unwrap();
+    assert!(p.run_until(10_000_000, |p| p.a.shared().cwnd > 20.0), "the window opens");
+    p.ba.delay_us = 200_000; // every ACK from now on is 195 ms later than the RTO expects
+    let t = p.now + 250_000;
+    p.run_until(t, |_| false);
+    p.ba.delay_us = 5_000;
+    p.run_until(60_000_000, |p| p.delivered_b.len() == 1);
+    assert_eq!(joined(&p), d);
+    let st = p.a.stats();
+    assert!(st.timeouts >= 1 && st.spurious_timeouts >= 1, "{st:?}");
+    assert_eq!(p.ab.dropped, 0);
 }
 
 #[test]
@@ -119,7 +142,7 @@ fn congestion_window_limits_segments_in_flight() {
     // before the first ACK, NewReno's initial window of 2 is all that leaves
     let mut before_ack = 0;
     p.run_until(1_000_000, |p| {
-        if p.a.shared().srtt_us == 0.0 {
+        if p.a.shared().snd_una == 0 {
             before_ack = before_ack.max(p.a.shared().snd_max);
         }
         p.delivered_b.len() == 1
@@ -326,4 +349,30 @@ mod garbage {
             prop_assert!(p.delivered_b.iter().any(|m| m == b"after"));
         }
     }
+}
+
+/// A steady 128 kbit/s stream (160-byte messages every 10 ms) over a lossless 413 ms RTT path
+/// with no jitter, as the CTP paper's wide-area audio test (§V-C-1) and `concast exp ctp
+/// --tables fig5` run it: RTTVAR decays to almost nothing, and the RTO must still stay above
+/// the RTT by the receiver's ACK delay, or delayed ACKs fire spurious timeouts that collapse
+/// the window (RFC 6298 §2.3's max(G, 4 RTTVAR) term).
+#[test]
+fn a_steady_stream_on_a_long_jitter_free_path_has_no_spurious_timeouts() {
+    let mut p = pair(Preset::Bulk, 11);
+    p.ab.delay_us = 206_500;
+    p.ba.delay_us = 206_500;
+    let msg = vec![0x42u8; 160];
+    assert!(p.run_until(2_000_000, |p| p.a.shared().established));
+    for i in 0..1000u64 {
+        let due = 2_000_000 + i * 10_000;
+        p.run_until(due, |p| p.now >= due);
+        p.now = p.now.max(due); // nothing was due before: the clock still moves on
+        let now = p.now;
+        p.a.send(&msg, now).expect("the window takes a 128 kbit/s stream");
+    }
+    p.run_until(p.now + 3_000_000, |p| p.delivered_b.len() == 1000);
+    let st = p.a.stats();
+    assert_eq!(p.delivered_b.len(), 1000, "{st:?} {:?}", p.a.shared());
+    assert_eq!((st.timeouts, st.retransmits), (0, 0), "{st:?}, rto {}", p.a.shared().rto_us);
+    assert!(p.a.shared().rto_us as f64 >= p.a.shared().srtt_us + 10_000.0, "rto {}", p.a.shared().rto_us);
 }

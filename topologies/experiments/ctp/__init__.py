@@ -36,6 +36,16 @@ PAPER_TABLE1 = {
     "TCP": ((0.162, 0.0029), (89.40, 0.025)),
     "CTP-Bulk": ((0.380, 0.0090), (68.31, 0.148)),
 }
+# The paper's Table I, wide area (UNM to Georgia Tech, ~413 ms RTT).
+PAPER_TABLE1_WIDE = {
+    "UDP": ((413, 3), (61.54, 1.317)),
+    "CTP-Minimal": ((414, 0.4), (56.81, 0.637)),
+    "CTP-LossyFIFO": ((414, 0.7), (56.62, 0.975)),
+    "CTP-Video": ((414, 1), (21.97, 0.745)),
+    "TCP": ((412, 0.9), (9.38, 0.189)),
+    "CTP-Bulk": ((415, 0.8), (4.73, 0.288)),
+}
+WIDE_RTT_MS = 413.0
 # The paper's Table II: loss % -> (CTP-Bulk ms, sd), (TCP ms, sd).
 PAPER_TABLE2 = {
     0: ((0.34, 0.002), (0.17, 0.0008)),
@@ -71,6 +81,8 @@ class Settings:
     rate_mbit: float = 100.0
     protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
     tcp_cc: str = "cubic"
+    wide_rate_mbit: float = 100.0
+    seed: int = 1              # the link emulator's loss generator (wide-area path, Figure 5)
 
 
 def missing_prerequisites() -> str | None:
@@ -115,11 +127,21 @@ def _rx_mbps(rec: dict) -> float | None:
     return srv[0]["mbps"] if srv and srv[0].get("bytes") else None
 
 
-def table1(s: Settings, say=print) -> list[dict]:
+def wide_path(s: Settings, loss: float = 0.0, tag: str | None = None):
+    """The wide-area path: the paper's ~413 ms RTT from concast-linkemu (this kernel has no
+    netem), `wide_rate_mbit` each way, one bandwidth-delay product of drop-tail queue."""
+    from .emupath import EmuPath
+    bdp = int(s.wide_rate_mbit * 1e6 / 8 * WIDE_RTT_MS / 1e3 / 1514)
+    return EmuPath(delay_ms=WIDE_RTT_MS / 2, rate_mbit=s.wide_rate_mbit, loss=loss,
+                   queue_pkts=max(bdp, 100), seed=s.seed, tag=tag)
+
+
+def table1(s: Settings, say=print, wide: bool = False) -> list[dict]:
     from concast import perfrun as perf
     from concast.perfpath import Path
     rows = []
-    with Path(rate_mbit=s.rate_mbit) as p:
+    paper, label = (PAPER_TABLE1_WIDE, "I-wide") if wide else (PAPER_TABLE1, "I")
+    with (wide_path(s) if wide else Path(rate_mbit=s.rate_mbit)) as p:
         for name in s.protocols:
             load0 = os.getloadavg()[0]
             lat, med, lost, bw, errors = [], [], 0, [], []
@@ -135,15 +157,15 @@ def table1(s: Settings, say=print) -> list[dict]:
                 bw.append(_rx_mbps(rec))
                 errors += rec["errors"]
             (lm, ls), (bm, bs) = _mean_sd(lat), _mean_sd(bw)
-            (plm, pls), (pbm, pbs) = PAPER_TABLE1[name]
-            rows.append({"table": "I", "protocol": name, "loss_pct": 0.0,
+            (plm, pls), (pbm, pbs) = paper[name]
+            rows.append({"table": label, "protocol": name, "loss_pct": 0.0,
                          "latency_ms": lm, "latency_sd": ls, "median_ms": _mean_sd(med)[0], "pings_lost": lost,
                          "bandwidth_mbps": bm, "bandwidth_sd": bs,
                          "paper_latency_ms": plm, "paper_latency_sd": pls,
                          "paper_bandwidth_mbps": pbm, "paper_bandwidth_sd": pbs,
                          "runs": s.runs, "load1_before": load0, "load1_after": os.getloadavg()[0],
                          "case": json.dumps(_case(name, "bulk", 1250, s)), "errors": "; ".join(errors)[:300]})
-            say(f"table I {name}: {lm} ms, {bm} Mbit/s")
+            say(f"table {label} {name}: {lm} ms, {bm} Mbit/s")
     return rows
 
 
@@ -183,11 +205,14 @@ def run(s: Settings, tables: str = "I,II", say=print) -> list[dict]:
     rows = []
     if "I" in tables.split(","):
         rows += table1(s, say)
+    if "I-wide" in tables.split(","):
+        rows += table1(s, say, wide=True)
     if "II" in tables.split(","):
         rows += table2(s, say)
     return rows
 
 
+TABLES = ("I", "I-wide", "II", "fig5", "ccc2", "blast")
 COLUMNS = ["table", "protocol", "loss_pct", "latency_ms", "latency_sd", "median_ms", "pings_lost", "dropped",
            "retransmits", "timeouts", "bandwidth_mbps",
            "bandwidth_sd", "paper_latency_ms", "paper_latency_sd", "paper_bandwidth_mbps",
@@ -200,9 +225,11 @@ def _f(v, fmt="{:.3f}"):
 
 def text(rows: list[dict]) -> str:
     out = []
-    t1 = [r for r in rows if r["table"] == "I"]
-    if t1:
-        out += ["| protocol | latency ms (here) | paper | bandwidth Mbit/s (here) | paper | load |",
+    for label in ("I", "I-wide"):
+        t1 = [r for r in rows if r["table"] == label]
+        if not t1:
+            continue
+        out += [f"Table {label}", "| protocol | latency ms (here) | paper | bandwidth Mbit/s (here) | paper | load |",
                 "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for r in t1:
             out.append(f"| {r['protocol']} | {_f(r['latency_ms'])} ± {_f(r['latency_sd'])} | "
@@ -227,27 +254,34 @@ def plot(rows: list[dict], png: FsPath, meta: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    t1 = [r for r in rows if r["table"] == "I"]
+    t1s = [(label, [r for r in rows if r["table"] == label]) for label in ("I", "I-wide")]
+    t1s = [(label, t) for label, t in t1s if t]
     t2 = [r for r in rows if r["table"] == "II"]
-    n = (2 if t1 else 0) + (1 if t2 else 0)
+    n = 2 * len(t1s) + (1 if t2 else 0)
     fig, axes = plt.subplots(1, max(n, 1), figsize=(5.2 * max(n, 1), 4.2))
     axes = list(axes) if n > 1 else [axes]
     i = 0
-    if t1:
+    for label, t1 in t1s:
         names = [r["protocol"] for r in t1]
         x = range(len(names))
-        for ax, key, unit in ((axes[0], "latency", "ms"), (axes[1], "bandwidth", "Mbit/s")):
+        wide = label == "I-wide"
+        for ax, key, unit in ((axes[i], "latency", "ms"), (axes[i + 1], "bandwidth", "Mbit/s")):
             col = "latency_ms" if key == "latency" else "bandwidth_mbps"
             sd = "latency_sd" if key == "latency" else "bandwidth_sd"
-            ax.bar([j - 0.2 for j in x], [r[f"paper_{col}"] for r in t1], 0.4, label="CTP paper (2.2 GHz P3, 100 Mbit/s Ethernet)",
+            ax.bar([j - 0.2 for j in x], [r[f"paper_{col}"] for r in t1], 0.4,
+                   yerr=[r[f"paper_{sd}"] or 0 for r in t1] if wide else None,
+                   label="CTP paper (UNM-Georgia Tech, ~413 ms)" if wide else "CTP paper (2.2 GHz P3, 100 Mbit/s Ethernet)",
                    color="#999999")
             ax.bar([j + 0.2 for j in x], [r[col] or 0 for r in t1], 0.4, yerr=[r[sd] or 0 for r in t1],
-                   label="here (veth + tbf 100 Mbit/s)", color="#1f77b4")
+                   label="here (linkemu 413 ms RTT, 100 Mbit/s)" if wide else "here (veth + tbf 100 Mbit/s)",
+                   color="#2ca02c" if wide else "#1f77b4")
             ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
             ax.set_ylabel(f"{key} ({unit})")
-            ax.set_title(f"Table I: {key}")
+            if wide and key == "latency":
+                ax.set_ylim(400, 420)
+            ax.set_title(f"Table I {'wide area' if wide else 'local'}: {key}")
             ax.legend(fontsize=7)
-        i = 2
+        i += 2
     if t2:
         ax = axes[i]
         for name, color in (("CTP-Bulk", "#1f77b4"), ("TCP", "#d62728")):
@@ -284,10 +318,13 @@ def save(rows: list[dict], meta: dict, out: FsPath) -> list[FsPath]:
 def metadata(s: Settings, tables: str, command: list[str] | None = None) -> dict:
     from concast import provenance      # the one provenance record, plus this study's keys
     return {**provenance.start(asdict(s), command=command, binaries=("concast-perf",),
-                               seed="none: loss is nftables numgen random (kernel PRNG), "
-                                    "not seeded"),
+                               seed="Table II: none, loss is nftables numgen random (kernel "
+                                    "PRNG); I-wide: the link emulator's splitmix64 seeded with "
+                                    f"{s.seed}"),
             "settings": asdict(s), "tables": tables,
-            "path": f"two namespaces, veth, tc tbf {s.rate_mbit} Mbit/s each way, MTU 1500"}
+            "path": f"two namespaces, veth, tc tbf {s.rate_mbit} Mbit/s each way, MTU 1500",
+            "wide_path": f"two namespaces, TAPs joined by concast-linkemu: {WIDE_RTT_MS / 2} ms each way, "
+                         f"{s.wide_rate_mbit} Mbit/s, one BDP of drop-tail queue, MTU 1500"}
 
 
 def _floats(t: str) -> list[float]:
@@ -297,7 +334,8 @@ def _floats(t: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp ctp", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tables", default="I,II", help="I, II or I,II")
+    ap.add_argument("--tables", default="I,II", help=f"comma separated, from {','.join(TABLES)} (I-wide: "
+                    "Table I over a 413 ms RTT path from the link emulator)")
     ap.add_argument("--runs", type=int, default=10, help="Table I runs per protocol")
     ap.add_argument("--count", type=int, default=10, help="Table I ping-pong round trips per run")
     hidden_alias(ap, "--secs", ap.add_argument(
@@ -308,30 +346,94 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated")
     ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s")
     ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control")
+    ap.add_argument("--wide-rate", type=float, default=100.0, help="I-wide: emulated rate each way, Mbit/s")
+    ap.add_argument("--seed", type=int, default=1, help="I-wide: the link emulator's loss seed")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
+    ap.add_argument("--fig5-runs", type=int, default=3, help="fig5: runs per (path, loss) (default 3)")
+    ap.add_argument("--fig5-losses", type=_floats, default=[0, 1, 2, 5, 10, 20], help="fig5: loss %%, comma separated")
+    ap.add_argument("--ccc-flows", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 4, 8, 16],
+                    help="ccc2: parallel flow counts (default 1,2,4,8,16)")
+    ap.add_argument("--ccc-rate", type=float, default=1000.0, help="ccc2: emulated rate, Mbit/s (default 1000)")
+    ap.add_argument("--ccc-secs", type=float, default=15.0, help="ccc2: seconds per cell (default 15)")
+    ap.add_argument("--ccc-runs", type=int, default=1, help="ccc2: runs per cell (default 1)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
     ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp", metavar="DIR",
                     help="results go to a new timestamped folder in DIR (default results/ctp)")
     a = ap.parse_args(argv)
     if (a.runs < 1 or a.count < 1 or a.duration <= 0 or a.loss_runs < 1 or a.loss_count < 1 or a.rate <= 0
-            or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= {"I", "II"} or not set(a.protocols.split(",")) <= set(PROTOCOLS)):
-        ap.error(f"runs, counts, duration and rate > 0; losses in [0, 100); tables from I,II; protocols from {','.join(PROTOCOLS)}")
+            or any(not 0 <= x < 100 for x in a.losses) or not set(a.tables.split(",")) <= set(TABLES) or not set(a.protocols.split(",")) <= set(PROTOCOLS)):
+        ap.error(f"runs, counts, duration and rate > 0; losses in [0, 100); tables from {','.join(TABLES)}; protocols from {','.join(PROTOCOLS)}")
     why = missing_prerequisites()
     if why:
         return prereq.report("concast exp ctp", why)
     s = Settings(runs=a.runs, count=a.count, secs=a.duration, loss_runs=a.loss_runs, loss_count=a.loss_count,
-                 losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc, protocols=a.protocols.split(","))
+                 losses=a.losses, rate_mbit=a.rate, tcp_cc=a.tcp_cc, protocols=a.protocols.split(","),
+                 wide_rate_mbit=a.wide_rate, seed=a.seed)
     if a.quick:
         s = Settings(runs=2, count=5, secs=0.5, loss_runs=2, loss_count=20, losses=[0, 5],
-                     rate_mbit=a.rate, tcp_cc=a.tcp_cc)
-    t0 = time.monotonic()
-    meta = metadata(s, a.tables, ["concast", "exp", "ctp",
-                                  *(argv if argv is not None else sys.argv[1:])])
-    rows = run(s, a.tables, say=lambda m: print(m, file=sys.stderr, flush=True))
-    from concast import provenance
-    meta = {**provenance.finish(meta), "loadavg_at_end": os.getloadavg()}
+                     rate_mbit=a.rate, tcp_cc=a.tcp_cc, wide_rate_mbit=a.wide_rate, seed=a.seed)
+    from . import fig5
+    f5 = fig5.Fig5Settings(runs=a.fig5_runs, losses=a.fig5_losses, seed=a.seed)
+    if a.quick:
+        f5 = fig5.Fig5Settings(runs=1, packets=200, losses=[0, 10], seed=a.seed)
+    if a.fig5_runs < 1 or any(not 0 <= x < 100 for x in a.fig5_losses):
+        ap.error("fig5 runs >= 1, losses in [0, 100)")
+    from . import ccc_long
+    cc2 = ccc_long.CccSettings(flows=a.ccc_flows, rate_mbit=a.ccc_rate, secs=a.ccc_secs, runs=a.ccc_runs, seed=a.seed)
+    if a.quick:
+        cc2 = ccc_long.CccSettings(flows=[1, 2], rate_mbit=100.0, secs=2.0, runs=1, seed=a.seed)
+    if a.ccc_runs < 1 or a.ccc_secs <= 0 or a.ccc_rate <= 0 or any(n < 1 for n in a.ccc_flows):
+        ap.error("ccc2 runs, flows, seconds and rate > 0")
+    from . import blast
+    bl = blast.BlastSettings(rate_mbit=a.ccc_rate, seed=a.seed)
+    if a.quick:
+        bl = blast.BlastSettings(rates_mbit=[20], secs=2.0, runs=1, merge_start_mbit=20, merge_total_mbit=10,
+                                 merge_after=1.5, merge_secs=4.0, rate_mbit=100.0, seed=a.seed)
+    say = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    paths = save(rows, meta, out)
-    print(text(rows))
-    print(f"done in {meta['secs']:.0f} s: {', '.join(str(p) for p in paths)}")
+    command = ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]
+    tables, paths = a.tables.split(","), []
+    ctp_tables = ",".join(t for t in tables if t in ("I", "I-wide", "II"))
+    if ctp_tables:
+        t0 = time.monotonic()
+        meta = metadata(s, ctp_tables, command)
+        rows = run(s, ctp_tables, say=say)
+        from concast import provenance
+        meta = {**provenance.finish(meta), "loadavg_at_end": os.getloadavg(),
+                "secs": time.monotonic() - t0, "command": command}
+        paths += save(rows, meta, out)
+        print(text(rows))
+    if "fig5" in tables:
+        from concast.topologies.experiments.ackstudy.meta import git, machine
+        t0 = time.monotonic()
+        meta = {"git": git(), "machine": machine(), "settings": asdict(f5), "secs_per_test": f5.secs,
+                "seed": f"link emulator splitmix64, seed {f5.seed} x 1000 + run",
+                "path": "two namespaces, TAPs joined by concast-linkemu: local 0 ms, wide 206.5 ms each way, "
+                        f"{f5.rate_mbit} Mbit/s, loss both ways"}
+        rows = fig5.run(f5, say=say)
+        meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
+        paths += fig5.save(rows, meta, out)
+        print(fig5.text(rows))
+    if "ccc2" in tables:
+        from concast.topologies.experiments.ackstudy.meta import git, machine
+        t0 = time.monotonic()
+        meta = {"git": git(), "machine": machine(), "settings": asdict(cc2),
+                "path": f"two namespaces, TAPs joined by concast-linkemu: {ccc_long.RTT_MS / 2} ms each way, "
+                        f"{cc2.rate_mbit} Mbit/s, one BDP of drop-tail queue; tcp_rmem/wmem {ccc_long.TCP_BUF}",
+                "seed": "no random loss on this path"}
+        rows = ccc_long.run(cc2, say=say)
+        meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
+        paths += ccc_long.save(rows, meta, out)
+        print(ccc_long.text(rows))
+    if "blast" in tables:
+        from concast.topologies.experiments.ackstudy.meta import git, machine
+        t0 = time.monotonic()
+        meta = {"git": git(), "machine": machine(), "settings": asdict(bl),
+                "path": f"two namespaces, TAPs joined by concast-linkemu: {bl.rtt_ms / 2} ms each way, "
+                        f"{bl.rate_mbit} Mbit/s, one BDP of drop-tail queue", "seed": "no random loss on this path"}
+        rows = blast.run(bl, say=say)
+        meta |= {"loadavg_at_end": os.getloadavg(), "secs": time.monotonic() - t0, "command": command}
+        paths += blast.save(rows, meta, out)
+        print(blast.text(rows))
+    print(f"done: {', '.join(str(p) for p in paths)}")
     return 0

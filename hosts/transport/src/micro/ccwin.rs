@@ -1,9 +1,13 @@
 //! Windowed (and paced) congestion control: hosts one CCC algorithm, calls its callbacks from
 //! the events, and holds each data segment's send barrier until the algorithm's window has
-//! room and its sending period has elapsed.
+//! room and its sending period has elapsed. A retransmission timeout whose first advancing ACK
+//! echoes a timestamp older than the retransmission was spurious (the original arrived; Eifel
+//! detection, RFC 3522): the window the timeout took is given back and recovery ends (the
+//! response of RFC 4015 in part: the algorithm's own ssthresh stays lowered).
 use std::collections::{HashSet, VecDeque};
 
 use super::cchost::CcHost;
+use crate::attr::{ACK, TS};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, SegId, TimerId};
 use crate::segtable::IdBuildHasher;
@@ -19,6 +23,9 @@ pub struct WindowedCongestion {
     /// When the pending pacing timer fires.
     pace_at: f64,
     pace: Option<TimerId>,
+    /// After a timeout, until the next advancing ACK: (window before it, timestamp of the
+    /// retransmission).
+    undo: Option<(f64, u32)>,
 }
 
 impl WindowedCongestion {
@@ -30,6 +37,7 @@ impl WindowedCongestion {
             inflight: HashSet::default(),
             last_slot: f64::NEG_INFINITY, pace_at: 0.0,
             pace: None,
+            undo: None,
         }
     }
 
@@ -97,6 +105,26 @@ impl Micro for WindowedCongestion {
                 }
             }
             Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
+            // the retransmission leaves right after this event, stamped with this time
+            Event::SegmentTimeout if self.undo.is_none() => {
+                self.undo = Some((self.host.ctl.cwnd, (cx.now as u32).max(1)));
+            }
+            Event::SegmentFromNet if cx.shared.ack_advanced => {
+                let seg = arg.seg.and_then(|id| cx.seg(id));
+                let echo = seg.filter(|s| s.attrs.get(ACK).is_some()).and_then(|s| s.attrs.get(TS)).map(|t| t as u32);
+                if let (Some((cwnd, rtx)), Some(echo)) = (self.undo, echo) {
+                    self.undo = None;
+                    if echo != 0 && (rtx.wrapping_sub(echo) as i32) > 0 {
+                        cx.stats.spurious_timeouts += 1;
+                        cx.shared.in_recovery = false;
+                        self.host.on_event(ev, arg, cx);
+                        self.host.ctl.cwnd = self.host.ctl.cwnd.max(cwnd);
+                        self.host.publish(cx);
+                        self.release(cx);
+                        return;
+                    }
+                }
+            }
             _ => {}
         }
         self.host.on_event(ev, arg, cx);

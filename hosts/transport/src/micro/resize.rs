@@ -39,7 +39,12 @@ const PASS: u64 = 1 << 62;
 const RAISE: u64 = 1 << 40;
 const RAISE_END: u64 = 1 << 41;
 
+/// How long a round of probes waits for echoes before the next (at least; 2 SRTT once known).
+/// It was the initial RTO when that was 300 ms; the RTO is now RFC 6298's 1 s.
+const PROBE_WAIT_US: u64 = 300_000;
+
 #[derive(Default)]
+
 pub struct Resize {
     started: bool,
     done: bool,
@@ -109,7 +114,7 @@ impl Resize {
         self.send_probes(cx, &sizes);
         self.rounds += 1;
         self.sent_at = cx.now;
-        let wait = cx.cfg.init_rto_us;
+        let wait = PROBE_WAIT_US;
         cx.timer(MicroId::Resize, wait, self.rounds as u64);
     }
 
@@ -212,7 +217,7 @@ impl Micro for Resize {
                 self.raise = None;
                 let sizes = self.sizes_above(self.best.unwrap_or(self.full));
                 self.send_probes(cx, &sizes);
-                let wait = cx.cfg.init_rto_us.max(2 * cx.shared.srtt_us as u64);
+                let wait = PROBE_WAIT_US.max(2 * cx.shared.srtt_us as u64);
                 cx.timer(MicroId::Resize, wait, RAISE_END);
             }
             Event::Timer(_) if arg.tag == RAISE_END => self.arm_raise(cx),

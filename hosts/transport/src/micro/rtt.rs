@@ -22,11 +22,33 @@ pub fn smooth(srtt: &mut f64, rttvar: &mut f64, min: &mut f64, rtt_us: f64) {
     }
 }
 
+/// The RTO of an estimate: RFC 6298 §2.3's SRTT + max(G, 4 RTTVAR), with the minimum RTO as
+/// G. On a jitter-free path RTTVAR decays to almost nothing, and SRTT + 4 RTTVAR alone would
+/// fall below the time a delayed ACK takes: over a 413 ms RTT that fired a spurious timeout
+/// every few seconds (tests/virtual_time.rs, a_steady_stream_...).
+pub fn rto(srtt_us: f64, rttvar_us: f64, min_rto_us: u64) -> u64 {
+    ((srtt_us + (4.0 * rttvar_us).max(min_rto_us as f64)) as u64).clamp(min_rto_us, MAX_RTO_US)
+}
+
 /// Folds one sample into the shared estimate.
 pub fn sample(cx: &mut Cx, rtt_us: f64) {
     let s = &mut cx.shared;
     smooth(&mut s.srtt_us, &mut s.rttvar_us, &mut s.min_rtt_us, rtt_us);
-    s.rto_us = ((s.srtt_us + 4.0 * s.rttvar_us) as u64).clamp(cx.cfg.min_rto_us, MAX_RTO_US);
+    s.rto_us = rto(s.srtt_us, s.rttvar_us, cx.cfg.min_rto_us);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rto;
+
+    #[test]
+    fn rto_keeps_the_granularity_above_a_steady_rtt() {
+        assert_eq!(rto(413_000.0, 0.0, 20_000), 433_000);
+        assert_eq!(rto(413_000.0, 10_000.0, 20_000), 453_000);
+        assert_eq!(rto(30.0, 5.0, 20_000), 20_030);
+        assert_eq!(rto(90e6, 0.0, 20_000), MAX_RTO_US_FOR_TEST);
+    }
+    const MAX_RTO_US_FOR_TEST: u64 = super::MAX_RTO_US;
 }
 
 impl Micro for RttEstimation {

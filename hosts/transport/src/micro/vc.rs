@@ -1,6 +1,8 @@
 //! Virtual Circuit: an open handshake (Open with the composite and a random ISN, Accept with
 //! the other random ISN), retried until answered; data waits behind the send barrier until
-//! the circuit is up.
+//! the circuit is up. An Accept answering the only Open sent is the first RTT sample (Karn's
+//! rule, RFC 6298 §3: not after a retry), so the first data segment waits for an RTO made from
+//! the path and not from the initial guess, which is below the RTT of a 413 ms path.
 use crate::attr::{COMPOSITE, ISN};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, SegId};
@@ -13,6 +15,7 @@ const OPEN_TRIES: u32 = 8;
 pub struct VirtualCircuit {
     held: Vec<SegId>,
     tries: u32,
+    open_sent_us: u64,
 }
 
 impl VirtualCircuit {
@@ -21,6 +24,7 @@ impl VirtualCircuit {
         s.attrs.set(COMPOSITE, cx.composite.bits() as u64);
         s.attrs.set(ISN, cx.shared.isn_local as u64);
         cx.send_control(s);
+        self.open_sent_us = cx.now;
         let wait = cx.cfg.init_rto_us << self.tries.min(6);
         cx.timer(MicroId::VirtualCircuit, wait, 0);
         self.tries += 1;
@@ -76,6 +80,9 @@ impl Micro for VirtualCircuit {
                         let Some(isn) = isn else { return cx.stats.malformed += 1 };
                         cx.shared.isn_peer = isn as u32;
                         cx.shared.established = true;
+                        if self.tries == 1 && cx.shared.srtt_us == 0.0 {
+                            crate::micro::rtt::sample(cx, cx.now.saturating_sub(self.open_sent_us).max(1) as f64);
+                        }
                         cx.output(Output::Opened);
                         for h in std::mem::take(&mut self.held) {
                             cx.release(h, Barrier::Send);

@@ -33,7 +33,7 @@ fn config(c: &Common, rate: f64) -> Result<Config, String> {
 pub fn stats_json(s: &Stats) -> Value {
     json!({
         "segs_sent": s.segs_sent, "segs_received": s.segs_received, "retransmits": s.retransmits,
-        "timeouts": s.timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
+        "timeouts": s.timeouts, "spurious_timeouts": s.spurious_timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
         "late": s.late, "fec_recovered": s.fec_recovered, "msgs_incomplete": s.msgs_incomplete,
     })
 }
@@ -62,7 +62,16 @@ fn labels(c: &Common, comp: Composite) -> Value {
     json!({"proto": "ctp", "composite": comp.to_string(), "cc": c.cc, "mode": format!("{:?}", c.mode).to_lowercase()})
 }
 
-pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> Result<(), String> {
+/// `set_rate`: (bits/s for all senders together, seconds after the first delivery).
+pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, set_rate: Option<(f64, f64)>, c: &Common)
+              -> Result<(), String> {
+    if let Some((bps, after)) = set_rate {
+        if !(bps.is_finite() && bps >= 1.0 && after.is_finite() && after >= 0.0) {
+            return Err(format!("--set-rate must be >= 1 bit/s and --rate-after >= 0 s, got {bps} and {after}"));
+        }
+    }
+    let mut first_delivery: Option<Instant> = None;
+    let mut rate_sent = false;
     // the server's own sending (echoes, stream replies) is paced, if at all, at 1 Gbit/s
     let cfg = config(c, 1e9)?;
     let comp = cfg.composite;
@@ -87,6 +96,7 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> 
                         ..Tally::default()
                     });
                     t.add(&m, c.mode == Mode::Stream);
+                    first_delivery.get_or_insert_with(Instant::now);
                     if c.mode == Mode::Pingpong {
                         srv.send(a, &m);
                     }
@@ -102,6 +112,16 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, c: &Common) -> 
             eprintln!("concast-perf: refused {a}: {why}");
         }
         refused_seen = srv.refused.len();
+        if let (Some((bps, after)), Some(t0), false) = (set_rate, first_delivery, rate_sent) {
+            if t0.elapsed().as_secs_f64() >= after && !srv.sessions.is_empty() {
+                let (now, share) = (srv.now(), (bps / srv.sessions.len() as f64) as u64);
+                for s in srv.sessions.values_mut() {
+                    s.send_cc_msg(&cc::group::rate_msg(share.max(1)), now);
+                }
+                eprintln!("concast-perf: asked {} sender(s) for {share} bit/s each", srv.sessions.len());
+                rate_sent = true;
+            }
+        }
         // a flow is over when its session has heard nothing for `idle` (keep-alives count),
         // not when it has delivered nothing: a starved flow is still a flow
         let now = srv.now();

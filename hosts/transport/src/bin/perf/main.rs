@@ -91,6 +91,13 @@ enum Cmd {
         /// A flow with nothing received for this long is over (seconds).
         #[arg(long, default_value_t = 3.0)]
         idle: f64,
+        /// ctp, the streaming merge (UDT/CCC §4): --rate-after seconds after the first
+        /// delivery, ask the senders for this many bits/s in all, an equal share each, by a
+        /// rate message (cc::group::rate_msg) that rate-driven algorithms (blaster) obey.
+        #[arg(long)]
+        set_rate: Option<f64>,
+        #[arg(long, default_value_t = 2.0)]
+        rate_after: f64,
         #[command(flatten)]
         common: Common,
     },
@@ -138,8 +145,8 @@ fn main() {
         Cmd::Client { to, secs, bytes, common, .. } if common.mode == Mode::Mtp => {
             mtp_mode::client(&to, bytes, common.size, secs)
         }
-        Cmd::Server { listen, flows, idle, hash, common } => match common.proto {
-            Proto::Ctp => ctp::server(&listen, flows, idle, hash, &common),
+        Cmd::Server { listen, flows, idle, hash, set_rate, rate_after, common } => match common.proto {
+            Proto::Ctp => ctp::server(&listen, flows, idle, hash, set_rate.map(|r| (r, rate_after)), &common),
             _ => kernel::server(&listen, flows, idle, &common),
         },
         Cmd::Client { to, secs, bytes, count, rate, common } => {

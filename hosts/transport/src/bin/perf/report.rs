@@ -46,6 +46,9 @@ pub struct Tally {
     /// Stream packets: highest sequence + 1, and those within the playout delay.
     pub stream_top: u32,
     pub on_time: u64,
+    /// Stream packets by one-way delay, one count per LATE_EDGES_US bucket (the CTP paper's
+    /// Figure 5(c) lateness breakdown): [0, playout], then each edge to the next, then beyond.
+    pub late: [u64; LATE_EDGES_US.len()],
     pub hash: Option<Sha256>,
     /// Bytes delivered in each SAMPLE_US interval since the first, for the stability index.
     pub samples: Vec<u64>,
@@ -74,6 +77,14 @@ impl Pattern {
 pub use concast_wire::hex;
 
 pub const PLAYOUT_US: u64 = 3_000_000;
+/// Upper edges of the stream delay buckets (the last is open): on time within the 3 s playout
+/// window, then late by up to 1 s, 3 s, 7 s, and more.
+pub const LATE_EDGES_US: [u64; 5] = [PLAYOUT_US, 4_000_000, 6_000_000, 10_000_000, u64::MAX];
+
+/// Which LATE_EDGES_US bucket a one-way delay falls in.
+pub fn late_bucket(delay_us: u64) -> usize {
+    LATE_EDGES_US.iter().position(|&e| delay_us <= e).unwrap_or(LATE_EDGES_US.len() - 1)
+}
 
 impl Tally {
     pub fn add(&mut self, m: &[u8], stream: bool) {
@@ -94,6 +105,7 @@ impl Tally {
             if let Some((seq, delay)) = stream_parse(m) {
                 self.stream_top = self.stream_top.max(seq + 1);
                 self.on_time += (delay <= PLAYOUT_US) as u64;
+                self.late[late_bucket(delay)] += 1;
             }
         }
     }
@@ -117,6 +129,8 @@ impl Tally {
         }
         if self.stream_top > 0 {
             v["stream_on_time"] = json!(self.on_time);
+            v["stream_delay_buckets"] = json!(self.late);
+            v["stream_delay_edges_us"] = json!(LATE_EDGES_US[..LATE_EDGES_US.len() - 1]);
         }
         merge(&mut v, extra);
         v
@@ -148,4 +162,19 @@ pub fn rtt_summary(mut rtts: Vec<Duration>) -> Value {
 
 pub fn print(v: &Value) {
     println!("{v}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_buckets_split_at_the_playout_window() {
+        assert_eq!(late_bucket(0), 0);
+        assert_eq!(late_bucket(PLAYOUT_US), 0);
+        assert_eq!(late_bucket(PLAYOUT_US + 1), 1);
+        assert_eq!(late_bucket(5_000_000), 2);
+        assert_eq!(late_bucket(9_999_999), 3);
+        assert_eq!(late_bucket(60_000_000), 4);
+    }
 }

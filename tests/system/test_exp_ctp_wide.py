@@ -1,0 +1,105 @@
+"""`concast exp ctp`'s scenarios on concast-linkemu paths, short (root; about a minute in
+all): Table I over the 413 ms wide-area path, Figure 5's audio streams under loss, UDT/CCC
+Table 2's parallel flows over 110 ms, and the UDP Blast / streaming-merge checks. Asserts
+counts, the books (every packet sent is on time, late or never delivered; losses were real),
+that the emulated delay is in the round trip, that the receiver's rate message lowered the
+blasters' rate, and that CSV, JSON and PNG were written; never a speed.
+"""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from concast.topologies.experiments import ctp as exp
+from concast.topologies.experiments.ctp import blast, ccc_long, fig5
+from concast.topologies.experiments.ctp.emupath import EmuPath
+
+
+def _missing() -> str | None:
+    from concast import perfrun
+    from concast.topologies.links import BINARY
+    return exp.missing_prerequisites() or (None if BINARY.exists() else "concast-linkemu is not built")
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+META = {"git": {"rev": "test"}, "machine": {"cpus": 2, "loadavg_at_start": (0, 0, 0)},
+        "loadavg_at_end": (0, 0, 0), "secs": 0}
+
+
+def test_emupath_cleans_up_after_itself():
+    import subprocess
+    with EmuPath(delay_ms=1, tag="tcln") as p:
+        ns = list(p.ns.values())
+        assert all(n in subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout for n in ns)
+    left = subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
+    assert not any(n in left for n in ns)
+
+
+def test_table_one_wide_area_short(tmp_path):
+    s = exp.Settings(runs=1, count=2, secs=1.0, protocols=["UDP", "CTP-Bulk"])
+    rows = exp.table1(s, say=lambda m: None, wide=True)
+    assert [(r["table"], r["protocol"]) for r in rows] == [("I-wide", "UDP"), ("I-wide", "CTP-Bulk")]
+    for r in rows:
+        assert not r["errors"], r
+        # the emulated 206.5 ms each way is in every round trip
+        assert r["latency_ms"] >= 0.99 * exp.WIDE_RTT_MS, r
+        assert r["bandwidth_mbps"] > 0, r
+        assert r["paper_latency_ms"] == exp.PAPER_TABLE1_WIDE[r["protocol"]][0][0]
+    paths = exp.save(rows, exp.metadata(s, "I-wide") | META, tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_figure_five_short(tmp_path):
+    s = fig5.Fig5Settings(runs=1, packets=100, losses=[10], paths=["wide"])
+    rows = fig5.run(s, say=lambda m: None)
+    assert sorted(r["protocol"] for r in rows) == sorted(fig5.PROTOCOLS)
+    for r in rows:
+        assert not r["errors"], r
+        assert 99 <= r["sent"] <= 101, r   # the sender streams for packets / rate seconds
+        assert sum(r[f"n_{i}"] for i in range(len(fig5.LATENESS))) == r["sent"], r
+    assert rows[0]["emu_dropped_loss"] > 0, "the loss was real"
+    udp = next(r for r in rows if r["protocol"] == "UDP")
+    assert udp["delivered"] < udp["sent"], "UDP recovers nothing"
+    paths = fig5.save(rows, META | {"settings": {}}, tmp_path)
+    with open(paths[0]) as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    assert "| wide | 10 |" in fig5.text(rows)
+
+
+def test_ccc_table_two_long_rtt_short(tmp_path):
+    s = ccc_long.CccSettings(flows=[2], rate_mbit=100.0, secs=1.5)
+    rows = ccc_long.run(s, say=lambda m: None)
+    assert [r["sender"] for r in rows] == list(ccc_long.SENDERS)
+    for r in rows:
+        assert not r["errors"], r
+        assert r["flows_reported"] == 2 and r["mbps"] > 0, r
+        assert 0 < r["fairness"] <= 1.0 + 1e-9, r
+    paths = ccc_long.save(rows, META | {"settings": {"rate_mbit": 100, "secs": 1.5, "runs": 1}}, tmp_path)
+    assert json.loads(paths[1].read_text())["summary"]
+
+
+def test_blast_and_streaming_merge_short(tmp_path):
+    s = blast.BlastSettings(rates_mbit=[20], secs=2.0, runs=1, merge_start_mbit=20, merge_total_mbit=5,
+                            merge_after=1.5, merge_secs=4.0, rate_mbit=100.0)
+    rows = blast.run(s, say=lambda m: None)
+    b = next(r for r in rows if r["check"] == "blast")
+    m = next(r for r in rows if r["check"] == "merge")
+    assert not b["errors"] and not m["errors"], rows
+    assert b["received_mbit"] > 0
+    assert m["flows"] == 2
+    # the receiver's request took effect: the senders slowed to a fraction of where they were
+    assert m["after_total_mbit"] < m["before_total_mbit"] / 2, m
+    paths = blast.save(rows, META | {"settings": blast.BlastSettings().__dict__}, tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_bad_scenario_arguments_are_refused_without_a_traceback(capsys):
+    with pytest.raises(SystemExit) as e:
+        exp.main(["--tables", "fig5", "--fig5-losses", "150"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        exp.main(["--tables", "nope"])
+    assert e.value.code == 2

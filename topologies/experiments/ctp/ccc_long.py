@@ -1,0 +1,149 @@
+"""`concast exp ctp --tables ccc2`: UDT/CCC's Table 2 (Gu and Grossman, §4.2) on a long fat
+path: 1, 2, 4, ... parallel flows of our CCC TCP ("CTCP": the Bulk composite with NewReno)
+and of kernel Reno and CUBIC, over a concast-linkemu link with the paper's 110 ms RTT at
+`rate_mbit` (one bandwidth-delay product of drop-tail queue), with aggregate throughput,
+Jain's fairness, UDT's stability index and the senders' CPU per flow (`concast.perfrun.
+summarize`). Both namespaces' TCP buffers may grow to 64 MB (`net.ipv4.tcp_rmem`/`wmem`), so
+kernel TCP is not held below the path's 13.75 MB BDP by Linux's default 4-6 MB.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+
+from .ccc_table2 import PAPER
+
+SENDERS = {
+    "TCP reno": {"proto": "tcp", "cc": "reno", "size": 65536},
+    "TCP cubic": {"proto": "tcp", "cc": "cubic", "size": 65536},
+    "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "newreno", "size": 65536},
+}
+RTT_MS = 110.0
+TCP_BUF = "4096 131072 67108864"
+
+
+@dataclass
+class CccSettings:
+    flows: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    senders: list[str] = field(default_factory=lambda: list(SENDERS))
+    rate_mbit: float = 1000.0
+    secs: float = 15.0
+    runs: int = 1
+    seed: int = 1
+
+
+def _path(s: CccSettings, tag: str):
+    from .emupath import EmuPath
+    bdp = int(s.rate_mbit * 1e6 / 8 * RTT_MS / 1e3 / 1514)
+    return EmuPath(delay_ms=RTT_MS / 2, rate_mbit=s.rate_mbit, queue_pkts=max(bdp, 100), seed=s.seed, tag=tag)
+
+
+def run(s: CccSettings, say=print) -> list[dict]:
+    from concast import perfrun as perf
+    rows = []
+    with _path(s, f"cc{os.getpid()}") as p:
+        for h in ("a", "b"):
+            subprocess.run(["ip", "netns", "exec", p.ns[h], "sysctl", "-qw", f"net.ipv4.tcp_rmem={TCP_BUF}",
+                            f"net.ipv4.tcp_wmem={TCP_BUF}"], check=True)
+        for n in s.flows:
+            for name in s.senders:
+                for r in range(s.runs):
+                    st0 = p.stats()
+                    load0 = os.getloadavg()[0]
+                    rec = perf.run_case(p, dict(SENDERS[name], mode="bulk"), s.secs, 1, n)
+                    sm = perf.summarize(rec)
+                    st = p.stats()
+                    paper = PAPER.get(n)
+                    j = 1 if name == "CTCP" else 0
+                    rows.append({"flows": n, "sender": name, "run": r, "mbps": sm.get("mbps"),
+                                 "fairness": sm.get("fairness", 1.0 if n == 1 else None),
+                                 "stability": sm.get("stability"), "cpu_per_flow": sm.get("cpu_per_flow"),
+                                 "flows_reported": len(rec["server"]),
+                                 "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
+                                 "paper_mbps": paper[0][j] if paper else None,
+                                 "paper_fairness": paper[1][j] if paper else None,
+                                 "paper_stability": paper[2][j] if paper else None,
+                                 "load1_before": load0, "load1_after": os.getloadavg()[0],
+                                 "errors": "; ".join(rec["errors"])[:300]})
+                    say(f"ccc2 {n} flows {name} run {r}: {sm.get('mbps')} Mbit/s fair {sm.get('fairness')} "
+                        f"stab {sm.get('stability')}")
+        rows_emu = p.emu.call("stats")
+    for r in rows:
+        r["emu_late_p99_us"] = rows_emu.get("late_p99_us")
+    return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for n, name in dict.fromkeys((r["flows"], r["sender"]) for r in rows):
+        rs = [r for r in rows if (r["flows"], r["sender"]) == (n, name)]
+
+        def m(k):
+            xs = [r[k] for r in rs if r[k] is not None]
+            return statistics.fmean(xs) if xs else None
+        mb = [r["mbps"] for r in rs if r["mbps"]]
+        out.append({"flows": n, "sender": name, "runs": len(rs), "mbps": m("mbps"),
+                    "mbps_sd": statistics.stdev(mb) if len(mb) > 1 else 0.0, "fairness": m("fairness"),
+                    "stability": m("stability"), "cpu_per_flow": m("cpu_per_flow"),
+                    **{k: rs[0][k] for k in ("paper_mbps", "paper_fairness", "paper_stability")}})
+    for r in out:
+        reno = next((x for x in out if x["flows"] == r["flows"] and x["sender"] == "TCP reno"), None)
+        r["vs_reno"] = r["mbps"] / reno["mbps"] if reno and reno["mbps"] and r["mbps"] else None
+    return out
+
+
+def _f(v, fmt="{:.2f}"):
+    return "—" if v is None else fmt.format(v)
+
+
+def text(rows: list[dict]) -> str:
+    out = ["| flows | sender | Mbit/s | / reno | fairness | stability | CPU/flow | paper Mbit/s | paper fair | paper stab |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in summary(rows):
+        out.append(f"| {r['flows']} | {r['sender']} | {_f(r['mbps'], '{:.0f}')} ± {_f(r['mbps_sd'], '{:.0f}')} | "
+                   f"{_f(r['vs_reno'], '{:.3f}')} | {_f(r['fairness'])} | {_f(r['stability'])} | "
+                   f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['paper_mbps'], '{}')} | {_f(r['paper_fairness'], '{}')} | "
+                   f"{_f(r['paper_stability'], '{}')} |")
+    return "\n".join(out)
+
+
+def save(rows: list[dict], meta: dict, out) -> list:
+    import csv
+    import json
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "ccc2.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (out / "ccc2.json").write_text(json.dumps({"rows": rows, "summary": summary(rows), "meta": meta}, indent=1,
+                                              default=str))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sm = summary(rows)
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    for ax, key, label in zip(axes, ("mbps", "fairness", "stability", "cpu_per_flow"),
+                              ("aggregate Mbit/s", "Jain's fairness", "stability index", "sender CPU per flow (cores)")):
+        for name in dict.fromkeys(r["sender"] for r in sm):
+            xs = [r for r in sm if r["sender"] == name and r[key] is not None]
+            ax.errorbar([r["flows"] for r in xs], [r[key] for r in xs],
+                        yerr=[r["mbps_sd"] for r in xs] if key == "mbps" else None, marker="o", capsize=3,
+                        label=f"{name}, here")
+        if key != "cpu_per_flow":
+            for j, name in enumerate(("TCP (Linux 2.4)", "CTCP")):
+                ax.plot(list(PAPER), [PAPER[n][("mbps", "fairness", "stability").index(key)][j] for n in PAPER],
+                        "--", marker="s", alpha=0.6, label=f"{name}, paper")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("parallel flows")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=6)
+    s = meta["settings"]
+    fig.suptitle(f"UDT/CCC Table 2 on concast-linkemu, {s['rate_mbit']:g} Mbit/s, {RTT_MS:g} ms RTT, {s['secs']:g} s "
+                 f"a cell, {s['runs']} run(s) — {meta['git']['rev'][:10]} (paper: 1 Gbit/s Chicago-Amsterdam, 110 ms)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "ccc2.png", dpi=110)
+    plt.close(fig)
+    return [out / "ccc2.csv", out / "ccc2.json", out / "ccc2.png"]
