@@ -7,6 +7,9 @@
 #   C specs:    mergespecs/specs/c/<name>.c, one file each, on the C SDK (mergespecs/sdk-c),
 #               compiled with clang --target=wasm32 and linked by wasm-ld (Debian's clang and
 #               lld); skipped with a message when either is missing.
+# Rust and C specs build as ABI version 2 (batched, the SDKs' default); their version 1 builds
+# (the SDK feature concast-sdk/abi-v1, -DCONCAST_ABI_V1) go to OUT/v1/<name>.wasm, for the
+# engine's v1-against-v2 tests and benchmark.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -35,6 +38,13 @@ for manifest in "$SPECS"/*/Cargo.toml; do
     built+=("$name")
 done
 
+mkdir -p "$OUT/v1"
+(cd "$SPECS" && CARGO_TARGET_DIR=target/v1 cargo build --release --quiet --workspace \
+    --features concast-sdk/abi-v1) || die "cargo build of the Rust specs as ABI v1 failed"
+for name in "${built[@]}"; do
+    cp "$SPECS/target/v1/wasm32-unknown-unknown/release/concast_spec_${name//-/_}.wasm" "$OUT/v1/$name.wasm"
+done
+
 shopt -s nullglob
 for wat in "$SPECS"/wat/*.wat; do
     command -v wat2wasm >/dev/null || die "wat2wasm not found: apt-get install wabt (make setup does)"
@@ -55,6 +65,8 @@ if [ ${#c_specs[@]} -gt 0 ]; then
         for c in "${c_specs[@]}"; do
             name="$(basename "$c" .c)"
             clang "${C_FLAGS[@]}" -o "$OUT/$name.wasm" "$c" || die "clang failed on $c"
+            clang "${C_FLAGS[@]}" -DCONCAST_ABI_V1 -o "$OUT/v1/$name.wasm" "$c" \
+                || die "clang -DCONCAST_ABI_V1 failed on $c"
             built+=("$name")
         done
     fi

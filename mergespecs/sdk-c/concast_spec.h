@@ -1,6 +1,8 @@
 /* concast_spec.h: write a concast merge spec in C. One header, no libc, no allocator.
  *
- * The contract is docs/mergespec-abi.md (ABI version 1); this header is its C side, the
+ * The contract is docs/mergespec-abi.md (ABI version 2, batched; define CONCAST_ABI_V1, e.g.
+ * -DCONCAST_ABI_V1, to build version 1 instead: the same source works either way); this
+ * header is its C side, the
  * counterpart of the Rust SDK in mergespecs/sdk. It gives a spec:
  *   - export macros that give each ABI export its exact name and Wasm signature
  *     (CONCAST_INIT, CONCAST_GET_TAG, ...), and concast_abi_version itself;
@@ -55,8 +57,24 @@
 
 /* ---- ABI numbers (docs/mergespec-abi.md; mergespecs/sdk/src/abi.rs holds the same) ---- */
 
+#ifdef CONCAST_ABI_V1
 #define CONCAST_ABI_VERSION 1
+#else
+#define CONCAST_ABI_VERSION 2
+#endif
 #define CONCAST_MSG_BUFFER_LEN 65536     /* the message buffer: every IPv4 datagram fits */
+
+/* ABI v2's batch area (section 12): header, entry table, datagrams */
+#define CONCAST_BATCH_CURRENT 0      /* u32: the entry being worked on */
+#define CONCAST_BATCH_TABLE 64       /* the entry table */
+#define CONCAST_BATCH_MAX 64         /* entries */
+#define CONCAST_BATCH_ENTRY_LEN 24   /* off u32, len u32, tag u64, flags u32, result u32 */
+#define CONCAST_BATCH_DATA 2048      /* the datagrams; an entry's off counts from here */
+#define CONCAST_BATCH_AREA_LEN (CONCAST_BATCH_DATA + CONCAST_MSG_BUFFER_LEN)
+#define CONCAST_BATCH_TAG_KNOWN 1u   /* flags: tag is given, do not call get_tag */
+#define CONCAST_BATCH_TAKEN 2u       /* flags: taken from the pending queue: skip */
+#define CONCAST_BATCH_NEEDS_STATE 4u /* result: another tag; the engine finds its state */
+#define CONCAST_BATCH_DONE 0x100u    /* result bit: done said build */
 
 /* concast_get_tag results other than a tag (tags run from 0 to 2^64 - 3) */
 #define CONCAST_TAG_PASS UINT64_C(0xFFFFFFFFFFFFFFFF) /* forward unchanged */
@@ -97,8 +115,15 @@
 #define CONCAST_EXPORT(name) __attribute__((export_name(name)))
 #define CONCAST_UNUSED_ __attribute__((unused)) /* a spec need not read every argument */
 
+#ifdef CONCAST_ABI_V1
+#define CONCAST_BUFFER_ concast_message /* v1: the message buffer */
+#else
+#define CONCAST_BUFFER_ concast_batch_area_ /* v2: the batch area */
+#endif
+
 /* concast_init: the SDK's export reads the parameters, runs your body, and returns the
- * message buffer. Return NULL to accept the flow, or a message to refuse it. */
+ * message buffer (v1) or the batch area (v2). Return NULL to accept the flow, or a message
+ * to refuse it. */
 #define CONCAST_INIT()                                                        \
     static const char *concast_user_init_(void);                             \
     CONCAST_EXPORT("concast_init") int32_t concast_init(void) {               \
@@ -106,22 +131,33 @@
         const char *why_ = concast_user_init_();                              \
         if (why_)                                                             \
             concast_abort_str(why_);                                          \
-        return (int32_t)(uintptr_t)concast_message;                          \
+        return (int32_t)(uintptr_t)CONCAST_BUFFER_;                          \
     }                                                                         \
     static const char *concast_user_init_(void)
 
-/* (len) -> i64: the datagram is concast_message[0..len]; return a tag or a CONCAST_TAG_* */
+/* (len) -> i64: the datagram is concast_message[0..len]; return a tag or a CONCAST_TAG_*.
+ * In v2 GET_TAG and MERGE are not exports: the SDK's concast_run calls them per datagram,
+ * with concast_message pointing at it. */
+#ifdef CONCAST_ABI_V1
 #define CONCAST_GET_TAG(len)                                                  \
     CONCAST_EXPORT("concast_get_tag")                                         \
     uint64_t concast_get_tag(uint32_t len CONCAST_UNUSED_)
+#else
+#define CONCAST_GET_TAG(len) uint64_t concast_user_get_tag_(uint32_t len CONCAST_UNUSED_)
+#endif
 /* (slot, tag) -> () */
 #define CONCAST_STATE_NEW(slot, tag)                                          \
     CONCAST_EXPORT("concast_state_new")                                       \
     void concast_state_new(uint32_t slot CONCAST_UNUSED_, uint64_t tag CONCAST_UNUSED_)
 /* (slot, len) -> i32: a CONCAST_MERGED .. CONCAST_DROP */
+#ifdef CONCAST_ABI_V1
 #define CONCAST_MERGE(slot, len)                                              \
     CONCAST_EXPORT("concast_merge")                                           \
     int32_t concast_merge(uint32_t slot CONCAST_UNUSED_, uint32_t len CONCAST_UNUSED_)
+#else
+#define CONCAST_MERGE(slot, len)                                              \
+    int32_t concast_user_merge_(uint32_t slot CONCAST_UNUSED_, uint32_t len CONCAST_UNUSED_)
+#endif
 /* (slot) -> i32: non-zero = build now */
 #define CONCAST_DONE(slot)                                                    \
     CONCAST_EXPORT("concast_done") int32_t concast_done(uint32_t slot CONCAST_UNUSED_)
@@ -165,8 +201,17 @@ void concast_abort(const void *text, uint32_t len);
 
 /* ---- what the implementation part defines ---- */
 
+#ifdef CONCAST_ABI_V1
 /* The message buffer: the engine copies each datagram here before get_tag and merge. */
 extern uint8_t concast_message[CONCAST_MSG_BUFFER_LEN];
+#else
+/* The datagram get_tag and merge are about, inside the batch area (v2). */
+extern uint8_t *concast_message;
+extern uint8_t concast_batch_area_[CONCAST_BATCH_AREA_LEN];
+uint64_t concast_user_get_tag_(uint32_t len);
+int32_t concast_user_merge_(uint32_t slot, uint32_t len);
+int32_t concast_done(uint32_t slot);
+#endif
 
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
@@ -272,7 +317,68 @@ CONCAST_EXPORT("concast_abi_version") int32_t concast_abi_version(void) {
     return CONCAST_ABI_VERSION;
 }
 
+#ifdef CONCAST_ABI_V1
 __attribute__((aligned(16))) uint8_t concast_message[CONCAST_MSG_BUFFER_LEN];
+#else
+__attribute__((aligned(16))) uint8_t concast_batch_area_[CONCAST_BATCH_AREA_LEN];
+uint8_t *concast_message = concast_batch_area_ + CONCAST_BATCH_DATA;
+
+/* The engine writes entries and flags (TAKEN, during pending_take) while a run goes on:
+ * every access to the area goes through these volatile helpers. */
+static inline uint32_t concast_area_u32_(uint32_t at) {
+    return *(volatile uint32_t *)(concast_batch_area_ + at);
+}
+static inline void concast_area_put_u32_(uint32_t at, uint32_t v) {
+    *(volatile uint32_t *)(concast_batch_area_ + at) = v;
+}
+
+/* (first, count, slot, tag) -> stop: section 12. Tags, merges and asks done for entries
+ * first..count in order; stops at the first one that needs the engine. */
+CONCAST_EXPORT("concast_run")
+int32_t concast_run(int32_t first, int32_t count, int32_t slot, int64_t tag) {
+    if (count > CONCAST_BATCH_MAX)
+        count = CONCAST_BATCH_MAX;
+    for (int32_t i = first < 0 ? 0 : first; i < count; i++) {
+        uint32_t e = CONCAST_BATCH_TABLE + (uint32_t)i * CONCAST_BATCH_ENTRY_LEN;
+        uint32_t flags = concast_area_u32_(e + 16);
+        if (flags & CONCAST_BATCH_TAKEN)
+            continue;
+        concast_area_put_u32_(CONCAST_BATCH_CURRENT, (uint32_t)i);
+        uint32_t off = concast_area_u32_(e), len = concast_area_u32_(e + 4);
+        if (off > CONCAST_MSG_BUFFER_LEN)
+            off = CONCAST_MSG_BUFFER_LEN;
+        if (len > CONCAST_MSG_BUFFER_LEN - off)
+            len = CONCAST_MSG_BUFFER_LEN - off;
+        concast_message = concast_batch_area_ + CONCAST_BATCH_DATA + off;
+        uint64_t t;
+        if (flags & CONCAST_BATCH_TAG_KNOWN) {
+            t = (uint64_t)concast_area_u32_(e + 8) | (uint64_t)concast_area_u32_(e + 12) << 32;
+        } else {
+            t = concast_user_get_tag_(len);
+            concast_area_put_u32_(e + 8, (uint32_t)t);
+            concast_area_put_u32_(e + 12, (uint32_t)(t >> 32));
+        }
+        if (t == CONCAST_TAG_PASS || t == CONCAST_TAG_DROP)
+            continue;
+        if (slot < 0 || t != (uint64_t)tag) {
+            concast_area_put_u32_(e + 20, CONCAST_BATCH_NEEDS_STATE);
+            return i;
+        }
+        int32_t r = concast_user_merge_((uint32_t)slot, len);
+        if (r == CONCAST_MERGED || r == CONCAST_DROP) {
+            if (concast_done((uint32_t)slot)) {
+                concast_area_put_u32_(e + 20, (uint32_t)r | CONCAST_BATCH_DONE);
+                return i;
+            }
+            concast_area_put_u32_(e + 20, (uint32_t)r);
+        } else {
+            concast_area_put_u32_(e + 20, (uint32_t)r);
+            return i;
+        }
+    }
+    return count;
+}
+#endif
 
 /* no_builtin: clang would otherwise turn these loops back into calls to themselves. */
 __attribute__((no_builtin)) void *memcpy(void *dst, const void *src, size_t n) {

@@ -34,6 +34,26 @@ fn spec_bytes(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}: run `make specs` first", path.display()))
 }
 
+/// The ABI v1 build of a bundled spec (`make specs` writes build/mergespecs/v1/), if there.
+fn v1_spec_bytes(name: &str) -> Option<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../build/mergespecs/v1")
+        .join(format!("{name}.wasm"));
+    std::fs::read(path).ok()
+}
+
+/// Issue #26: the engine within 1.3x of its native peer; a flow instantiated in 5 µs.
+const GOAL_RATIO: f64 = 1.3;
+const GOAL_INSTANTIATION_US: f64 = 5.0;
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "not met"
+    }
+}
+
 fn engine(limits: Limits, allocator: Allocator) -> Engine {
     Engine::new(EngineConfig {
         node: Ipv4Addr::new(10, 0, 0, 254),
@@ -193,6 +213,11 @@ fn loop_stop(cpu: CpuLimit) -> (Duration, Duration, Duration) {
     (wall[2], wall[4], cpu_worst)
 }
 
+fn e_abi_version(bytes: &[u8]) -> u32 {
+    let mut e = engine(Limits::default(), Allocator::OnDemand);
+    e.load_spec(bytes).unwrap().info().abi_version
+}
+
 fn main() {
     let messages: usize = std::env::var("CONCAST_BENCH_MESSAGES")
         .ok()
@@ -200,6 +225,17 @@ fn main() {
         .unwrap_or(4_000_000);
     let sum_wasm = spec_bytes("sum");
     let mut rows = Vec::new();
+    // For `perf record`: only the sum throughput of one path (native, v1, v2), then exit.
+    if let Ok(only) = std::env::var("CONCAST_BENCH_ONLY") {
+        let mut e = engine(Limits::default(), Allocator::OnDemand);
+        let spec = match only.as_str() {
+            "native" => SpecRef::native::<Aggregate<Sum>>(),
+            "v1" => e.load_spec(&v1_spec_bytes("sum").expect("build/mergespecs/v1/sum.wasm")).unwrap(),
+            _ => e.load_spec(&sum_wasm).unwrap(),
+        };
+        println!("sum {only}: {:.0} msg/s", throughput(&mut e, spec, messages));
+        return;
+    }
 
     // 1. Throughput: the sum spec, Wasm against the same Rust natively, same engine code.
     let native = throughput(
@@ -222,6 +258,11 @@ fn main() {
     let mut e = engine(Limits::default(), Allocator::OnDemand);
     let spec = e.load_spec(&spec_bytes("sum-wat")).unwrap();
     let wat = throughput(&mut e, spec, messages);
+    let wasm_v1 = v1_spec_bytes("sum").map(|bytes| {
+        let mut e = engine(Limits::default(), Allocator::OnDemand);
+        let spec = e.load_spec(&bytes).unwrap();
+        throughput(&mut e, spec, messages)
+    });
     rows.push(Row {
         what: "sum, native Rust (peer)".into(),
         value: native,
@@ -234,6 +275,14 @@ fn main() {
         unit: "msg/s",
         peer: Some(("native".into(), native)),
     });
+    if let Some(v1) = wasm_v1 {
+        rows.push(Row {
+            what: "sum.wasm ABI v1 build, epoch limit".into(),
+            value: v1,
+            unit: "msg/s",
+            peer: Some(("native".into(), native)),
+        });
+    }
     rows.push(Row {
         what: "sum.wasm, fuel limit".into(),
         value: wasm_fuel,
@@ -367,6 +416,17 @@ fn main() {
     }
     println!("\ntargets: sum >= 2,000,000 msg/s: {}; wasm <= 5x native: {:.2}x; idle flow <= 1 MiB: {:.0} KiB",
         if wasm >= 2e6 { "met" } else { "NOT met" }, native / wasm, on_demand_mem / 1024.0);
+    let abi = e_abi_version(&sum_wasm);
+    println!(
+        "goal: sum.wasm (ABI v{abi}) within {GOAL_RATIO}x of native: {:.2}x: {}",
+        native / wasm,
+        met(native / wasm <= GOAL_RATIO)
+    );
+    println!(
+        "goal: flow instantiation <= {GOAL_INSTANTIATION_US} us: on-demand {on_demand_us:.1} us: {}; pooling {pool_us:.1} us: {}",
+        met(on_demand_us <= GOAL_INSTANTIATION_US),
+        met(pool_us <= GOAL_INSTANTIATION_US)
+    );
     println!("\ncsv,what,value,unit,peer,peer_value,ratio");
     for r in &rows {
         let (peer, pv, ratio) = match &r.peer {

@@ -31,18 +31,42 @@ pub(crate) fn thread_cpu_time() -> Duration {
 pub(crate) fn install(store: &mut Store<FlowCtx>, cpu: CpuLimit) {
     if let CpuLimit::Epoch { .. } = cpu {
         store.epoch_deadline_callback(move |mut cx| {
+            let step = run_step(&cx);
             let clock = &mut cx.data_mut().clock;
             let now = thread_cpu_time();
             match clock.mark {
-                Some((call, since)) if call == clock.calls => {
+                Some((call, at, since)) if call == clock.calls && at == step => {
                     if now.saturating_sub(since) >= clock.budget {
                         return Err(Fault::CpuLimit(cpu.describe()).into());
                     }
                 }
-                _ => clock.mark = Some((clock.calls, now)),
+                _ => clock.mark = Some((clock.calls, step, now)),
             }
             Ok(UpdateDeadline::Continue(1))
         });
+    }
+}
+
+/// The entry a `concast_run` is working on (0 outside runs): a run gets the per-call budget
+/// for each datagram, never more for one of them.
+fn run_step(cx: &wasmtime::StoreContextMut<'_, FlowCtx>) -> u32 {
+    let (Some(area), Some(memory)) = (cx.data().clock.run_area, cx.data().memory) else {
+        return 0;
+    };
+    let mem = memory.data(cx);
+    mem.get(area..area + 4)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+}
+
+/// Gives a `concast_run` over `steps` datagrams its budget: per datagram with epochs (see
+/// [`run_step`]), `steps` times the fuel with fuel.
+#[inline]
+pub(crate) fn arm_run(store: &mut Store<FlowCtx>, cpu: CpuLimit, steps: u32) {
+    match cpu {
+        CpuLimit::Epoch { .. } => arm(store, cpu),
+        CpuLimit::Fuel(fuel) => store
+            .set_fuel(fuel.saturating_mul(u64::from(steps.max(1))))
+            .expect("fuel is enabled with CpuLimit::Fuel"),
     }
 }
 

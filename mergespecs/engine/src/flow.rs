@@ -73,6 +73,11 @@ pub struct FlowStats {
     pub logs_dropped: u64,
 }
 
+/// Datagrams the spec never sees: not 20..=65,535 bytes.
+fn malformed(len: usize) -> bool {
+    len < 20 || len > abi::MSG_BUFFER_LEN - 1
+}
+
 /// What a flow needs from the engine while it works.
 pub(crate) struct Env<'a> {
     pub timers: &'a mut TimerWheel,
@@ -205,6 +210,13 @@ impl Flow {
         let cx = self.cx();
         cx.now_us = env.now;
         cx.pending.load(batch);
+        if self.sb().batched() {
+            if let Err((call, fault)) = self.process_batched(env) {
+                self.cx().layout.clear();
+                self.quarantine(call, fault, env);
+            }
+            return;
+        }
         while self.cx().pending.advance().is_some() {
             self.current_loose = true;
             if let Err((call, fault)) = self.process_current(env) {
@@ -216,7 +228,7 @@ impl Flow {
 
     fn process_current(&mut self, env: &mut Env) -> Result<(), (&'static str, Fault)> {
         let span = self.cx().pending.current().expect("current");
-        if span.len() < 20 || span.len() > abi::MSG_BUFFER_LEN - 1 {
+        if malformed(span.len()) {
             self.forward_current(env, Unmerged::Malformed);
             return Ok(());
         }
@@ -236,6 +248,277 @@ impl Flow {
         Ok(())
     }
 
+    /// ABI v2: lays out runs of queued datagrams in the batch area (as many as fit) and works
+    /// through each with `concast_run`, the engine stepping in only where v1's algorithm
+    /// needs it: a tag without a state, `done` said build, `FLUSH_FIRST`, `PASS`.
+    fn process_batched(&mut self, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        loop {
+            let cx = self.cx();
+            let Some(start) = cx.pending.queued_from(0).next() else {
+                return Ok(());
+            };
+            let mut layout = std::mem::take(&mut cx.layout);
+            layout.clear();
+            let mut bytes = 0;
+            for i in cx.pending.queued_from(start) {
+                let len = cx.pending.span(i).len();
+                if layout.len() == abi::batch::MAX
+                    || malformed(len)
+                    || bytes + len > abi::MSG_BUFFER_LEN
+                {
+                    break;
+                }
+                layout.push(i as u32);
+                bytes += len;
+            }
+            cx.layout = layout;
+            if self.cx().layout.is_empty() {
+                // a datagram the spec never sees
+                self.cx().pending.set_current(start);
+                self.current_loose = true;
+                self.forward_current(env, Unmerged::Malformed);
+                continue;
+            }
+            self.sb().lay_out();
+            self.run_layout(env)?;
+            self.cx().layout.clear();
+        }
+    }
+
+    /// Works through the datagrams laid out in the batch area.
+    fn run_layout(&mut self, env: &mut Env) -> Result<(), (&'static str, Fault)> {
+        let n = self.cx().layout.len();
+        let mut i = 0;
+        // The state the run merges into (-1: none yet) and its tag.
+        let (mut slot, mut tag) = (-1i32, 0u64);
+        // Entries whose state was created for them, and that were offered again after
+        // FLUSH_FIRST (v1's `created` and `first_try`).
+        let (mut created_at, mut retry_at) = (None, None);
+        while i < n {
+            let index = self.cx().layout[i] as usize;
+            self.cx().pending.set_current(index);
+            self.current_loose = true;
+            let stop = self.run_call(i, n, slot, tag, env)?;
+            self.account(i, stop, slot, env)?;
+            if slot >= 0 {
+                self.apply_effects(slot as u32, env).map_err(|f| ("concast_run", f))?;
+            }
+            if stop == n {
+                let last = self.cx().layout[n - 1] as usize;
+                self.cx().pending.set_current(last);
+                self.current_loose = false;
+                return Ok(());
+            }
+            let index = self.cx().layout[stop] as usize;
+            self.cx().pending.set_current(index);
+            let (entry_tag, result) = self.sb().entry(stop);
+            let abi_error = |what: String| ("concast_run", Fault::Abi(what));
+            if self.cx().pending.was_taken(index) {
+                return Err(abi_error(format!("stopped at entry {stop}, which was taken")));
+            }
+            let merge = (result & 0xff) as i32;
+            let done = result & abi::batch::DONE != 0;
+            let state = (slot >= 0).then_some(slot as u32);
+            match (result, state) {
+                (abi::batch::NEEDS_STATE, _) => {
+                    if entry_tag == abi::TAG_PASS || entry_tag == abi::TAG_DROP {
+                        return Err(abi_error(format!("entry {stop} needs a state for tag {entry_tag:#x}")));
+                    }
+                    let (s, created) = self.find_or_open(entry_tag, env)?;
+                    (slot, tag) = (s as i32, entry_tag);
+                    created_at = created.then_some(stop);
+                    self.sb().set_known(stop, entry_tag);
+                    i = stop;
+                    continue; // run again from this entry, into its state
+                }
+                (_, Some(s)) if done && (merge == abi::merge::MERGED || merge == abi::merge::DROP) => {
+                    self.account_one(stop, merge, s, env)?;
+                    self.finish(s, env)?;
+                    i = stop + 1;
+                }
+                (_, Some(s)) if merge == abi::merge::FLUSH_FIRST
+                    && retry_at != Some(stop)
+                    && created_at != Some(stop) =>
+                {
+                    self.build(s, env)?;
+                    retry_at = Some(stop);
+                    let (s, created) = self.find_or_open(tag, env)?;
+                    slot = s as i32;
+                    created_at = created.then_some(stop);
+                    self.sb().set_known(stop, tag);
+                    i = stop;
+                    continue; // offer it once more
+                }
+                (_, Some(s)) if merge == abi::merge::FLUSH_FIRST || merge == abi::merge::PASS => {
+                    self.forward_current(env, Unmerged::Passed);
+                    self.close_if_empty(s, created_at == Some(stop), env)?;
+                    i = stop + 1;
+                }
+                _ => {
+                    return Err(abi_error(format!("entry {stop} has result {result:#x}")));
+                }
+            }
+            if slot >= 0 && !self.states.slot(slot as u32).open {
+                slot = -1;
+            }
+        }
+        self.current_loose = false;
+        Ok(())
+    }
+
+    /// One `concast_run` call, with the phase, the gate's answer and the CPU budget set.
+    /// On a fault, what the spec got through before it is accounted first.
+    fn run_call(
+        &mut self,
+        first: usize,
+        n: usize,
+        slot: i32,
+        tag: u64,
+        env: &mut Env,
+    ) -> Result<usize, (&'static str, Fault)> {
+        let phase = if slot >= 0 {
+            Phase::State {
+                slot: slot as u32,
+                call: StateCall::Run,
+            }
+        } else {
+            Phase::Tag
+        };
+        let egress_free_at = match (slot >= 0, env.gate.as_deref_mut()) {
+            (true, Some(gate)) => gate.busy_until(self.key, env.now).unwrap_or(0),
+            _ => 0,
+        };
+        let cx = self.cx();
+        cx.begin_call(phase);
+        cx.egress_free_at = egress_free_at;
+        cx.in_run = true;
+        cx.clock.run_area = cx.batch_area;
+        let r = self.sb().run(first as u32, n as u32, slot, tag);
+        let cx = self.cx();
+        cx.in_run = false;
+        cx.clock.run_area = None;
+        cx.phase = Phase::Outside;
+        match r {
+            Ok(stop) if (first..=n).contains(&(stop as usize)) => Ok(stop as usize),
+            Ok(stop) => Err((
+                "concast_run",
+                Fault::Abi(format!("concast_run returned {stop}, not {first}..={n}")),
+            )),
+            Err(fault) => {
+                let at = self.sb().run_current().clamp(first, n - 1);
+                let _ = self.account(first, at, slot, env);
+                let index = self.cx().layout[at] as usize;
+                let cx = self.cx();
+                cx.pending.set_current(index);
+                self.current_loose = !cx.pending.was_taken(index);
+                Err(("concast_run", fault))
+            }
+        }
+    }
+
+    /// The state of `tag`, or a new one (`concast_state_new`); and whether it is new.
+    fn find_or_open(&mut self, tag: u64, env: &mut Env) -> Result<(u32, bool), (&'static str, Fault)> {
+        if let Some(slot) = self.states.find(tag) {
+            return Ok((slot, false));
+        }
+        let limit = env.limits.states;
+        let slot = self
+            .states
+            .open(tag, limit)
+            .ok_or(("engine", Fault::TooManyStates { limit }))?;
+        self.counters.states_created += 1;
+        self.state_call(slot, StateCall::New, env, |sb| sb.state_new(slot, tag))?;
+        Ok((slot, true))
+    }
+
+    /// Entries `from..to` went through a run without stopping it: each was passed or dropped
+    /// by its tag, or merged into (or dropped by) the run's state.
+    fn account(
+        &mut self,
+        from: usize,
+        to: usize,
+        slot: i32,
+        env: &mut Env,
+    ) -> Result<(), (&'static str, Fault)> {
+        for e in from..to {
+            let index = self.cx().layout[e] as usize;
+            if self.cx().pending.was_taken(index) {
+                continue;
+            }
+            let (tag, result) = self.sb().entry(e);
+            let why = match tag {
+                abi::TAG_PASS => {
+                    self.forward_index(env, Unmerged::Passed, index);
+                    continue;
+                }
+                abi::TAG_DROP => {
+                    self.counters.dropped += 1;
+                    continue;
+                }
+                _ if slot < 0 => format!("entry {e} has tag {tag:#x} but the run had no state"),
+                _ => match self.account_one(e, result as i32, slot as u32, env) {
+                    Ok(()) => continue,
+                    Err((_, f)) => f.to_string(),
+                },
+            };
+            // The spec broke the ABI: what it has not finished with goes out unmerged.
+            for rest in e..to {
+                let index = self.cx().layout[rest] as usize;
+                if !self.cx().pending.was_taken(index) {
+                    self.forward_index(env, Unmerged::FailOpen, index);
+                }
+            }
+            return Err(("concast_run", Fault::Abi(why)));
+        }
+        Ok(())
+    }
+
+    /// Entry `e` was merged (`MERGED`: the state holds it) or dropped by the state.
+    fn account_one(
+        &mut self,
+        e: usize,
+        result: i32,
+        slot: u32,
+        env: &mut Env,
+    ) -> Result<(), (&'static str, Fault)> {
+        match result {
+            abi::merge::MERGED => {
+                let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+                let span = cx.pending.span(cx.layout[e] as usize);
+                self.states.hold(slot, cx.pending.bytes(span));
+                self.counters.merged += 1;
+                if self.states.held_bytes() > env.limits.held_bytes {
+                    return Err((
+                        "engine",
+                        Fault::HeldBytes {
+                            limit: env.limits.held_bytes,
+                        },
+                    ));
+                }
+            }
+            abi::merge::DROP => self.counters.dropped += 1,
+            other => {
+                return Err((
+                    "concast_run",
+                    Fault::Abi(format!("entry {e} has merge result {other}")),
+                ))
+            }
+        }
+        if self.cx().pending.current_index() == Some(self.cx().layout[e] as usize) {
+            self.current_loose = false;
+        }
+        Ok(())
+    }
+
+    /// Forwards batch datagram `index` unmerged.
+    fn forward_index(&mut self, env: &mut Env, why: Unmerged, index: usize) {
+        let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+        let span = cx.pending.span(index);
+        env.out
+            .push(self.key, env.now, OutputKind::Unmerged(why), cx.pending.bytes(span));
+        self.count_unmerged(why);
+    }
+
     /// Calls one state function with the phase set, then applies what it asked for (taken
     /// datagrams, timer changes).
     fn state_call<R>(
@@ -252,6 +535,7 @@ impl Flow {
             StateCall::Build => "concast_build",
             StateCall::Timeout => "concast_timeout",
             StateCall::Free => "concast_state_free",
+            StateCall::Run => "concast_run",
         };
         // One question to the gate per `done`/`timeout`: the spec reads the answer through
         // `egress_free_at`, and `finish` decides a hold with the same one.

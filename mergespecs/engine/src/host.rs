@@ -45,6 +45,8 @@ pub(crate) enum StateCall {
     /// `concast_state_free` may only look: the state is going away, so it must not take
     /// datagrams or arm its timer.
     Free,
+    /// ABI v2 `concast_run` into a state: tags, merges and `done` calls of several datagrams.
+    Run,
 }
 
 /// What the spec asked for the current state's timer.
@@ -101,6 +103,12 @@ pub(crate) struct FlowCtx {
     pub memory: Option<wasmtime::Memory>,
     /// CPU-time bookkeeping of the current call (epoch limit).
     pub clock: crate::call_clock::CallClock,
+    /// ABI v2: the batch area's address, and which batch datagram each entry of its table
+    /// holds while the engine works through a layout (empty otherwise).
+    pub batch_area: Option<usize>,
+    pub layout: Vec<u32>,
+    /// ABI v2: a `concast_run` call is running (the spec moves the current datagram itself).
+    pub in_run: bool,
 }
 
 impl FlowCtx {
@@ -125,6 +133,35 @@ impl FlowCtx {
             fault: None,
             memory: None,
             clock: crate::call_clock::CallClock::default(),
+            batch_area: None,
+            layout: Vec::new(),
+            in_run: false,
+        }
+    }
+
+    /// During a `concast_run`, the datagram the spec is working on is the one whose entry it
+    /// named in the header: the pending queue is what follows that one.
+    pub fn sync_run(&mut self, mem: &[u8]) {
+        let (Some(area), true) = (self.batch_area, self.in_run) else {
+            return;
+        };
+        if self.layout.is_empty() {
+            return;
+        }
+        let at = area + abi::batch::CURRENT;
+        let entry = u32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let entry = entry.min(self.layout.len() - 1);
+        self.pending.set_current(self.layout[entry] as usize);
+    }
+
+    /// Tells the spec that batch datagram `index` was taken, if it is in the layout, so its
+    /// run skips it.
+    pub fn mark_taken(&self, mem: &mut [u8], index: usize) {
+        let Some(area) = self.batch_area else { return };
+        if let Some(entry) = self.layout.iter().position(|&i| i as usize == index) {
+            let at = area + abi::batch::TABLE + entry * abi::batch::ENTRY_LEN + abi::batch::FLAGS;
+            let flags = u32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes"));
+            mem[at..at + 4].copy_from_slice(&(flags | abi::batch::TAKEN).to_le_bytes());
         }
     }
 
@@ -185,22 +222,27 @@ impl FlowCtx {
         bytes.len() as i32
     }
 
-    /// ABI result of `pending_take`: full length, `NO_SUCH` or `TOO_SMALL` (nothing taken).
-    pub fn pending_take(&mut self, index: i32, dst: &mut [u8]) -> Result<i32, Fault> {
+    /// ABI result of `pending_take`: full length, `NO_SUCH` or `TOO_SMALL` (nothing taken),
+    /// and the batch index of the datagram taken.
+    pub fn pending_take(
+        &mut self,
+        index: i32,
+        dst: &mut [u8],
+    ) -> Result<(i32, Option<usize>), Fault> {
         self.state_call("pending_take")?;
         let Some(span) = usize::try_from(index)
             .ok()
             .and_then(|i| self.pending.peek(i))
         else {
-            return Ok(abi::pending::NO_SUCH);
+            return Ok((abi::pending::NO_SUCH, None));
         };
         if dst.len() < span.len() {
-            return Ok(abi::pending::TOO_SMALL);
+            return Ok((abi::pending::TOO_SMALL, None));
         }
         dst[..span.len()].copy_from_slice(self.pending.bytes(span));
-        self.pending.take(index as usize);
+        let taken = self.pending.take(index as usize).map(|(i, _)| i);
         self.taken.push(span);
-        Ok(span.len() as i32)
+        Ok((span.len() as i32, taken))
     }
 
     pub fn emit(

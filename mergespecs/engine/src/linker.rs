@@ -86,14 +86,21 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
         "cancel_timer",
         |mut c: Caller<'_, FlowCtx>| -> Result<()> { Ok(c.data_mut().cancel_timer()?) },
     )?;
-    l.func_wrap(m, "pending_count", |c: Caller<'_, FlowCtx>| {
-        c.data().pending_count() as i32
-    })?;
+    l.func_wrap(
+        m,
+        "pending_count",
+        |mut c: Caller<'_, FlowCtx>| -> Result<i32> {
+            let (mem, cx) = guest(&mut c)?;
+            cx.sync_run(mem);
+            Ok(cx.pending_count() as i32)
+        },
+    )?;
     l.func_wrap(
         m,
         "pending_peek",
         |mut c: Caller<'_, FlowCtx>, index: i32, ptr: i32, cap: i32| -> Result<i32> {
             let (mem, cx) = guest(&mut c)?;
+            cx.sync_run(mem);
             let dst = span(mem, ptr, cap, "pending_peek")?;
             Ok(cx.pending_peek(index, &mut mem[dst]))
         },
@@ -103,8 +110,13 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
         "pending_take",
         |mut c: Caller<'_, FlowCtx>, index: i32, ptr: i32, cap: i32| -> Result<i32> {
             let (mem, cx) = guest(&mut c)?;
+            cx.sync_run(mem);
             let dst = span(mem, ptr, cap, "pending_take")?;
-            Ok(cx.pending_take(index, &mut mem[dst])?)
+            let (r, taken) = cx.pending_take(index, &mut mem[dst])?;
+            if let Some(i) = taken {
+                cx.mark_taken(mem, i);
+            }
+            Ok(r)
         },
     )?;
     l.func_wrap(

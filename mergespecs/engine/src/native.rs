@@ -201,7 +201,7 @@ impl Host for NativeHost<'_> {
     }
     fn pending_take(&mut self, index: usize, buf: &mut [u8]) -> Option<usize> {
         match self.cx.pending_take(i32::try_from(index).ok()?, buf) {
-            Ok(r) if r >= 0 => Some(r as usize),
+            Ok((r, _)) if r >= 0 => Some(r as usize),
             Ok(_) => None,
             Err(fault) => {
                 self.check(Err(fault));

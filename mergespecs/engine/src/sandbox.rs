@@ -14,6 +14,8 @@ use crate::host::{FlowCtx, Phase};
 /// A compiled, validated module, ready to instantiate per flow.
 pub(crate) struct WasmSpec {
     pub pre: InstancePre<FlowCtx>,
+    /// The ABI version the module declared (1 until validation has asked).
+    pub version: u32,
 }
 
 impl WasmSpec {
@@ -48,13 +50,34 @@ pub(crate) trait Sandbox: Send {
     fn memory_bytes(&self) -> usize;
     /// `abi::flags::ORDERED_STATES`: states are built in creation order.
     fn ordered_states(&self) -> bool;
+    /// ABI v2: the spec tags and merges whole batches (`concast_run`).
+    fn batched(&self) -> bool {
+        false
+    }
+    /// ABI v2: writes the datagrams `ctx().layout` names into the batch area.
+    fn lay_out(&mut self) {}
+    /// ABI v2: `concast_run(first, count, slot, tag)`; returns the entry it stopped at.
+    fn run(&mut self, _first: u32, _count: u32, _slot: i32, _tag: u64) -> Result<u32, Fault> {
+        Err(Fault::Abi("concast_run on a version 1 spec".into()))
+    }
+    /// ABI v2: entry `i` of the table: (tag, result).
+    fn entry(&mut self, _i: usize) -> (u64, u32) {
+        (0, 0)
+    }
+    /// ABI v2: gives entry `i` its tag and marks it `TAG_KNOWN`.
+    fn set_known(&mut self, _i: usize, _tag: u64) {}
+    /// ABI v2: the entry the spec says it is working on.
+    fn run_current(&mut self) -> usize {
+        0
+    }
 }
 
 /// The exports of one instance, typed once at instantiation.
 struct Exports {
-    get_tag: TypedFunc<i32, i64>,
+    get_tag: Option<TypedFunc<i32, i64>>,
     state_new: TypedFunc<(i32, i64), ()>,
-    merge: TypedFunc<(i32, i32), i32>,
+    merge: Option<TypedFunc<(i32, i32), i32>>,
+    run: Option<TypedFunc<(i32, i32, i32, i64), i32>>,
     done: TypedFunc<i32, i32>,
     build: TypedFunc<i32, i32>,
     timeout: Option<TypedFunc<i32, i32>>,
@@ -102,9 +125,16 @@ impl WasmSandbox {
         let typed = |store: &mut Store<FlowCtx>, name: &str| instance.get_func(&mut *store, name);
         let exports = (|| -> wasmtime::Result<Exports> {
             Ok(Exports {
-                get_tag: instance.get_typed_func(&mut store, "concast_get_tag")?,
+                get_tag: typed(&mut store, "concast_get_tag")
+                    .map(|f| f.typed(&store))
+                    .transpose()?,
                 state_new: instance.get_typed_func(&mut store, "concast_state_new")?,
-                merge: instance.get_typed_func(&mut store, "concast_merge")?,
+                merge: typed(&mut store, "concast_merge")
+                    .map(|f| f.typed(&store))
+                    .transpose()?,
+                run: typed(&mut store, "concast_run")
+                    .map(|f| f.typed(&store))
+                    .transpose()?,
                 done: instance.get_typed_func(&mut store, "concast_done")?,
                 build: instance.get_typed_func(&mut store, "concast_build")?,
                 timeout: typed(&mut store, "concast_timeout")
@@ -124,9 +154,18 @@ impl WasmSandbox {
         crate::cpu::arm_init(&mut store, cpu);
         let msg_ptr = init.call(&mut store, ()).map_err(fail("concast_init"))? as u32 as usize;
         store.data_mut().phase = Phase::Outside;
-        if msg_ptr + abi::MSG_BUFFER_LEN > memory.data_size(&store) {
-            let why = format!("concast_init returned message buffer {msg_ptr}, which is not {} bytes inside linear memory", abi::MSG_BUFFER_LEN);
+        let batched = spec.version >= abi::VERSION_2;
+        let (buffer, what) = if batched {
+            (abi::batch::AREA_LEN, "batch area")
+        } else {
+            (abi::MSG_BUFFER_LEN, "message buffer")
+        };
+        if msg_ptr + buffer > memory.data_size(&store) {
+            let why = format!("concast_init returned {what} {msg_ptr}, which is not {buffer} bytes inside linear memory");
             return Err((Fault::Abi(why), "concast_init"));
+        }
+        if batched {
+            store.data_mut().batch_area = Some(msg_ptr);
         }
         let flags = match instance.get_typed_func::<(), i32>(&mut store, "concast_flags") {
             Ok(f) => {
@@ -165,7 +204,8 @@ impl Sandbox for WasmSandbox {
         Ok(bytes.len() as u32)
     }
     fn get_tag(&mut self, len: u32) -> Result<u64, Fault> {
-        Ok(call(&mut self.store, self.cpu, &self.exports.get_tag, len as i32)? as u64)
+        let f = self.exports.get_tag.as_ref().ok_or_else(|| Fault::Abi("no concast_get_tag".into()))?;
+        Ok(call(&mut self.store, self.cpu, f, len as i32)? as u64)
     }
     fn state_new(&mut self, slot: u32, tag: u64) -> Result<(), Fault> {
         call(
@@ -176,12 +216,59 @@ impl Sandbox for WasmSandbox {
         )
     }
     fn merge(&mut self, slot: u32, len: u32) -> Result<i32, Fault> {
-        call(
-            &mut self.store,
-            self.cpu,
-            &self.exports.merge,
-            (slot as i32, len as i32),
-        )
+        let f = self.exports.merge.as_ref().ok_or_else(|| Fault::Abi("no concast_merge".into()))?;
+        call(&mut self.store, self.cpu, f, (slot as i32, len as i32))
+    }
+    fn batched(&self) -> bool {
+        self.exports.run.is_some() && self.store.data().batch_area.is_some()
+    }
+    fn lay_out(&mut self) {
+        use abi::batch;
+        let (mem, cx) = self.memory.data_and_store_mut(&mut self.store);
+        let area = cx.batch_area.expect("a batched spec");
+        let mut off = 0usize;
+        for (i, &index) in cx.layout.iter().enumerate() {
+            let bytes = cx.pending.bytes(cx.pending.span(index as usize));
+            let e = area + batch::TABLE + i * batch::ENTRY_LEN;
+            mem[e + batch::OFF..e + batch::OFF + 4].copy_from_slice(&(off as u32).to_le_bytes());
+            mem[e + batch::LEN..e + batch::LEN + 4]
+                .copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+            mem[e + batch::TAG..e + batch::ENTRY_LEN].fill(0);
+            let data = area + batch::DATA + off;
+            mem[data..data + bytes.len()].copy_from_slice(bytes);
+            off += bytes.len();
+        }
+    }
+    fn run(&mut self, first: u32, count: u32, slot: i32, tag: u64) -> Result<u32, Fault> {
+        let f = self.exports.run.as_ref().expect("a batched spec");
+        crate::cpu::arm_run(&mut self.store, self.cpu, count - first);
+        f.call(&mut self.store, (first as i32, count as i32, slot, tag as i64))
+            .map(|stop| stop as u32)
+            .map_err(|e| Fault::from_wasmtime(e, &self.cpu.describe()))
+    }
+    fn entry(&mut self, i: usize) -> (u64, u32) {
+        use abi::batch;
+        let area = self.store.data().batch_area.expect("a batched spec");
+        let mem = self.memory.data(&self.store);
+        let e = area + batch::TABLE + i * batch::ENTRY_LEN;
+        let tag = u64::from_le_bytes(mem[e + batch::TAG..e + batch::TAG + 8].try_into().expect("8"));
+        let result =
+            u32::from_le_bytes(mem[e + batch::RESULT..e + batch::RESULT + 4].try_into().expect("4"));
+        (tag, result)
+    }
+    fn set_known(&mut self, i: usize, tag: u64) {
+        use abi::batch;
+        let area = self.store.data().batch_area.expect("a batched spec");
+        let mem = self.memory.data_mut(&mut self.store);
+        let e = area + batch::TABLE + i * batch::ENTRY_LEN;
+        mem[e + batch::TAG..e + batch::TAG + 8].copy_from_slice(&tag.to_le_bytes());
+        mem[e + batch::FLAGS..e + batch::FLAGS + 4]
+            .copy_from_slice(&batch::TAG_KNOWN.to_le_bytes());
+    }
+    fn run_current(&mut self) -> usize {
+        let area = self.store.data().batch_area.expect("a batched spec");
+        let mem = self.memory.data(&self.store);
+        u32::from_le_bytes(mem[area..area + 4].try_into().expect("4")) as usize
     }
     fn done(&mut self, slot: u32) -> Result<i32, Fault> {
         call(&mut self.store, self.cpu, &self.exports.done, slot as i32)

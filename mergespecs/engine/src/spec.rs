@@ -56,10 +56,14 @@ impl fmt::Display for SpecError {
                 write!(f, "imports `{module}`.`{name}`: {why}")
             }
             SpecError::MissingExport { name, signature } => {
+                let version = if abi::REQUIRED_EXPORTS_V2.iter().any(|(n, _)| n == name) {
+                    abi::VERSION_2
+                } else {
+                    abi::VERSION_1
+                };
                 write!(
                     f,
-                    "missing export `{name}` {signature} (required by concast ABI v{})",
-                    abi::VERSION
+                    "missing export `{name}` {signature} (required by concast ABI v{version})"
                 )
             }
             SpecError::WrongExportType {
@@ -79,10 +83,12 @@ impl fmt::Display for SpecError {
                 )
             }
             SpecError::AbiVersion { found } => {
+                let versions: Vec<String> =
+                    abi::SUPPORTED_VERSIONS.iter().map(u32::to_string).collect();
                 write!(
                     f,
-                    "concast_abi_version {found}; this engine supports ABI version {}",
-                    abi::VERSION
+                    "concast_abi_version {found}; this engine supports ABI versions {}",
+                    versions.join(" and ")
                 )
             }
             SpecError::Instantiation(err) => write!(f, "could not be instantiated: {err}"),
@@ -144,7 +150,7 @@ impl SpecRef {
             kind: format!("native:{}", std::any::type_name::<S>()),
             sha256: [0; 32],
             size: 0,
-            abi_version: abi::VERSION,
+            abi_version: abi::VERSION_1,
             exports: Vec::new(),
             imports: Vec::new(),
             memory_min_bytes: 0,
@@ -242,7 +248,7 @@ pub(crate) fn compile(
                 let known: Vec<&str> = abi::IMPORTS.iter().map(|(n, _)| *n).collect();
                 return Err(forbid(format!(
                     "ABI v{} has no such import (it has: {})",
-                    abi::VERSION,
+                    abi::VERSION_1,
                     known.join(", ")
                 )));
             }
@@ -285,9 +291,15 @@ pub(crate) fn compile(
             limit: limits.memory_bytes,
         });
     }
+    // Exports of one version only are checked for their signature here and required once
+    // the module has said its version.
     let required = abi::REQUIRED_EXPORTS.iter().map(|e| (e, true));
     let optional = abi::OPTIONAL_EXPORTS.iter().map(|e| (e, false));
-    for ((name, expected), required) in required.chain(optional) {
+    let versioned = abi::REQUIRED_EXPORTS_V1
+        .iter()
+        .chain(abi::REQUIRED_EXPORTS_V2)
+        .map(|e| (e, false));
+    for ((name, expected), required) in required.chain(optional).chain(versioned) {
         match module.exports().find(|e| e.name() == *name) {
             None if required => {
                 return Err(SpecError::MissingExport {
@@ -312,12 +324,24 @@ pub(crate) fn compile(
         }
     }
 
-    let spec = WasmSpec {
+    let mut spec = WasmSpec {
         pre: linker
             .instantiate_pre(&module)
             .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?,
+        version: abi::VERSION_1,
     };
     let abi_version = declared_abi_version(&spec, limits)?;
+    let needed = if abi_version == abi::VERSION_2 {
+        abi::REQUIRED_EXPORTS_V2
+    } else {
+        abi::REQUIRED_EXPORTS_V1
+    };
+    for (name, signature) in needed {
+        if module.exports().all(|e| e.name() != *name) {
+            return Err(SpecError::MissingExport { name, signature });
+        }
+    }
+    spec.version = abi_version;
     let info = SpecInfo {
         kind: "wasm".into(),
         sha256: sha256(bytes),
@@ -355,7 +379,7 @@ fn declared_abi_version(spec: &WasmSpec, limits: &Limits) -> Result<u32, SpecErr
     store.data_mut().begin_call(Phase::Init);
     crate::cpu::arm(&mut store, limits.cpu);
     match version.call(&mut store, ()) {
-        Ok(v) if v as u32 == abi::VERSION => Ok(abi::VERSION),
+        Ok(v) if abi::SUPPORTED_VERSIONS.contains(&(v as u32)) => Ok(v as u32),
         Ok(v) => Err(SpecError::AbiVersion {
             found: format!("returns {v}"),
         }),

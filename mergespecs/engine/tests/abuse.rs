@@ -517,12 +517,12 @@ fn unknown_concast_import_and_wrong_signature_are_refused() {
 #[test]
 fn wrong_abi_version_is_refused() {
     let spec = TestSpec {
-        abi: "(i32.const 2)",
+        abi: "(i32.const 3)",
         ..TestSpec::new()
     };
     assert_eq!(
         upload_error(&spec.wasm()).to_string(),
-        "concast_abi_version returns 2; this engine supports ABI version 1"
+        "concast_abi_version returns 3; this engine supports ABI versions 1 and 2"
     );
     let spec = TestSpec {
         abi: "(loop $l (br $l)) (i32.const 1)",

@@ -52,8 +52,8 @@ fn check_prints_what_it_validated() {
         .map(|b| format!("{b:02x}"))
         .collect::<String>();
     assert!(stdout.contains(&format!("sha256       {sha}")), "{stdout}");
-    assert!(stdout.contains("abi version  1"));
-    assert!(stdout.contains("concast_merge (i32, i32) -> i32"));
+    assert!(stdout.contains("abi version  2"), "the SDK builds ABI v2");
+    assert!(stdout.contains("concast_run (i32, i32, i32, i64) -> i32"));
 
     let out = concast_spec(&["check", spec_path("sum-wat").to_str().unwrap(), "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -1,7 +1,18 @@
 //! The numbers of the merge-spec ABI (docs/mergespec-abi.md), shared by the SDK and the engine.
 
-/// The ABI version this SDK builds and the engine runs.
-pub const VERSION: u32 = 1;
+/// The ABI version this SDK builds by default: 2, batched (`concast_run`).
+pub const VERSION: u32 = 2;
+
+/// ABI version 1: one call per datagram (`concast_get_tag`, `concast_merge`). The engine
+/// still runs it; the SDK builds it with `--cfg concast_abi_v1` (or `export_spec_v1!`).
+pub const VERSION_1: u32 = 1;
+
+/// ABI version 2: version 1's state calls, with tagging, merging and `done` of a whole batch
+/// of one flow's datagrams in one `concast_run` call (docs/mergespec-abi.md section 12).
+pub const VERSION_2: u32 = 2;
+
+/// The versions this engine runs.
+pub const SUPPORTED_VERSIONS: &[u32] = &[VERSION_1, VERSION_2];
 
 /// Module name of every import a merge spec may have.
 pub const IMPORT_MODULE: &str = "concast";
@@ -58,17 +69,60 @@ pub mod pending {
     pub const TOO_SMALL: i32 = -2;
 }
 
+/// The batch area of ABI v2 (`concast_init` returns its address): a header, a table of
+/// [`batch::MAX`] entries, then the datagrams' bytes. All integers little-endian.
+pub mod batch {
+    /// Bytes of the whole area.
+    pub const AREA_LEN: usize = DATA + super::MSG_BUFFER_LEN;
+    /// Header: `u32` at offset 0, the index of the entry the guest is working on (the guest
+    /// writes it before each datagram; the engine reads it for the pending queue and the
+    /// per-datagram CPU budget).
+    pub const CURRENT: usize = 0;
+    /// Offset of the entry table.
+    pub const TABLE: usize = 64;
+    /// Entries in the table: at most this many datagrams per batch.
+    pub const MAX: usize = 64;
+    /// Bytes of one entry: `off: u32, len: u32, tag: u64, flags: u32, result: u32`.
+    pub const ENTRY_LEN: usize = 24;
+    /// Offsets inside an entry.
+    pub const OFF: usize = 0;
+    pub const LEN: usize = 4;
+    pub const TAG: usize = 8;
+    pub const FLAGS: usize = 16;
+    pub const RESULT: usize = 20;
+    /// Offset of the datagrams' bytes (`off` counts from here); 65,536 bytes follow.
+    pub const DATA: usize = 2048;
+    /// `flags` (written by the engine): `tag` holds the datagram's tag already; do not call
+    /// `get_tag` again.
+    pub const TAG_KNOWN: u32 = 1;
+    /// `flags`: the datagram was taken from the pending queue (`pending_take`); skip it.
+    pub const TAKEN: u32 = 2;
+    /// `result` (written by the guest): the datagram's tag is not the run's; the engine finds
+    /// or creates its state and runs again from it.
+    pub const NEEDS_STATE: u32 = 4;
+    /// `result` bit: after `MERGED` or `DROP`, `done` said build.
+    pub const DONE: u32 = 0x100;
+}
+
 /// What a module must export, with its Wasm signature (params -> results), for validation
 /// messages and docs. `i32`/`i64` are Wasm value types.
+/// Required by every version.
 pub const REQUIRED_EXPORTS: &[(&str, &str)] = &[
     ("concast_abi_version", "() -> i32"),
     ("concast_init", "() -> i32"),
-    ("concast_get_tag", "(i32) -> i64"),
     ("concast_state_new", "(i32, i64) -> ()"),
-    ("concast_merge", "(i32, i32) -> i32"),
     ("concast_done", "(i32) -> i32"),
     ("concast_build", "(i32) -> i32"),
 ];
+
+/// Required by version 1 only (version 2 tags and merges in `concast_run`).
+pub const REQUIRED_EXPORTS_V1: &[(&str, &str)] = &[
+    ("concast_get_tag", "(i32) -> i64"),
+    ("concast_merge", "(i32, i32) -> i32"),
+];
+
+/// Required by version 2 only: `concast_run(first, count, slot, tag) -> stop`.
+pub const REQUIRED_EXPORTS_V2: &[(&str, &str)] = &[("concast_run", "(i32, i32, i32, i64) -> i32")];
 
 /// Exports a module may have; the engine uses a default when one is absent.
 pub const OPTIONAL_EXPORTS: &[(&str, &str)] = &[

@@ -69,6 +69,47 @@ impl<T> Global<T> {
 /// Where the engine copies each message (address returned by `concast_init`).
 static MSG: Global<[u8; abi::MSG_BUFFER_LEN]> = Global::new([0; abi::MSG_BUFFER_LEN]);
 
+/// ABI v2's batch area (address returned by `concast_init`): header, entry table, datagrams.
+#[repr(C, align(8))]
+struct BatchArea([u8; abi::batch::AREA_LEN]);
+static BATCH: Global<BatchArea> = Global::new(BatchArea([0; abi::batch::AREA_LEN]));
+
+/// Reads and writes the batch area through raw pointers with volatile access: the engine
+/// writes `flags` (TAKEN) during `pending_take` imports while a run is going on.
+mod area {
+    use super::{abi::batch, BATCH};
+
+    fn at(offset: usize) -> *mut u8 {
+        // SAFETY: callers pass offsets inside the area (checked by `entry`).
+        unsafe { (BATCH.get().0.as_mut_ptr()).add(offset) }
+    }
+    pub fn entry(i: usize, field: usize) -> usize {
+        batch::TABLE + i.min(batch::MAX - 1) * batch::ENTRY_LEN + field
+    }
+    pub fn read_u32(offset: usize) -> u32 {
+        // SAFETY: in bounds and 4-aligned (the area is 8-aligned, all fields are aligned).
+        unsafe { core::ptr::read_volatile(at(offset) as *const u32) }
+    }
+    pub fn write_u32(offset: usize, v: u32) {
+        // SAFETY: as for read_u32.
+        unsafe { core::ptr::write_volatile(at(offset) as *mut u32, v) }
+    }
+    pub fn read_u64(offset: usize) -> u64 {
+        // SAFETY: as for read_u32, 8-aligned.
+        unsafe { core::ptr::read_volatile(at(offset) as *const u64) }
+    }
+    pub fn write_u64(offset: usize, v: u64) {
+        // SAFETY: as for read_u64.
+        unsafe { core::ptr::write_volatile(at(offset) as *mut u64, v) }
+    }
+    /// The datagram of entry `i` (clamped to the data region if the table is bad).
+    pub fn message(i: usize) -> &'static [u8] {
+        let off = (read_u32(entry(i, batch::OFF)) as usize).min(super::abi::MSG_BUFFER_LEN);
+        let len = (read_u32(entry(i, batch::LEN)) as usize).min(super::abi::MSG_BUFFER_LEN - off);
+        &BATCH.get().0[batch::DATA + off..batch::DATA + off + len]
+    }
+}
+
 /// Receiver-given parameters, read once at init. Longer parameters refuse the flow.
 pub const PARAMS_CAP: usize = 4096;
 static PARAMS: Global<([u8; PARAMS_CAP], usize)> = Global::new(([0; PARAMS_CAP], 0));
@@ -240,7 +281,70 @@ impl<S: MergeSpec> SpecCell<S> {
         }
     }
 
+    /// ABI v1: returns the message buffer.
     pub fn init(&self) -> i32 {
+        self.init_spec();
+        MSG.get().as_ptr() as i32
+    }
+
+    /// ABI v2: returns the batch area.
+    pub fn init_v2(&self) -> i32 {
+        self.init_spec();
+        BATCH.get().0.as_ptr() as i32
+    }
+
+    /// ABI v2 `concast_run`: tags, merges and asks `done` for entries `first..count` of the
+    /// batch area, in order, into the state in `slot` (whose tag is `tag`; `slot` < 0: no
+    /// state yet). Stops at the first entry that needs the engine (another tag, a merge
+    /// result other than MERGED/DROP, or `done` said build) and returns its index; returns
+    /// `count` when all are through.
+    pub fn run(&self, first: i32, count: i32, slot: i32, tag: i64) -> i32 {
+        use abi::batch;
+        let spec = self.spec();
+        let mut state = if slot >= 0 {
+            Some(self.slots.get().get(slot as u32))
+        } else {
+            None
+        };
+        let count = (count.max(0) as usize).min(batch::MAX);
+        for i in first.max(0) as usize..count {
+            let flags = area::read_u32(area::entry(i, batch::FLAGS));
+            if flags & batch::TAKEN != 0 {
+                continue;
+            }
+            area::write_u32(batch::CURRENT, i as u32);
+            let msg = area::message(i);
+            let t = if flags & batch::TAG_KNOWN != 0 {
+                area::read_u64(area::entry(i, batch::TAG))
+            } else {
+                let t = spec.get_tag(msg, &mut WasmHost).to_abi();
+                area::write_u64(area::entry(i, batch::TAG), t);
+                t
+            };
+            if t == abi::TAG_PASS || t == abi::TAG_DROP {
+                continue;
+            }
+            let result = area::entry(i, batch::RESULT);
+            let Some(state) = state.as_deref_mut().filter(|_| t == tag as u64) else {
+                area::write_u32(result, batch::NEEDS_STATE);
+                return i as i32;
+            };
+            let r = spec.merge(state, msg, &mut WasmHost).to_abi();
+            if r == abi::merge::MERGED || r == abi::merge::DROP {
+                if spec.done(state, &mut WasmHost) {
+                    area::write_u32(result, r as u32 | batch::DONE);
+                    return i as i32;
+                }
+                area::write_u32(result, r as u32);
+            } else {
+                area::write_u32(result, r as u32);
+                return i as i32;
+            }
+        }
+        count as i32
+    }
+
+    fn init_spec(&self) {
         let (buf, len) = PARAMS.get();
         let full = unsafe { imports::flow_params(buf.as_mut_ptr() as i32, PARAMS_CAP as i32) };
         if full as usize > PARAMS_CAP {
@@ -251,7 +355,6 @@ impl<S: MergeSpec> SpecCell<S> {
             Ok(spec) => *self.spec.get() = Some(spec),
             Err(why) => abort(why),
         }
-        MSG.get().as_ptr() as i32
     }
 
     pub fn get_tag(&self, len: i32) -> i64 {

@@ -47,26 +47,65 @@ pub use spec::{AfterBuild, Host, Level, Merge, MergeSpec, OutHeader, Tag};
 pub use concast_wire as wire;
 
 /// Exports `spec` (a type implementing [`MergeSpec`]) as a concast merge-spec module:
-/// defines every `concast_*` export of the ABI. Expands to nothing off `wasm32`, so the same
-/// crate also builds as a native library (the engine's `NativeSpec` path).
+/// defines every `concast_*` export of the ABI, version 2 (batched, `concast_run`); with
+/// the SDK's feature `abi-v1` (`cargo build --features concast-sdk/abi-v1`), version 1
+/// instead, as [`export_spec_v1!`]. Expands to nothing off `wasm32`, so the same crate also
+/// builds as a native library (the engine's `NativeSpec` path).
+#[cfg(not(feature = "abi-v1"))]
 #[macro_export]
 macro_rules! export_spec {
+    ($spec:ty) => {
+        $crate::export_spec_v2!($spec);
+    };
+}
+
+/// See the other definition: this SDK was built with feature `abi-v1`.
+#[cfg(feature = "abi-v1")]
+#[macro_export]
+macro_rules! export_spec {
+    ($spec:ty) => {
+        $crate::export_spec_v1!($spec);
+    };
+}
+
+/// Exports `spec` as an ABI version 2 module (batched: `concast_run`).
+#[macro_export]
+macro_rules! export_spec_v2 {
     ($spec:ty) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             static SPEC: $crate::glue::SpecCell<$spec> = $crate::glue::SpecCell::new();
+            $crate::__export_common!($spec, SPEC);
 
             #[no_mangle]
             pub extern "C" fn concast_abi_version() -> i32 {
-                $crate::abi::VERSION as i32
+                $crate::abi::VERSION_2 as i32
             }
             #[no_mangle]
-            pub extern "C" fn concast_flags() -> i32 {
-                if <$spec as $crate::MergeSpec>::ORDERED_STATES {
-                    $crate::abi::flags::ORDERED_STATES
-                } else {
-                    0
-                }
+            pub extern "C" fn concast_init() -> i32 {
+                SPEC.init_v2()
+            }
+            #[no_mangle]
+            pub extern "C" fn concast_run(first: i32, count: i32, slot: i32, tag: i64) -> i32 {
+                SPEC.run(first, count, slot, tag)
+            }
+        };
+    };
+}
+
+/// Exports `spec` as an ABI version 1 module (one call per datagram): `concast_get_tag` and
+/// `concast_merge` instead of `concast_run`.
+#[macro_export]
+macro_rules! export_spec_v1 {
+    ($spec:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            static SPEC: $crate::glue::SpecCell<$spec> = $crate::glue::SpecCell::new();
+            $crate::__export_common!($spec, SPEC);
+
+            #[no_mangle]
+            pub extern "C" fn concast_abi_version() -> i32 {
+                $crate::abi::VERSION_1 as i32
             }
             #[no_mangle]
             pub extern "C" fn concast_init() -> i32 {
@@ -77,29 +116,45 @@ macro_rules! export_spec {
                 SPEC.get_tag(len)
             }
             #[no_mangle]
-            pub extern "C" fn concast_state_new(slot: i32, tag: i64) {
-                SPEC.state_new(slot, tag)
-            }
-            #[no_mangle]
             pub extern "C" fn concast_merge(slot: i32, len: i32) -> i32 {
                 SPEC.merge(slot, len)
             }
-            #[no_mangle]
-            pub extern "C" fn concast_done(slot: i32) -> i32 {
-                SPEC.done(slot)
-            }
-            #[no_mangle]
-            pub extern "C" fn concast_build(slot: i32) -> i32 {
-                SPEC.build(slot)
-            }
-            #[no_mangle]
-            pub extern "C" fn concast_timeout(slot: i32) -> i32 {
-                SPEC.timeout(slot)
-            }
-            #[no_mangle]
-            pub extern "C" fn concast_state_free(slot: i32) {
-                SPEC.state_free(slot)
-            }
         };
+    };
+}
+
+/// The exports versions 1 and 2 share (used by the two macros above).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_common {
+    ($spec:ty, $cell:ident) => {
+        #[no_mangle]
+        pub extern "C" fn concast_flags() -> i32 {
+            if <$spec as $crate::MergeSpec>::ORDERED_STATES {
+                $crate::abi::flags::ORDERED_STATES
+            } else {
+                0
+            }
+        }
+        #[no_mangle]
+        pub extern "C" fn concast_state_new(slot: i32, tag: i64) {
+            $cell.state_new(slot, tag)
+        }
+        #[no_mangle]
+        pub extern "C" fn concast_done(slot: i32) -> i32 {
+            $cell.done(slot)
+        }
+        #[no_mangle]
+        pub extern "C" fn concast_build(slot: i32) -> i32 {
+            $cell.build(slot)
+        }
+        #[no_mangle]
+        pub extern "C" fn concast_timeout(slot: i32) -> i32 {
+            $cell.timeout(slot)
+        }
+        #[no_mangle]
+        pub extern "C" fn concast_state_free(slot: i32) {
+            $cell.state_free(slot)
+        }
     };
 }
