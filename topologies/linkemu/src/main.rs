@@ -1,6 +1,8 @@
 //! concast-linkemu: one process emulates every link of a network between pairs of TAPs.
-//! A single thread runs an epoll loop over all TAP fds, the control socket and one timerfd
-//! armed (absolute, CLOCK_MONOTONIC) at the earliest pending event.
+//! A single thread runs an epoll loop over all TAP fds (edge-triggered), the control socket
+//! and one timerfd armed (absolute, CLOCK_MONOTONIC) at the earliest pending event. Readable
+//! TAPs are read in bounded, round-robin batches with the due frames written between them
+//! (`concast_linkemu::pump`); while any TAP still holds frames, epoll is only polled.
 
 mod control;
 mod emu;
@@ -17,6 +19,7 @@ use clap::Parser;
 use concast_daemon::log::{emit, Level};
 use concast_daemon::linkstate::StateFile;
 
+use concast_linkemu::pump::Pump;
 use emu::{epoll_add, epoll_del, Emu, TAP_TOKEN_BASE};
 
 #[derive(Parser)]
@@ -153,11 +156,15 @@ fn run(args: Args) -> Result<(), String> {
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
     let mut armed: Option<u64> = None;
+    let mut pump = Pump::default();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
     emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime)]);
 
     while !concast_daemon::stopping() {
-        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };
+        // Inputs still holding frames: only look for news. Otherwise sleep until an input, a
+        // client or the timer (armed at the earliest due event) wakes us.
+        let timeout = if pump.idle() { 1000 } else { 0 };
+        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
         let woke = emu::now_ns();
         // How late the loop woke for the earliest due event (0 when nothing was due yet).
         if let Some(due) = armed {
@@ -186,7 +193,7 @@ fn run(args: Args) -> Result<(), String> {
                         next_client += 1;
                     }
                 }
-                t if t >= TAP_TOKEN_BASE => emu.on_readable(t),
+                t if t >= TAP_TOKEN_BASE => pump.ready((t - TAP_TOKEN_BASE) as usize),
                 t => {
                     if let Some(c) = clients.get_mut(&t) {
                         if !serve_client(&mut emu, epfd, c) {
@@ -197,7 +204,8 @@ fn run(args: Args) -> Result<(), String> {
                 }
             }
         }
-        emu.run_due(emu::now_ns());
+        // Reads and the due writes between them; the due writes run even when nothing was read.
+        pump.round(&mut emu);
         emu.busy.record_ns(emu::now_ns() - woke);
         let next = emu.next_deadline();
         if next != armed {
