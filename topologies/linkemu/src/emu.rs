@@ -203,13 +203,16 @@ impl Emu {
         let Some(link) = self.links.get_mut(idx).and_then(|l| l.as_mut()) else { return gone };
         let Some(fd) = link.ends[end].fd.as_ref().map(|f| f.as_raw_fd()) else { return gone };
         let mut batch = Batch { frames: 0, drained: false };
+        // One arrival time per batch (at most 16 reads, tens of µs): a frame's true arrival is
+        // when the kernel queued it in the TAP, which a clock read at its own read misses too.
+        let arrived = now_ns();
         while batch.frames < max {
             let mut buf = self.pool.pop().unwrap_or_default();
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
                 Ok(true) => {
                     batch.frames += 1;
                     let len = buf.len() as u32;
-                    if let Err((cause, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                    if let Err((cause, buf)) = link.dirs[end].offer(arrived, len, buf) {
                         link.drops[end].record(cause, &buf);
                         self.pool.push(buf);
                     }
