@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
 
 use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::{Hist, Lateness};
@@ -49,7 +50,8 @@ pub struct Emu {
     generation: u32,
     pool: Vec<Vec<u8>>,
     scratch: Vec<u8>,
-    pub state: Option<StateFile>,
+    /// Shared by the shards (each publishes only its own links' slots).
+    pub state: Option<Arc<Mutex<StateFile>>>,
     pub write_errors: u64,
     /// How late frames left against their due time (the loop's own jitter), all links,
     /// every frame written (an on-time frame counts as 0).
@@ -92,7 +94,7 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
 }
 
 impl Emu {
-    pub fn new(epfd: RawFd, state: Option<StateFile>, late_bound_ns: u64) -> Emu {
+    pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Emu {
         Emu {
             epfd,
             links: Vec::new(),
@@ -122,10 +124,6 @@ impl Emu {
 
     pub fn links(&self) -> impl Iterator<Item = &Link> {
         self.links.iter().flatten()
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_id.len()
     }
 
     /// Take over a link whose TAPs exist; its fds go into the event loop.
@@ -162,7 +160,8 @@ impl Emu {
         for d in &mut link.dirs {
             self.pool.extend(d.drain());
         }
-        if let Some(st) = &mut self.state {
+        if let Some(st) = &self.state {
+            let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
             st.release(link.slots[0]);
             st.release(link.slots[1]);
         }
@@ -174,7 +173,7 @@ impl Emu {
         let (Some(st), Some(link)) = (&self.state, &self.links[idx]) else { return };
         let dir = &link.dirs[d];
         let (bytes, pkts) = dir.backlog();
-        st.publish(
+        st.lock().unwrap_or_else(|e| e.into_inner()).publish(
             link.slots[d],
             &Slot {
                 tx_free_at_ns: dir.tx_free_at(),
