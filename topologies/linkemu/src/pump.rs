@@ -77,11 +77,8 @@ impl Pump {
     pub fn round(&mut self, io: &mut impl Io) -> usize {
         let mut budget = self.per_round;
         let mut read = 0;
-        // Each input at most once a round, so a round ends even if every read finds frames.
-        for _ in 0..self.queue.len() {
-            if budget == 0 {
-                break;
-            }
+        // Ends: every visit either reads a frame (budget) or drops the input from the queue.
+        while budget > 0 {
             let Some(i) = self.queue.pop_front() else { break };
             write_due(io);
             let b = io.read(i, self.per_input.min(budget));
@@ -173,6 +170,17 @@ mod tests {
     }
 
     #[test]
+    fn one_busy_input_is_read_in_batches_up_to_the_round_budget() {
+        let mut io = Busy::new(1, US);
+        let mut p = Pump::default();
+        p.ready(0);
+        io.due = Some(40 * US);
+        assert_eq!(p.round(&mut io), PER_ROUND);
+        // The frame due mid-round was written when its batch ended, not when the round did.
+        assert_eq!(io.written_at, Some(48 * US));
+    }
+
+    #[test]
     fn a_round_is_bounded_and_busy_inputs_take_turns() {
         let mut io = Busy::new(100, US);
         let mut p = Pump::default();
@@ -195,9 +203,9 @@ mod tests {
         for i in [0, 1, 2, 1, 0] {
             p.ready(i); // repeated edges do not queue an input twice
         }
-        assert_eq!(p.round(&mut io), 5 + 16);
-        assert_eq!(p.round(&mut io), 16);
-        assert_eq!(p.round(&mut io), 8);
+        // Input 1 comes round again within the round until it is empty.
+        assert_eq!(p.round(&mut io), 5 + 16 + 16 + 8);
+        assert_eq!(io.reads, vec![5, 40, 0]);
         assert!(p.idle(), "every input drained");
         assert_eq!(p.round(&mut io), 0);
         io.supply[2] = Some(3);
