@@ -48,8 +48,10 @@ struct Args {
     #[arg(long, default_value_t = 500)]
     late_bound_us: u64,
     /// Shards: threads that each move the frames of their share of the links (0: one per
-    /// CPU the process may run on)
-    #[arg(long, default_value_t = 0)]
+    /// CPU the process may run on). Default 1: on this 2-core machine two real-time shards
+    /// took both cores under the ACK study's high load and starved everything else
+    /// (docs/linkemu.md, "The event loop").
+    #[arg(long, default_value_t = 1)]
     threads: usize,
 }
 
