@@ -1,19 +1,72 @@
 //! The control protocol: one JSON object per line in, one per line out (docs/linkemu.md).
-//! Every reply has "ok"; failures carry "error" and change nothing.
+//! Every reply has "ok"; failures carry "error" and change nothing. Requests are served by the
+//! control thread; what touches a link runs as a job on the shard that holds it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use concast_daemon::linkstate::StateFile;
 use concast_daemon::log::{emit, Level};
+use concast_linkemu::hist::Hist;
 use concast_linkemu::model::Direction;
 use concast_linkemu::params::Params;
 use concast_linkemu::rng::seed_of;
 use serde_json::{json, Value};
 
 use crate::emu::{End, Emu, Link};
+use crate::shard::Shard;
 use crate::tap::{self, Netns};
 
-pub fn handle(emu: &mut Emu, line: &str) -> Value {
+/// Every link of the daemon, over its shards.
+pub struct Links {
+    pub shards: Vec<Shard>,
+    /// Which shard holds each link.
+    by_id: HashMap<String, usize>,
+    pub state: Option<Arc<Mutex<StateFile>>>,
+    pub late_bound_ns: u64,
+}
+
+impl Links {
+    pub fn new(shards: Vec<Shard>, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Links {
+        assert!(!shards.is_empty());
+        Links { shards, by_id: HashMap::new(), state, late_bound_ns }
+    }
+
+    fn shard_of(&self, id: &str) -> Result<&Shard, String> {
+        self.by_id.get(id).map(|&s| &self.shards[s]).ok_or_else(|| format!("no link {id:?}"))
+    }
+
+    /// The shard with the fewest links takes the next one.
+    fn emptiest(&self) -> usize {
+        let mut n = vec![0usize; self.shards.len()];
+        self.by_id.values().for_each(|&s| n[s] += 1);
+        (0..n.len()).min_by_key(|&s| n[s]).unwrap_or(0)
+    }
+
+    /// (frames delivered, write errors) over every link, for the daemon's last log line.
+    pub fn totals(&self) -> (u64, u64) {
+        self.shards.iter().fold((0, 0), |(d, w), s| {
+            let (d1, w1) = s.call(|emu| (emu.links().map(|l| l.dirs[0].counters.delivered + l.dirs[1].counters.delivered).sum::<u64>(), emu.write_errors));
+            (d + d1, w + w1)
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+}
+
+/// What one shard contributes to a daemon-wide `stats`.
+struct ShardStats {
+    links: Vec<Value>,
+    write_errors: u64,
+    hists: [Hist; 4],
+}
+
+pub fn handle(links: &mut Links, line: &str) -> Value {
     let reply = serde_json::from_str::<Value>(line)
         .map_err(|e| format!("not a JSON object: {e}"))
-        .and_then(|req| dispatch(emu, &req));
+        .and_then(|req| dispatch(links, &req));
     match reply {
         Ok(mut v) => {
             v["ok"] = json!(true);
@@ -23,51 +76,86 @@ pub fn handle(emu: &mut Emu, line: &str) -> Value {
     }
 }
 
-fn dispatch(emu: &mut Emu, req: &Value) -> Result<Value, String> {
+fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
     let cmd = req.get("cmd").and_then(Value::as_str).ok_or("missing \"cmd\" (add, set, down, up, del, stats, ping)")?;
     match cmd {
-        "ping" => Ok(json!({"links": emu.len()})),
-        "add" => add(emu, req),
-        "set" => set(emu, req),
-        "down" | "up" => carrier(emu, req, cmd == "up"),
+        "ping" => Ok(json!({"links": links.len()})),
+        "add" => add(links, req),
+        "set" => {
+            let id = link_id(req)?.to_string();
+            let req = req.clone();
+            links.shard_of(&id)?.call(move |emu| set(emu, &id, &req))
+        }
+        "down" | "up" => {
+            let (id, up) = (link_id(req)?.to_string(), cmd == "up");
+            links.shard_of(&id)?.call(move |emu| carrier(emu, &id, up))
+        }
         "del" => {
-            let id = link_id(req)?;
-            let link = emu.remove(id).ok_or_else(|| format!("no link {id:?}"))?;
-            emit(Level::Info, "link_del", &[("link", &id), ("delivered_ab", &link.dirs[0].counters.delivered), ("delivered_ba", &link.dirs[1].counters.delivered)]);
-            Ok(json!({"stats": link_stats(&link)}))
+            let id = link_id(req)?.to_string();
+            let shard = links.shard_of(&id)?;
+            let reply = shard.call({
+                let id = id.clone();
+                move |emu| {
+                    let link = emu.remove(&id).ok_or_else(|| format!("no link {id:?}"))?;
+                    emit(Level::Info, "link_del", &[("link", &id), ("delivered_ab", &link.dirs[0].counters.delivered), ("delivered_ba", &link.dirs[1].counters.delivered)]);
+                    Ok(json!({"stats": link_stats(&link)}))
+                }
+            });
+            links.by_id.remove(&id);
+            reply
         }
         "stats" => match req.get("id") {
             Some(_) => {
-                let id = link_id(req)?;
-                Ok(json!({"stats": link_stats(emu.get(id).ok_or_else(|| format!("no link {id:?}"))?)}))
+                let id = link_id(req)?.to_string();
+                links.shard_of(&id)?.call(move |emu| Ok(json!({"stats": link_stats(emu.get(&id).ok_or_else(|| format!("no link {id:?}"))?)})))
             }
             None => {
-                let reply = json!({
-                    "links": emu.links().map(link_stats).collect::<Vec<_>>(),
-                    "write_errors": emu.write_errors,
-                    "late_p50_us": emu.lateness.quantile_us(0.5),
-                    "late_p99_us": emu.lateness.quantile_us(0.99),
-                    "late_max_us": emu.lateness.quantile_us(1.0),
-                    "late_bound_us": emu.late_bound_ns / 1000,
-                    "write_p50_us": emu.write_time.quantile_us(0.5),
-                    "write_p99_us": emu.write_time.quantile_us(0.99),
-                    "write_max_us": emu.write_time.quantile_us(1.0),
-                    "wake_late_p99_us": emu.wake_late.quantile_us(0.99),
-                    "wake_late_max_us": emu.wake_late.quantile_us(1.0),
-                    "busy_p99_us": emu.busy.quantile_us(0.99),
-                    "busy_max_us": emu.busy.quantile_us(1.0),
-                });
-                if req.get("reset_lateness").and_then(Value::as_bool) == Some(true) {
-                    emu.lateness = Default::default();
-                    emu.write_time = Default::default();
-                    emu.wake_late = Default::default();
-                    emu.busy = Default::default();
+                let reset = req.get("reset_lateness").and_then(Value::as_bool) == Some(true);
+                let parts: Vec<ShardStats> = links.shards.iter().map(|s| s.call(move |emu| shard_stats(emu, reset))).collect();
+                let mut all = ShardStats { links: Vec::new(), write_errors: 0, hists: Default::default() };
+                for p in parts {
+                    all.links.extend(p.links);
+                    all.write_errors += p.write_errors;
+                    for (h, o) in all.hists.iter_mut().zip(p.hists.iter()) {
+                        h.merge(o);
+                    }
                 }
-                Ok(reply)
+                let [lateness, write_time, wake_late, busy] = &all.hists;
+                Ok(json!({
+                    "links": all.links,
+                    "write_errors": all.write_errors,
+                    "late_p50_us": lateness.quantile_us(0.5),
+                    "late_p99_us": lateness.quantile_us(0.99),
+                    "late_max_us": lateness.quantile_us(1.0),
+                    "late_bound_us": links.late_bound_ns / 1000,
+                    "write_p50_us": write_time.quantile_us(0.5),
+                    "write_p99_us": write_time.quantile_us(0.99),
+                    "write_max_us": write_time.quantile_us(1.0),
+                    "wake_late_p99_us": wake_late.quantile_us(0.99),
+                    "wake_late_max_us": wake_late.quantile_us(1.0),
+                    "busy_p99_us": busy.quantile_us(0.99),
+                    "busy_max_us": busy.quantile_us(1.0),
+                }))
             }
         },
         other => Err(format!("unknown cmd {other:?} (add, set, down, up, del, stats, ping)")),
     }
+}
+
+/// One shard's links and loop histograms (then reset, if asked).
+fn shard_stats(emu: &mut Emu, reset: bool) -> ShardStats {
+    let out = ShardStats {
+        links: emu.links().map(link_stats).collect(),
+        write_errors: emu.write_errors,
+        hists: [emu.lateness.clone(), emu.write_time.clone(), emu.wake_late.clone(), emu.busy.clone()],
+    };
+    if reset {
+        emu.lateness = Default::default();
+        emu.write_time = Default::default();
+        emu.wake_late = Default::default();
+        emu.busy = Default::default();
+    }
+    out
 }
 
 fn link_id(req: &Value) -> Result<&str, String> {
@@ -104,9 +192,9 @@ fn end_spec(req: &Value, key: &str) -> Result<(Netns, String, Option<[u8; 6]>), 
     Ok((ns, name.to_string(), mac))
 }
 
-fn add(emu: &mut Emu, req: &Value) -> Result<Value, String> {
+fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
     let id = link_id(req)?.to_string();
-    if emu.get(&id).is_some() {
+    if links.by_id.contains_key(&id) {
         return Err(format!("link {id:?} exists"));
     }
     let params = dir_params([Params::default(); 2], req)?;
@@ -119,62 +207,70 @@ fn add(emu: &mut Emu, req: &Value) -> Result<Value, String> {
     if ns_a == ns_b && name_a == name_b {
         return Err("ends a and b are the same interface".into());
     }
-    let st = emu.state.as_mut();
-    let slots = match st {
-        Some(st) => match (st.alloc(), st.alloc()) {
-            (Some(x), Some(y)) => [x, y],
-            (x, _) => {
-                if let Some(x) = x {
-                    st.release(x);
+    let slots = match &links.state {
+        Some(st) => {
+            let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
+            match (st.alloc(), st.alloc()) {
+                (Some(x), Some(y)) => [x, y],
+                (x, _) => {
+                    if let Some(x) = x {
+                        st.release(x);
+                    }
+                    return Err(format!("state file full ({} slots): start with a larger --slots", st.slot_count()));
                 }
-                return Err(format!("state file full ({} slots): start with a larger --slots", st.slot_count()));
             }
-        },
+        }
         None => [0, 0],
     };
-    let release = |emu: &mut Emu| {
-        if let Some(st) = emu.state.as_mut() {
+    let release = |links: &Links| {
+        if let Some(st) = &links.state {
+            let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
             st.release(slots[0]);
             st.release(slots[1]);
         }
     };
-    // If b fails, a's fd is dropped here and its TAP disappears with it.
+    // TAPs are made here, not on the shard, so its links never wait for an `add`. If b fails,
+    // a's fd is dropped here and its TAP disappears with it.
     let made = tap::create(&ns_a, &name_a, mac_a).and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b)?)));
     let (fd_a, fd_b) = match made {
         Ok(x) => x,
         Err(e) => {
-            release(emu);
+            release(links);
             return Err(e);
         }
     };
+    let names = (name_a.clone(), name_b.clone());
     let ends = [
         End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a) },
         End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b) },
     ];
     let dirs = [Direction::new(params[0], seed), Direction::new(params[1], seed ^ 0x5bd1_e995)];
-    if let Err(e) = emu.insert(id.clone(), ends, dirs, slots) {
-        release(emu);
+    let shard = links.emptiest();
+    let inserted = links.shards[shard].call({
+        let id = id.clone();
+        move |emu| emu.insert(id, ends, dirs, slots)
+    });
+    if let Err(e) = inserted {
+        release(links);
         return Err(e);
     }
-    let l = emu.get(&id).unwrap();
-    emit(Level::Info, "link_add", &[("link", &id), ("a", &l.ends[0].name), ("b", &l.ends[1].name), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
+    links.by_id.insert(id.clone(), shard);
+    emit(Level::Info, "link_add", &[("link", &id), ("a", &names.0), ("b", &names.1), ("shard", &shard), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
     Ok(json!({"id": id, "slots": slots}))
 }
 
-fn set(emu: &mut Emu, req: &Value) -> Result<Value, String> {
-    let id = link_id(req)?.to_string();
-    let link = emu.get_mut(&id).ok_or_else(|| format!("no link {id:?}"))?;
+fn set(emu: &mut Emu, id: &str, req: &Value) -> Result<Value, String> {
+    let link = emu.get_mut(id).ok_or_else(|| format!("no link {id:?}"))?;
     let p = dir_params([link.dirs[0].params, link.dirs[1].params], req)?;
     link.dirs[0].params = p[0];
     link.dirs[1].params = p[1];
-    emu.republish(&id);
+    emu.republish(id);
     emit(Level::Info, "link_set", &[("link", &id), ("ab", &p[0].to_json()), ("ba", &p[1].to_json())]);
     Ok(json!({"id": id, "ab": p[0].to_json(), "ba": p[1].to_json()}))
 }
 
-fn carrier(emu: &mut Emu, req: &Value, up: bool) -> Result<Value, String> {
-    let id = link_id(req)?.to_string();
-    let link = emu.get_mut(&id).ok_or_else(|| format!("no link {id:?}"))?;
+fn carrier(emu: &mut Emu, id: &str, up: bool) -> Result<Value, String> {
+    let link = emu.get_mut(id).ok_or_else(|| format!("no link {id:?}"))?;
     link.dirs[0].up = up;
     link.dirs[1].up = up;
     emit(Level::Info, if up { "link_up" } else { "link_down" }, &[("link", &id)]);

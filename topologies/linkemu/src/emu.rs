@@ -1,22 +1,24 @@
 //! The links the daemon holds and the per-frame work: frames read from one end's TAP go
 //! through that direction's model and are written to the other end's TAP when due. One
-//! heap of (due time, direction) tells the event loop when to wake up next.
+//! heap of (due time, direction) tells the event loop when to wake up next. Which TAP is read
+//! when is `concast_linkemu::pump`'s policy; `Emu` is its `Io`.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
 
 use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::{Hist, Lateness};
 use concast_linkemu::kind::DropBooks;
 use concast_linkemu::model::{Direction, Drop};
+use concast_linkemu::pump::{self, Batch};
 use concast_daemon::linkstate::{Slot, StateFile};
 
 use crate::tap;
 
-/// Frames read from one TAP before the loop looks at anything else.
-const READ_BATCH: usize = 64;
-/// epoll tokens below this are the timer, the listener and clients' base.
+/// epoll tokens below this are the timer, the listener and clients' base. A TAP's token is
+/// this plus its input number, `link index << 1 | end`.
 pub const TAP_TOKEN_BASE: u64 = 1 << 20;
 
 pub struct End {
@@ -48,7 +50,8 @@ pub struct Emu {
     generation: u32,
     pool: Vec<Vec<u8>>,
     scratch: Vec<u8>,
-    pub state: Option<StateFile>,
+    /// Shared by the shards (each publishes only its own links' slots).
+    pub state: Option<Arc<Mutex<StateFile>>>,
     pub write_errors: u64,
     /// How late frames left against their due time (the loop's own jitter), all links,
     /// every frame written (an on-time frame counts as 0).
@@ -70,7 +73,16 @@ pub fn now_ns() -> u64 {
 }
 
 pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> std::io::Result<()> {
-    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    epoll_add_with(epfd, fd, token, libc::EPOLLIN as u32)
+}
+
+/// Edge-triggered: the TAPs, which the pump keeps reading until a read would block.
+fn epoll_add_edge(epfd: RawFd, fd: RawFd, token: u64) -> std::io::Result<()> {
+    epoll_add_with(epfd, fd, token, (libc::EPOLLIN | libc::EPOLLET) as u32)
+}
+
+fn epoll_add_with(epfd: RawFd, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: token };
     if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -82,7 +94,7 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
 }
 
 impl Emu {
-    pub fn new(epfd: RawFd, state: Option<StateFile>, late_bound_ns: u64) -> Emu {
+    pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Emu {
         Emu {
             epfd,
             links: Vec::new(),
@@ -114,17 +126,13 @@ impl Emu {
         self.links.iter().flatten()
     }
 
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
     /// Take over a link whose TAPs exist; its fds go into the event loop.
     pub fn insert(&mut self, id: String, ends: [End; 2], dirs: [Direction<Vec<u8>>; 2], slots: [u32; 2]) -> Result<(), String> {
         let idx = self.links.iter().position(|l| l.is_none()).unwrap_or(self.links.len());
         for (e, end) in ends.iter().enumerate() {
             let fd = end.fd.as_ref().expect("new link with open TAPs").as_raw_fd();
             let token = TAP_TOKEN_BASE + ((idx as u64) << 1 | e as u64);
-            epoll_add(self.epfd, fd, token).map_err(|e| format!("epoll: {e}"))?;
+            epoll_add_edge(self.epfd, fd, token).map_err(|e| format!("epoll: {e}"))?;
         }
         self.generation = self.generation.wrapping_add(1);
         let link = Link { id: id.clone(), ends, dirs, drops: Default::default(), late: Default::default(), slots, scheduled: [u64::MAX; 2], generation: self.generation };
@@ -152,7 +160,8 @@ impl Emu {
         for d in &mut link.dirs {
             self.pool.extend(d.drain());
         }
-        if let Some(st) = &mut self.state {
+        if let Some(st) = &self.state {
+            let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
             st.release(link.slots[0]);
             st.release(link.slots[1]);
         }
@@ -164,7 +173,7 @@ impl Emu {
         let (Some(st), Some(link)) = (&self.state, &self.links[idx]) else { return };
         let dir = &link.dirs[d];
         let (bytes, pkts) = dir.backlog();
-        st.publish(
+        st.lock().unwrap_or_else(|e| e.into_inner()).publish(
             link.slots[d],
             &Slot {
                 tx_free_at_ns: dir.tx_free_at(),
@@ -185,24 +194,31 @@ impl Emu {
         }
     }
 
-    /// The TAP behind `token` is readable: read a batch of frames into its direction.
-    pub fn on_readable(&mut self, token: u64) {
-        let idx = ((token - TAP_TOKEN_BASE) >> 1) as usize;
-        let end = (token & 1) as usize;
-        let Some(link) = self.links.get_mut(idx).and_then(|l| l.as_mut()) else { return };
-        let Some(fd) = link.ends[end].fd.as_ref().map(|f| f.as_raw_fd()) else { return };
-        for _ in 0..READ_BATCH {
+    /// Read at most `max` frames from input `i` (`link index << 1 | end`) into its
+    /// direction, then write what that direction has due (a zero-delay frame leaves now).
+    pub fn read_input(&mut self, i: usize, max: usize) -> Batch {
+        let (idx, end) = (i >> 1, i & 1);
+        let gone = Batch { frames: 0, drained: true };
+        let Some(link) = self.links.get_mut(idx).and_then(|l| l.as_mut()) else { return gone };
+        let Some(fd) = link.ends[end].fd.as_ref().map(|f| f.as_raw_fd()) else { return gone };
+        let mut batch = Batch { frames: 0, drained: false };
+        // One arrival time per batch (at most 16 reads, tens of µs): a frame's true arrival is
+        // when the kernel queued it in the TAP, which a clock read at its own read misses too.
+        let arrived = now_ns();
+        while batch.frames < max {
             let mut buf = self.pool.pop().unwrap_or_default();
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
                 Ok(true) => {
+                    batch.frames += 1;
                     let len = buf.len() as u32;
-                    if let Err((cause, buf)) = link.dirs[end].offer(now_ns(), len, buf) {
+                    if let Err((cause, buf)) = link.dirs[end].offer(arrived, len, buf) {
                         link.drops[end].record(cause, &buf);
                         self.pool.push(buf);
                     }
                 }
                 Ok(false) => {
                     self.pool.push(buf);
+                    batch.drained = true;
                     break;
                 }
                 Err(e) => {
@@ -211,11 +227,15 @@ impl Emu {
                     epoll_del(self.epfd, fd);
                     link.ends[end].fd = None;
                     self.pool.push(buf);
+                    batch.drained = true;
                     break;
                 }
             }
         }
-        self.service(idx, end, now_ns());
+        if batch.frames > 0 {
+            self.service(idx, end, now_ns());
+        }
+        batch
     }
 
     /// Deliver what is due in one direction, publish its state and schedule its next event.
@@ -224,10 +244,15 @@ impl Emu {
         let out = link.ends[1 - d].fd.as_ref().map(|f| f.as_raw_fd());
         let dir = &mut link.dirs[d];
         dir.retire(now);
+        // When the write in progress began: the next clock reading ends it.
+        let mut writing: Option<u64> = None;
         while let Some((frame, up, due)) = dir.pop_due(now) {
             // Lateness is taken when the frame is written, not when the batch began: a frame
             // behind slow writes of its batch is late too.
             let at = now_ns();
+            if let Some(w) = writing.take() {
+                self.write_time.record_ns(at - w);
+            }
             let late_ns = at.saturating_sub(due);
             self.lateness.record_ns(late_ns);
             link.late[d].record_ns(late_ns, self.late_bound_ns);
@@ -238,11 +263,14 @@ impl Emu {
                 dir.account(frame.len() as u32, true);
                 // A TAP write runs the receiving stack in this thread: how long it took
                 // tells loop stalls from slow writes.
-                self.write_time.record_ns(now_ns().saturating_sub(at));
+                writing = Some(at);
             } else {
                 self.write_errors += 1;
             }
             self.pool.push(frame);
+        }
+        if let Some(w) = writing {
+            self.write_time.record_ns(now_ns().saturating_sub(w));
         }
         if let Some(t) = dir.next_event() {
             if t < link.scheduled[d] {
@@ -280,5 +308,20 @@ impl Emu {
             }
         }
         None
+    }
+}
+
+impl pump::Io for Emu {
+    fn read(&mut self, i: usize, max: usize) -> Batch {
+        self.read_input(i, max)
+    }
+    fn now(&mut self) -> u64 {
+        now_ns()
+    }
+    fn next_due(&mut self) -> Option<u64> {
+        self.next_deadline()
+    }
+    fn run_due(&mut self, now: u64) {
+        Emu::run_due(self, now)
     }
 }

@@ -42,6 +42,14 @@ impl Hist {
         self.total += 1;
     }
 
+    /// Add another histogram's counts (the emulator's shards each keep their own).
+    pub fn merge(&mut self, other: &Hist) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+        self.total += other.total;
+    }
+
     /// The `q` quantile (0..1) in microseconds (a bucket's upper edge), None when empty.
     pub fn quantile_us(&self, q: f64) -> Option<u64> {
         if self.total == 0 {
@@ -83,6 +91,20 @@ mod tests {
         let p99 = h.quantile_us(0.99).unwrap();
         assert!((500..=640).contains(&p50), "{p50}");
         assert!((990..=1270).contains(&p99), "{p99}");
+    }
+
+    #[test]
+    fn merged_halves_give_the_whole() {
+        let (mut whole, mut lo, mut hi) = (Hist::default(), Hist::default(), Hist::default());
+        for us in 1..=1000u64 {
+            whole.record_ns(us * 1000);
+            if us <= 900 { &mut lo } else { &mut hi }.record_ns(us * 1000);
+        }
+        lo.merge(&hi);
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(lo.quantile_us(q), whole.quantile_us(q), "q={q}");
+        }
+        assert!(hi.quantile_us(0.0).unwrap() >= 900);
     }
 }
 

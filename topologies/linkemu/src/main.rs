@@ -1,9 +1,14 @@
 //! concast-linkemu: one process emulates every link of a network between pairs of TAPs.
-//! A single thread runs an epoll loop over all TAP fds, the control socket and one timerfd
-//! armed (absolute, CLOCK_MONOTONIC) at the earliest pending event.
+//! The links are spread over `--threads` shards (`shard.rs`); each shard's thread runs an
+//! epoll loop over its TAP fds (edge-triggered) and one timerfd armed (absolute,
+//! CLOCK_MONOTONIC) at its earliest pending event. Readable TAPs are read in bounded,
+//! round-robin batches with the due frames written between them (`concast_linkemu::pump`);
+//! while any TAP still holds frames, epoll is only polled. The main thread serves the control
+//! socket and hands link work to the shards.
 
 mod control;
 mod emu;
+mod shard;
 mod tap;
 
 use std::collections::HashMap;
@@ -12,12 +17,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use concast_daemon::log::{emit, Level};
 use concast_daemon::linkstate::StateFile;
 
-use emu::{epoll_add, epoll_del, Emu, TAP_TOKEN_BASE};
+use control::Links;
+use emu::{epoll_add, epoll_del};
+use shard::Shard;
 
 #[derive(Parser)]
 #[command(name = "concast-linkemu", about = "Link emulator: delay, loss, rate and drop-tail queues between TAP devices (docs/linkemu.md)")]
@@ -39,9 +47,14 @@ struct Args {
     /// per link as over the bound (docs/linkemu.md, "Fidelity")
     #[arg(long, default_value_t = 500)]
     late_bound_us: u64,
+    /// Shards: threads that each move the frames of their share of the links (0: one per
+    /// CPU the process may run on). Default 1: on this 2-core machine two real-time shards
+    /// took both cores under the ACK study's high load and starved everything else
+    /// (docs/linkemu.md, "The event loop").
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
 }
 
-const TIMER: u64 = 0;
 const LISTENER: u64 = 1;
 const CLIENT_BASE: u64 = 16;
 
@@ -60,18 +73,9 @@ struct Client {
 /// A client whose unread replies pass this is dropped (it stopped reading).
 const MAX_OUTBUF: usize = 64 << 20;
 
-fn arm(timer: &OwnedFd, at: Option<u64>) {
-    let at = at.map(|t| t.max(1)).unwrap_or(0); // 0 disarms
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-        it_value: libc::timespec { tv_sec: (at / 1_000_000_000) as _, tv_nsec: (at % 1_000_000_000) as _ },
-    };
-    unsafe { libc::timerfd_settime(timer.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
-}
-
 /// Read what a client sent, answer each complete line, write what the socket takes now.
 /// Returns false when the client is done (hung up with nothing left to send, or broken).
-fn serve_client(emu: &mut Emu, epfd: RawFd, c: &mut Client) -> bool {
+fn serve_client(links: &mut Links, epfd: RawFd, c: &mut Client) -> bool {
     let mut buf = [0u8; 16384];
     while !c.eof {
         match c.stream.read(&mut buf) {
@@ -88,7 +92,7 @@ fn serve_client(emu: &mut Emu, epfd: RawFd, c: &mut Client) -> bool {
         if text.trim().is_empty() {
             continue;
         }
-        let reply = control::handle(emu, text.trim());
+        let reply = control::handle(links, text.trim());
         // Serialised whole, then written in as few syscalls as the socket allows.
         if serde_json::to_writer(&mut c.outbuf, &reply).is_err() {
             return false;
@@ -136,33 +140,26 @@ fn run(args: Args) -> Result<(), String> {
         return Err(format!("epoll_create1: {}", std::io::Error::last_os_error()));
     }
     let _ep = unsafe { OwnedFd::from_raw_fd(epfd) };
-    let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-    if tfd < 0 {
-        return Err(format!("timerfd_create: {}", std::io::Error::last_os_error()));
-    }
-    let timer = unsafe { OwnedFd::from_raw_fd(tfd) };
-    epoll_add(epfd, tfd, TIMER).map_err(|e| format!("epoll: {e}"))?;
     let state = match &args.state {
-        Some(p) => Some(StateFile::create(p, args.slots).map_err(|e| format!("--state {}: {e}", p.display()))?),
+        Some(p) => Some(Arc::new(Mutex::new(StateFile::create(p, args.slots).map_err(|e| format!("--state {}: {e}", p.display()))?))),
         None => None,
     };
+    let threads = match args.threads {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000)).collect::<Result<Vec<_>, _>>()?;
+    let mut links = Links::new(shards, state, args.late_bound_us * 1000);
     let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
     epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
     concast_daemon::stop_on_signals();
-    let mut emu = Emu::new(epfd, state, args.late_bound_us * 1000);
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
-    let mut armed: Option<u64> = None;
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime)]);
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads)]);
 
     while !concast_daemon::stopping() {
         let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };
-        let woke = emu::now_ns();
-        // How late the loop woke for the earliest due event (0 when nothing was due yet).
-        if let Some(due) = armed {
-            emu.wake_late.record_ns(woke.saturating_sub(due));
-        }
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == ErrorKind::Interrupted {
@@ -171,12 +168,8 @@ fn run(args: Args) -> Result<(), String> {
             return Err(format!("epoll_wait: {e}"));
         }
         for ev in &events[..n as usize] {
-            let token = ev.u64;
+            let token = ev.u64; // a copy: epoll_event is packed
             match token {
-                TIMER => {
-                    let mut b = [0u8; 8];
-                    unsafe { libc::read(tfd, b.as_mut_ptr() as *mut libc::c_void, 8) };
-                }
                 LISTENER => {
                     while let Ok((stream, _)) = listener.accept() {
                         if stream.set_nonblocking(true).is_err() || epoll_add(epfd, stream.as_raw_fd(), next_client).is_err() {
@@ -186,10 +179,9 @@ fn run(args: Args) -> Result<(), String> {
                         next_client += 1;
                     }
                 }
-                t if t >= TAP_TOKEN_BASE => emu.on_readable(t),
                 t => {
                     if let Some(c) = clients.get_mut(&t) {
-                        if !serve_client(&mut emu, epfd, c) {
+                        if !serve_client(&mut links, epfd, c) {
                             epoll_del(epfd, c.stream.as_raw_fd());
                             clients.remove(&t);
                         }
@@ -197,16 +189,10 @@ fn run(args: Args) -> Result<(), String> {
                 }
             }
         }
-        emu.run_due(emu::now_ns());
-        emu.busy.record_ns(emu::now_ns() - woke);
-        let next = emu.next_deadline();
-        if next != armed {
-            arm(&timer, next);
-            armed = next;
-        }
     }
-    let delivered: u64 = emu.links().map(|l| l.dirs[0].counters.delivered + l.dirs[1].counters.delivered).sum();
-    emit(Level::Info, "stopped", &[("links", &emu.len()), ("delivered", &delivered), ("write_errors", &emu.write_errors)]);
+    let (delivered, write_errors) = links.totals();
+    emit(Level::Info, "stopped", &[("links", &links.len()), ("delivered", &delivered), ("write_errors", &write_errors)]);
+    drop(links); // stops the shards; their TAPs close
     drop(listener);
     let _ = std::fs::remove_file(&args.control);
     Ok(())
