@@ -84,6 +84,9 @@ def validate(cfg: dict, name: str = "config") -> None:
 
 
 def write(path: Path, cfg: dict) -> None:
-    """Check `cfg`, then write it where routerd's `--config` reads it."""
+    """Check `cfg`, then write it where routerd's `--config` reads it. Keys whose value is
+    None (an oblivious router has no CPU port) are left out: routerd reads a missing key and
+    a null alike, as not given."""
+    cfg = {k: v for k, v in cfg.items() if v is not None}
     validate(cfg, path.name)
     path.write_text(json.dumps(cfg, indent=1) + "\n")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import subprocess
@@ -309,7 +310,7 @@ class RunningNet:
         folder.mkdir(parents=True, exist_ok=True)
         for name in self.plan.hosts:
             cfg = {k: v for k, v in self.host_fields(name).items() if k != "config"}
-            routerdconfig.write(folder / f"{name}.json", cfg)
+            (folder / f"{name}.json").write_text(json.dumps(cfg, indent=1) + "\n")
 
     def start_hostd(self, argv: list[str], hosts: list[str] | None = None,
                     name: str = "hostd", env: dict | None = None) -> dict[str, Daemon]:
