@@ -100,7 +100,7 @@ def test_router_and_host_verbs_answer_with_json(net, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["counters"]["concast_in"] > 0
     r = cli(net, "router", "stats", "nosuch", "--run", net.tag)
-    assert r.returncode == 2 and "nosuch" in r.stderr
+    assert r.returncode == 3 and "nosuch" in r.stderr   # docs/cli.md: not running = 3
     bogus = tmp_path / "bogus.wasm"
     bogus.write_bytes(b"\0asm but not really")
     r = cli(net, "spec", "upload", "--group", "30", str(bogus), "--node", "rx", "--run", net.tag)
