@@ -26,7 +26,7 @@ def _one(out: Path, scenario: str) -> Path:
     for ext in (".csv", ".png", "-meta.json", "-table.md"):
         assert (d / f"{scenario}{ext}").stat().st_size > 0, ext
     meta = json.loads((d / f"{scenario}-meta.json").read_text())
-    assert meta["git"]["rev"] and meta["parameters"]["seed"] == 1
+    assert meta["git"]["rev"] and meta["params"]["seed"] == 1
     return d
 
 

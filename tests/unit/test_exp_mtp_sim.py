@@ -28,7 +28,7 @@ def test_quick_sim_writes_csv_png_meta_and_reproduces_the_lan_and_two_router_run
     for name in ("sim-printed.csv", "sim-sweep.csv", "sim.png", "sim-meta.json", "sim-table.md"):
         assert (out / name).stat().st_size > 0, name
     meta = json.loads((out / "sim-meta.json").read_text())
-    assert meta["git"]["rev"] and meta["parameters"]["seeds"] == [1, 2, 3]
+    assert meta["git"]["rev"] and meta["params"]["seeds"] == [1, 2, 3]
     rows = list(csv.DictReader((out / "sim-printed.csv").open()))
     assert {r["proto"] for r in rows} == {"mtp", "mtp-1k", "mtp-listing", "tcp"}
     s = sim.summary(rows)

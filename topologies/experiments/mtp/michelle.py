@@ -114,14 +114,14 @@ def main(argv: list[str], common: argparse.Namespace, extra: argparse.Namespace)
         return 2
     p["loss_each_way_pct"] = per_direction(p["loss_pct"])
     t0 = time.monotonic()
+    record = results.begin(p, argv)
     out = results.new_folder(common.out, "michelle")
     rows = run(p, out / "work", lambda t: print(f"[mtp michelle] {t}", flush=True))
     s = summary(rows)
     results.write_csv(rows, out / "michelle.csv")
     plot(s, out / "michelle.png")
     (out / "michelle-table.md").write_text(table(s) + "\n")
-    results.write_meta(results.metadata("michelle", p, argv, time.monotonic() - t0, summary=s,
-                                        paper=MICHELLE), out / "michelle-meta.json")
+    results.write_meta(record, "michelle", out / "michelle-meta.json", summary=s, paper=MICHELLE)
     print(table(s))
     print(f"[mtp michelle] done in {time.monotonic() - t0:.0f} s: {out}")
     return 0

@@ -1,12 +1,14 @@
 """Where a scenario's results go and what its metadata says: a new timestamped folder under
---out, CSV rows, and the metadata the ACK study writes (git revision, machine, parameters,
-seed, command, wall time)."""
+--out, CSV rows, and the provenance record every experiment writes (concast.provenance: git
+revision, tool versions, machine and load at start and end, parameters, seed, command, times)."""
 from __future__ import annotations
 
 import csv
 import json
 import time
 from pathlib import Path
+
+from concast import provenance
 
 
 def new_folder(base: Path, scenario: str) -> Path:
@@ -29,11 +31,13 @@ def write_csv(rows: list[dict], path: Path) -> None:
         w.writerows(rows)
 
 
-def metadata(scenario: str, params: dict, argv: list[str], secs: float, **extra) -> dict:
-    from concast.topologies.experiments.ackstudy.meta import git, machine
-    return {"scenario": scenario, "git": git(), "machine": machine(), "secs": secs, "parameters": params,
-            "command": ["concast", "exp", "mtp", *argv], **extra}
+def begin(params: dict, argv: list[str]) -> dict:
+    """The run's provenance record, taken before the run starts (its load is the start's)."""
+    return provenance.start(params, seed=params.get("seed"), command=["concast", "exp", "mtp", *argv],
+                            binaries=("mtping",))
 
 
-def write_meta(meta: dict, path: Path) -> None:
-    path.write_text(json.dumps(meta, indent=1) + "\n")
+def write_meta(record: dict, scenario: str, path: Path, **extra) -> None:
+    """Ends the record (time, load at the end) and writes it with the scenario's own keys."""
+    meta = provenance.public(provenance.finish(record))
+    path.write_text(json.dumps({"scenario": scenario, **meta, **extra}, indent=1) + "\n")

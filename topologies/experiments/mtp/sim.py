@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from statistics import mean
 
 from concast import ROOT, prereq, tools
 
+from . import results
 from .paper import EMPIRICAL_WAN, PRINTED
 
 #: every scenario of `concast exp mtp` (cli.py runs the others; this parser takes only sim's options)
@@ -126,14 +126,14 @@ def _write_csv(rows: list[dict], path: Path) -> None:
         w.writerows(rows)
 
 
-def save(res: dict, meta: dict, out: Path) -> list[Path]:
+def save(res: dict, record: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "sim-printed.csv", out / "sim-sweep.csv", out / "sim.png", out / "sim-meta.json",
              out / "sim-table.md"]
     _write_csv(res["printed"], paths[0])
     _write_csv(res["sweep"], paths[1])
     plot(res, paths[2])
-    paths[3].write_text(json.dumps(meta, indent=1) + "\n")
+    results.write_meta(record, "sim", paths[3])
     paths[4].write_text(table(res) + "\n")
     return paths
 
@@ -163,23 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         return prereq.report("concast exp mtp", why)
     t0 = time.monotonic()
+    params = {"seeds": list(range(1, a.seeds + 1)), "step": a.step, "max_loss": a.max_loss,
+              "repeat_floor_ms": a.repeat_floor_ms, "protocols": a.protocols, "sweep_path": SWEEP,
+              "printed_runs": {k: v["params"] for k, v in PRINTED.items()}}
+    record = results.begin(params, argv if argv is not None else sys.argv[1:])
     try:
         res = run_sim(a.seeds, a.step, a.max_loss, a.repeat_floor_ms, a.protocols)
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         print(f"concast exp mtp: {e}", file=sys.stderr)
         return 2
-    from concast.topologies.experiments.ackstudy.meta import git, machine
-    meta = {"scenario": a.scenario, "git": git(), "machine": machine(), "secs": time.monotonic() - t0,
-            "parameters": {"seeds": list(range(1, a.seeds + 1)), "step": a.step, "max_loss": a.max_loss,
-                           "repeat_floor_ms": a.repeat_floor_ms, "protocols": a.protocols, "sweep_path": SWEEP,
-                           "printed_runs": {k: v["params"] for k, v in PRINTED.items()}},
-            "command": ["concast", "exp", "mtp", *(argv if argv is not None else sys.argv[1:])]}
-    out = a.out / f"{a.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
-    n = 1
-    while out.exists():
-        n += 1
-        out = a.out / f"{a.scenario}-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+    out = results.new_folder(a.out, a.scenario)
     print(table(res))
-    paths = save(res, meta, out)
+    paths = save(res, record, out)
     print(f"[mtp] done in {time.monotonic() - t0:.1f} s: {', '.join(str(p) for p in paths)}")
     return 0

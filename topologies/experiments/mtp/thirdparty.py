@@ -152,13 +152,13 @@ def main(argv: list[str], common: argparse.Namespace, extra: argparse.Namespace)
         print("concast exp mtp: --duration > 0, --rtt > 0, MTP counts ≥ 0, TCP counts ≥ 1", file=sys.stderr)
         return 2
     t0 = time.monotonic()
+    record = results.begin(p, argv)
     out = results.new_folder(common.out, "third-party")
     rows = run(p, out / "work", lambda t: print(f"[mtp third-party] {t}", flush=True))
     results.write_csv(rows, out / "third-party.csv")
     plot(rows, out / "third-party.png")
     (out / "third-party-table.md").write_text(table(rows) + "\n")
-    results.write_meta(results.metadata("third-party", p, argv, time.monotonic() - t0, kb=KB,
-                                        paper_figure_16=FIGURE_16), out / "third-party-meta.json")
+    results.write_meta(record, "third-party", out / "third-party-meta.json", kb=KB, paper_figure_16=FIGURE_16)
     print(table(rows))
     print(f"[mtp third-party] done in {time.monotonic() - t0:.0f} s: {out}")
     return 0

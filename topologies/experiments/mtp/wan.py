@@ -159,6 +159,7 @@ def main(argv: list[str], common: argparse.Namespace, extra: argparse.Namespace)
         print("concast exp mtp: --runs ≥ 1, --rtt > 0, --queue > 0, losses in [0, 100)", file=sys.stderr)
         return 2
     t0 = time.monotonic()
+    record = results.begin(p, argv)
     out = results.new_folder(common.out, "wan")
     rows = run(p, out / "work", lambda t: print(f"[mtp wan] {t}", flush=True))
     a = analyse(rows)
@@ -167,8 +168,7 @@ def main(argv: list[str], common: argparse.Namespace, extra: argparse.Namespace)
     (out / "wan-table.md").write_text(table(a) + "\n")
     summary = {k: {"bins": {str(x): m for x, m in v["bins"].items()}, "smoothed": {str(x): y for x, y in v["smoothed"].items()},
                    "fit": v["fit"]} for k, v in a.items()}
-    results.write_meta(results.metadata("wan", p, argv, time.monotonic() - t0, summary=summary,
-                                        kb=KB), out / "wan-meta.json")
+    results.write_meta(record, "wan", out / "wan-meta.json", summary=summary, kb=KB)
     print(table(a))
     print(f"[mtp wan] done in {time.monotonic() - t0:.0f} s: {out}")
     return 0
