@@ -165,3 +165,16 @@ fn ch5_mean_window_reported_is_the_transactions_own_not_the_unused_shared_one() 
     assert!(mean_window >= start as f64 / 2.0 && mean_window <= start as f64, "mean window {mean_window}, started at {start}");
     assert!(mean_in_flight <= mean_window + 1.0, "{mean_in_flight} in flight, window {mean_window}");
 }
+
+#[test]
+fn ch5_transaction_identifiers_start_at_random_and_count_up_per_request() {
+    let ids = |seed: u64| {
+        let mut n = net(seed, ClientConfig::default());
+        (0..4).map(|_| n.client.request(0, b"size:1000", RequestOpts::default()).unwrap()).collect::<Vec<u32>>()
+    };
+    let (a, b) = (ids(11), ids(12));
+    for w in a.windows(2).chain(b.windows(2)) {
+        assert_eq!(w[1], w[0].wrapping_add(1), "one more per request: {a:?} {b:?}");
+    }
+    assert_ne!(a[0], b[0], "the start is the client's own random value");
+}

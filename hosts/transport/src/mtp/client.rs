@@ -239,7 +239,9 @@ pub struct Client {
     ended: VecDeque<u32>,
     ended_set: HashMap<u32, ()>,
     out: VecDeque<Output>,
-    rng: u64,
+    /// The next transaction id (ch. V "Transaction Identifiers": a random start per client,
+    /// then one more per request).
+    next_id: u32,
     stats: ClientStats,
     occ: Occupancy,
     /// Sums of ended transactions' flow counters.
@@ -278,6 +280,7 @@ impl Client {
         cc.init(&mut ctl);
         let mut rng = cfg.seed | 1;
         let stamp_base = xorshift(&mut rng) as u32;
+        let next_id = xorshift(&mut rng) as u32;
         Ok(Client {
             size: SizeAdapt::new(cfg.min_size, cfg.max_size),
             cfg,
@@ -299,7 +302,7 @@ impl Client {
             ended: VecDeque::new(),
             ended_set: HashMap::new(),
             out: VecDeque::new(),
-            rng,
+            next_id,
             stats: ClientStats::default(),
             occ: Occupancy::default(),
             ended_flow: (0, 0, 0),
@@ -414,15 +417,17 @@ impl Client {
         self.out.pop_front()
     }
 
-    /// request: opens a transaction for the object `name`; returns its 32-bit id (random, so
-    /// that an off-path sender cannot guess it).
+    /// request: opens a transaction for the object `name`; returns its 32-bit id: the client's
+    /// random start plus the number of requests before it (ch. V "Transaction Identifiers": an id
+    /// comes back only after 2^32 requests; 0 and ids still in use or remembered are skipped).
     pub fn request(&mut self, now: u64, name: &[u8], opts: RequestOpts) -> Result<u32, String> {
         self.account(now);
         if name.len() > wire::MAX_NAME {
             return Err(format!("name of {} bytes; at most {}", name.len(), wire::MAX_NAME));
         }
         let id = loop {
-            let id = xorshift(&mut self.rng) as u32;
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
             if id != 0 && !self.txs.contains_key(&id) && !self.ended_set.contains_key(&id) {
                 break id;
             }
