@@ -373,6 +373,9 @@ struct Sample {
 
 impl Sample {
     fn take(&mut self, c: &Client, id: u32, per_transaction: bool) {
+        // an ended transaction's state is gone: keep the last sample
+        let Some(transit) = c.transit(id) else { return };
+        self.transit_bytes = Some(transit);
         match c.flow(id) {
             Some(f) => {
                 self.window = f.window as f64 / f.size.max(1) as f64;
@@ -382,20 +385,17 @@ impl Sample {
                 self.repeat_interval_us = f.repeat_us;
                 self.min_rtt_us = Some(f.min_rtt_us).filter(|&r| r > 0);
                 self.mean_rtt_us = Some(f.mean_rtt_us()).filter(|&r| r > 0);
-                self.transit_bytes = c.transit(id);
             }
             None if per_transaction => {
                 // a single-datagram transaction: one request, no window (glossary)
                 self.window = 1.0;
                 self.datagram_size = c.datagram_size();
                 self.repeat_interval_us = c.flowtimeout_us();
-                self.transit_bytes = c.transit(id);
             }
             None => {
                 self.window = c.window();
                 self.datagram_size = c.datagram_size();
                 self.repeat_interval_us = c.flowtimeout_us();
-                self.transit_bytes = c.transit(id);
             }
         }
         self.in_flight = c.in_flight();
