@@ -106,6 +106,7 @@ def test_silence_expires_and_the_calls_timeout_destroys():
     # a UDP socket that never answers: requests go nowhere
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
         mute.bind(("127.0.0.1", 0))
+        mute.settimeout(5)
         addr = f"127.0.0.1:{mute.getsockname()[1]}"
         with mtp.MtpClient(expire=30) as cli:
             with pytest.raises(mtp.MtpExpired, match="expired") as e:
