@@ -86,7 +86,7 @@ def _load() -> ctypes.CDLL:
         lib = ctypes.CDLL(str(path))
         c, vp, sz, u32, i = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int
         u8p = ctypes.POINTER(ctypes.c_uint8)
-        lib.mtp_server_new.argtypes = [c, c, c, sz]
+        lib.mtp_server_new.argtypes = [c, c, sz, c, sz]
         lib.mtp_server_new.restype = vp
         lib.mtp_server_port.argtypes = [vp, c, sz]
         lib.mtp_server_port.restype = i
@@ -96,7 +96,7 @@ def _load() -> ctypes.CDLL:
         lib.mtp_server_remove.restype = i
         lib.mtp_server_stop.argtypes = [vp, c, sz]
         lib.mtp_server_stop.restype = i
-        lib.mtp_client_new.argtypes = [c, c, sz, sz, u32, u32, u32, c, sz]
+        lib.mtp_client_new.argtypes = [c, c, sz, sz, u32, u32, u32, c, c, sz]
         lib.mtp_client_new.restype = vp
         lib.mtp_get.argtypes = [vp, c, c, sz, u32, u32, u32, ctypes.POINTER(u8p), ctypes.POINTER(sz), c, sz]
         lib.mtp_get.restype = i
@@ -170,13 +170,17 @@ class _Handle:
 class MtpServer(_Handle):
     """A stateless MTP server answering on its own thread from the moment it is made: objects
     put() by name, the files of `dir` by plain name, and the generated `size:N` objects (N
-    pattern bytes). `addr` "host:port"; port 0 picks one (see `port`)."""
+    pattern bytes). `addr` "host:port"; port 0 picks one (see `port`). `limit`: the server's
+    response limit per request, bytes (0: none); the client bounds its later requests by it."""
 
     _free = "mtp_server_free"
 
-    def __init__(self, addr: str = "127.0.0.1:0", dir: str | os.PathLike | None = None):
+    def __init__(self, addr: str = "127.0.0.1:0", dir: str | os.PathLike | None = None, limit: int = 0):
+        if limit < 0:
+            raise MtpError(f"limit must be >= 0, got {limit}")
         err = ctypes.create_string_buffer(_ERR)
-        h = _load().mtp_server_new(addr.encode(), os.fsencode(dir) if dir is not None else None, err, _ERR)
+        h = _load().mtp_server_new(addr.encode(), os.fsencode(dir) if dir is not None else None, limit,
+                                   err, _ERR)
         if not h:
             raise MtpError(err.value.decode(errors="replace"))
         self._h = h
@@ -221,14 +225,15 @@ class MtpClient(_Handle):
     hint (unknown, modem, isdn, isdn2, dsl, cable, ethernet, fast); rcvbuf: the receive buffer
     the window caps assume (bytes); max_size: the largest payload asked for per datagram;
     repeat_floor: the repeat interval's floor (seconds; the dissertation's 0.5); expire: the
-    default expire time (seconds without any reply); max_object: the largest object accepted.
-    None keeps each default (docs/transport.md, "MTP")."""
+    default expire time (seconds without any reply); max_object: the largest object accepted;
+    bind: the local "ip:port" of its sockets (port 0 picks one; a fixed port allows one server
+    per client). None or 0 keeps each default (docs/transport.md, "MTP")."""
 
     _free = "mtp_client_free"
 
     def __init__(self, window: str | None = None, link: str | None = None, rcvbuf: int = 0,
                  max_size: int = 0, repeat_floor: float | None = None,
-                 expire: float | None = None, max_object: int = 0):
+                 expire: float | None = None, max_object: int = 0, bind: str | None = None):
         for what, v in (("rcvbuf", rcvbuf), ("max_size", max_size)):
             if v < 0:
                 raise MtpError(f"{what} must be >= 0, got {v}")
@@ -237,7 +242,8 @@ class MtpClient(_Handle):
         err = ctypes.create_string_buffer(_ERR)
         h = _load().mtp_client_new(window.encode() if window else None, link.encode() if link else None,
                                    rcvbuf, max_size, _ms(repeat_floor, "repeat_floor"),
-                                   _ms(expire, "expire"), max_object, err, _ERR)
+                                   _ms(expire, "expire"), max_object,
+                                   bind.encode() if bind else None, err, _ERR)
         if not h:
             raise MtpError(err.value.decode(errors="replace"))
         self._h = h

@@ -158,6 +158,21 @@ def test_two_clients_at_once_each_get_the_whole_object(server):
     assert srv.stats()["queries"] >= 2 * (MB // 1400)
 
 
+def test_the_servers_response_limit_and_a_bound_client(server):
+    _, addr = server
+    with mtp.MtpServer("127.0.0.1:0", limit=500) as lim:
+        lim.put("big", BIG)
+        with mtp.MtpClient(bind="127.0.0.1:0") as cli:
+            assert cli.get(f"127.0.0.1:{lim.port}", "big", timeout=60) == BIG
+            st = cli.stats()
+            assert st["counters"]["server_limited"] > 0
+            assert st["counters"]["replies"] >= MB // 500
+            assert cli.get(addr, "small", timeout=20) == SMALL  # port 0: any number of servers
+        assert lim.stats()["limit"] == 500
+    with pytest.raises(mtp.MtpError, match="bind address"):
+        mtp.MtpClient(bind="localhost")
+
+
 def test_bad_arguments_raise_with_the_reason():
     with pytest.raises(mtp.MtpError, match='unknown window rule "warp"'):
         mtp.MtpClient(window="warp")

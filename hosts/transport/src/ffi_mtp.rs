@@ -37,7 +37,7 @@ use crate::mtp::client::NOBLE;
 use crate::mtp::noble::LinkType;
 use crate::mtp::server::{Answer, Query, Responder, Server, ServerStats};
 use crate::mtp::tool::{stats_json, Files};
-use crate::mtp::udp::{serve, Endpoint};
+use crate::mtp::udp::{serve_server, Endpoint};
 use crate::mtp::window::MtpWindow;
 use crate::mtp::{Client, ClientConfig, Output, RequestOpts};
 
@@ -163,6 +163,8 @@ impl Responder for Store {
 pub struct MtpServer {
     addr: SocketAddr,
     dir: Option<PathBuf>,
+    /// The response limit per request, bytes (0: none).
+    limit: usize,
     shelf: Arc<Shelf>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<io::Result<Server<Store>>>>,
@@ -173,7 +175,7 @@ pub struct MtpServer {
 }
 
 impl MtpServer {
-    fn start(addr: &str, dir: Option<PathBuf>) -> Result<MtpServer, Fail> {
+    fn start(addr: &str, dir: Option<PathBuf>, limit: usize) -> Result<MtpServer, Fail> {
         if let Some(d) = &dir {
             if !d.is_dir() {
                 return Err(arg(format!("{} is not a directory", d.display())));
@@ -183,13 +185,14 @@ impl MtpServer {
         let local = sock.local_addr().map_err(|e| io_err(addr, e))?;
         let shelf = Arc::new(Shelf::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let store = Store { shelf: shelf.clone(), files: Files { dir: dir.clone() } };
+        let mut server = Server::new(Store { shelf: shelf.clone(), files: Files { dir: dir.clone() } });
+        server.limit = (limit > 0).then_some(limit);
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("mtp-server".into())
-            .spawn(move || serve(&sock, store, &flag))
+            .spawn(move || serve_server(&sock, server, &flag, None))
             .map_err(|e| io_err("server thread", e))?;
-        Ok(MtpServer { addr: local, dir, shelf, stop, thread: Some(thread), last: None, failed: None })
+        Ok(MtpServer { addr: local, dir, limit, shelf, stop, thread: Some(thread), last: None, failed: None })
     }
 
     /// Stops the serving loop (it checks the flag at least every 100 ms) and keeps its counters.
@@ -212,7 +215,7 @@ impl MtpServer {
         let named = self.shelf.named.read().unwrap_or_else(|e| e.into_inner());
         let mut v = json!({
             "role": "server", "addr": self.addr.to_string(),
-            "dir": self.dir.as_ref().map(|d| d.display().to_string()),
+            "dir": self.dir.as_ref().map(|d| d.display().to_string()), "limit": self.limit,
             "running": self.thread.as_ref().is_some_and(|t| !t.is_finished()),
             "objects": named.len(), "object_bytes": named.values().map(|o| o.len()).sum::<usize>(),
             "queries": self.shelf.queries.load(Ordering::Relaxed),
@@ -238,16 +241,17 @@ fn server<'a>(h: *mut MtpServer) -> Result<&'a mut MtpServer, Fail> {
 }
 
 /// Bind `addr` ("host:port"; port 0 picks one) and start answering on a thread of its own, for
-/// objects put by name, the files of `dir` (null: none) and `size:N`. Null on error.
+/// objects put by name, the files of `dir` (null: none) and `size:N`. `limit`: the server's
+/// response limit per request in bytes (ch. V "Mechanisms"; 0: none). Null on error.
 ///
 /// # Safety
 /// See the module documentation.
 #[no_mangle]
-pub unsafe extern "C" fn mtp_server_new(addr: *const c_char, dir: *const c_char, err: *mut c_char, cap: usize) -> *mut MtpServer {
+pub unsafe extern "C" fn mtp_server_new(addr: *const c_char, dir: *const c_char, limit: usize, err: *mut c_char, cap: usize) -> *mut MtpServer {
     let r = guard(|| {
         let addr = text(addr, "address").map_err(arg)?;
         let dir = if dir.is_null() { None } else { Some(PathBuf::from(text(dir, "directory").map_err(arg)?)) };
-        MtpServer::start(addr, dir)
+        MtpServer::start(addr, dir, limit)
     });
     match r {
         Ok(s) => Box::into_raw(Box::new(s)),
@@ -406,6 +410,8 @@ impl Sample {
 pub struct MtpClient {
     cfg: ClientConfig,
     link: LinkType,
+    /// The local address its sockets bind (None: the wildcard, a port picked).
+    bind: Option<SocketAddr>,
     /// One endpoint (socket and sans-IO client) per server asked.
     eps: HashMap<SocketAddr, Endpoint>,
     last: Option<SocketAddr>,
@@ -473,8 +479,17 @@ impl MtpClient {
         let ep = match self.eps.entry(server) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
+                if let Some(b) = self.bind.filter(|b| b.port() != 0) {
+                    if let Some(other) = self.last {
+                        return Err(arg(format!("bound to port {}, this client already asks {other}: one server per client", b.port())));
+                    }
+                }
                 let c = Client::new(self.cfg.clone()).map_err(arg)?;
-                v.insert(Endpoint::new(c, server).map_err(|e| io_err("client socket", e))?)
+                let ep = match self.bind {
+                    Some(b) => Endpoint::bound(c, server, b),
+                    None => Endpoint::new(c, server),
+                };
+                v.insert(ep.map_err(|e| io_err("client socket", e))?)
             }
         };
         self.last = Some(server);
@@ -538,7 +553,7 @@ impl MtpClient {
     fn stats(&self) -> Value {
         let s = &self.sample;
         let mut v = json!({
-            "role": "client", "cc": self.cfg.cc, "link": self.link.name(), "rcvbuf": self.cfg.rcvbuf,
+            "role": "client", "cc": self.cfg.cc, "link": self.link.name(), "bind": self.bind.map(|b| b.to_string()), "rcvbuf": self.cfg.rcvbuf,
             "max_size": self.cfg.max_size, "repeat_floor_us": self.cfg.repeat_floor_us,
             "expire_us": self.cfg.expire_us, "max_object": self.cfg.max_object,
             "gets": self.gets, "done": self.done, "failed": self.failed, "bytes": self.bytes,
@@ -572,7 +587,9 @@ fn client<'a>(h: *mut MtpClient) -> Result<&'a mut MtpClient, Fail> {
 /// mtp.h link-type hint by name (null: unknown); `rcvbuf` the receive buffer the window caps
 /// assume (bytes); `max_size` the largest payload asked for; `repeat_floor_ms` the repeat
 /// interval's floor; `expire_ms` the default expire time; `max_object` the largest object
-/// accepted. Each number 0 keeps its default. Null on error.
+/// accepted; `bind` the local address of its sockets ("ip:port"; null: the wildcard, port 0 picks
+/// one; a fixed port allows one server per client). Each number 0 keeps its default. Null on
+/// error.
 ///
 /// # Safety
 /// See the module documentation.
@@ -586,6 +603,7 @@ pub unsafe extern "C" fn mtp_client_new(
     repeat_floor_ms: u32,
     expire_ms: u32,
     max_object: u32,
+    bind: *const c_char,
     err: *mut c_char,
     cap: usize,
 ) -> *mut MtpClient {
@@ -593,9 +611,16 @@ pub unsafe extern "C" fn mtp_client_new(
         let window = if window.is_null() { None } else { Some(text(window, "window rule").map_err(arg)?) };
         let link = if link.is_null() { None } else { Some(text(link, "link type").map_err(arg)?) };
         let (cfg, link) = client_config(window, link, rcvbuf, max_size, repeat_floor_ms, expire_ms, max_object)?;
+        let bind = if bind.is_null() {
+            None
+        } else {
+            let b = text(bind, "bind address").map_err(arg)?;
+            Some(b.parse::<SocketAddr>().map_err(|e| arg(format!("bind address {b:?}: {e} (want ip:port)")))?)
+        };
         Ok(MtpClient {
             cfg,
             link,
+            bind,
             eps: HashMap::new(),
             last: None,
             sample: Sample::default(),
@@ -732,7 +757,7 @@ mod tests {
 
     fn new_client(window: &str, link: &str, max_object: u32, e: &mut ErrBuf) -> *mut MtpClient {
         let (w, l) = (CString::new(window).unwrap(), CString::new(link).unwrap());
-        unsafe { mtp_client_new(w.as_ptr(), l.as_ptr(), 0, 0, 0, 0, max_object, e.p(), 256) }
+        unsafe { mtp_client_new(w.as_ptr(), l.as_ptr(), 0, 0, 0, 0, max_object, std::ptr::null(), e.p(), 256) }
     }
 
     fn get(c: *mut MtpClient, server: &str, name: &[u8], expire_ms: u32, flags: u32, timeout_ms: u32, e: &mut ErrBuf) -> (c_int, Vec<u8>) {
@@ -747,7 +772,7 @@ mod tests {
     fn serve_loopback() -> (*mut MtpServer, String) {
         let mut e = ErrBuf::new();
         let a = CString::new("127.0.0.1:0").unwrap();
-        let s = unsafe { mtp_server_new(a.as_ptr(), std::ptr::null(), e.p(), 256) };
+        let s = unsafe { mtp_server_new(a.as_ptr(), std::ptr::null(), 0, e.p(), 256) };
         assert!(!s.is_null(), "{}", e.msg());
         let port = unsafe { mtp_server_port(s, e.p(), 256) };
         assert!(port > 0);
@@ -761,11 +786,14 @@ mod tests {
         assert!(e.msg().contains("unknown window rule \"warp\""), "{}", e.msg());
         assert!(new_client("mtp", "carrier-pigeon", 0, &mut e).is_null());
         assert!(e.msg().contains("unknown link type") && e.msg().contains("ethernet"), "{}", e.msg());
-        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 100, 0, 0, 0, 0, e.p(), 256) };
+        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 100, 0, 0, 0, 0, std::ptr::null(), e.p(), 256) };
         assert!(c.is_null());
         assert!(e.msg().contains("rcvbuf"), "{}", e.msg());
-        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 0, 100_000, 0, 0, 0, e.p(), 256) };
+        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 0, 100_000, 0, 0, 0, std::ptr::null(), e.p(), 256) };
         assert!(c.is_null() && e.msg().contains("max_size"), "{}", e.msg());
+        let b = CString::new("localhost").unwrap();
+        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 0, 0, 0, 0, 0, b.as_ptr(), e.p(), 256) };
+        assert!(c.is_null() && e.msg().contains("bind address \"localhost\""), "{}", e.msg());
         for w in ["mtp", "mtp-cubic", "mtp-halve", "newreno"] {
             let c = new_client(w, "fast", 0, &mut e);
             assert!(!c.is_null(), "{w}: {}", e.msg());
@@ -801,11 +829,38 @@ mod tests {
         unsafe { mtp_client_free(c) };
         let a = CString::new("127.0.0.1:0").unwrap();
         let d = CString::new("/nonexistent/dir").unwrap();
-        assert!(unsafe { mtp_server_new(a.as_ptr(), d.as_ptr(), e.p(), 256) }.is_null());
+        assert!(unsafe { mtp_server_new(a.as_ptr(), d.as_ptr(), 0, e.p(), 256) }.is_null());
         assert!(e.msg().contains("not a directory"), "{}", e.msg());
         let bad = CString::new("999.0.0.1:0").unwrap();
-        assert!(unsafe { mtp_server_new(bad.as_ptr(), std::ptr::null(), e.p(), 256) }.is_null());
+        assert!(unsafe { mtp_server_new(bad.as_ptr(), std::ptr::null(), 0, e.p(), 256) }.is_null());
         assert!(!e.msg().is_empty());
+    }
+
+    #[test]
+    fn a_fixed_local_port_serves_one_server_and_the_response_limit_reaches_the_client() {
+        let mut e = ErrBuf::new();
+        let (s1, a1) = serve_loopback();
+        let (s2, a2) = serve_loopback();
+        let a = CString::new("127.0.0.1:0").unwrap();
+        let limited = unsafe { mtp_server_new(a.as_ptr(), std::ptr::null(), 600, e.p(), 256) };
+        let a3 = format!("127.0.0.1:{}", unsafe { mtp_server_port(limited, e.p(), 256) });
+        let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let b = CString::new(format!("127.0.0.1:{port}")).unwrap();
+        let c = unsafe { mtp_client_new(std::ptr::null(), std::ptr::null(), 0, 0, 0, 0, 0, b.as_ptr(), e.p(), 256) };
+        assert!(!c.is_null(), "{}", e.msg());
+        let want = crate::mtp::server::pattern(0, 5000);
+        assert_eq!(get(c, &a1, b"size:5000", 0, 0, 10_000, &mut e), (MTP_OK, want.clone()));
+        assert_eq!(get(c, &a1, b"size:5000", 0, 0, 10_000, &mut e), (MTP_OK, want.clone()));
+        assert_eq!(get(c, &a2, b"size:5000", 0, 0, 10_000, &mut e).0, MTP_E_ARG);
+        assert!(e.msg().contains("one server per client"), "{}", e.msg());
+        unsafe { mtp_client_free(c) };
+        let c = new_client("mtp", "unknown", 0, &mut e);
+        assert_eq!(get(c, &a3, b"size:5000", 0, 0, 10_000, &mut e), (MTP_OK, want));
+        assert!(unsafe { &*c }.eps.values().all(|ep| ep.client.stats().server_limited > 0));
+        unsafe { mtp_client_free(c) };
+        for s in [s1, s2, limited] {
+            unsafe { mtp_server_free(s) };
+        }
     }
 
     #[test]
