@@ -7,6 +7,7 @@ hosts/transport/src/ffi_mtp.rs (the same libconcast_transport.so as concast.host
         with mtp.MtpClient(window="mtp", link="ethernet") as cli:
             data = cli.get(f"127.0.0.1:{srv.port}", "hello", timeout=10)
             print(cli.stats()["window"], cli.stats()["counters"]["repeats"])
+            pages = cli.get_many(f"127.0.0.1:{srv.port}", ["hello", "size:5000"])  # at once
 
 Every failure raises a subclass of MtpError carrying the Rust side's reason and its code:
 MtpRefused (the server refused: no such object ...), MtpExpired (no reply for the expire
@@ -100,6 +101,10 @@ def _load() -> ctypes.CDLL:
         lib.mtp_client_new.restype = vp
         lib.mtp_get.argtypes = [vp, c, c, sz, u32, u32, u32, ctypes.POINTER(u8p), ctypes.POINTER(sz), c, sz]
         lib.mtp_get.restype = i
+        lib.mtp_get_many.argtypes = [vp, c, ctypes.POINTER(c), ctypes.POINTER(sz), sz, u32, u32, u32,
+                                     ctypes.POINTER(u8p), ctypes.POINTER(sz), ctypes.POINTER(i),
+                                     ctypes.POINTER(vp), c, sz]
+        lib.mtp_get_many.restype = i
         lib.mtp_free_buf.argtypes = [u8p, sz]
         lib.mtp_free_buf.restype = None
         for name in ("mtp_server_stats", "mtp_client_stats"):
@@ -270,6 +275,45 @@ class MtpClient(_Handle):
             return ctypes.string_at(out, size.value)
         finally:
             lib.mtp_free_buf(out, size.value)
+
+    def get_many(self, server: str, names: list[str | bytes], timeout: float = 30.0,
+                 expire: float | None = None, single: bool = False) -> list[bytes | MtpError]:
+        """Every object of `names` from `server` at once, one transaction each (each with its
+        own window under the dissertation's rules), waiting up to `timeout` for all. Returns one
+        entry per name, in order: its bytes, or the MtpError subclass it failed with (not
+        raised). Raises MtpError only when nothing could be fetched (a bad argument, a socket
+        error)."""
+        lib = _load()
+        ns = [_name(n) for n in names]
+        k = len(ns)
+        if k == 0:
+            raise MtpError("no names to fetch")
+        c_names = (ctypes.c_char_p * k)(*ns)
+        c_lens = (ctypes.c_size_t * k)(*(len(n) for n in ns))
+        outs = (ctypes.POINTER(ctypes.c_uint8) * k)()
+        out_lens = (ctypes.c_size_t * k)()
+        codes = (ctypes.c_int * k)()
+        reasons = (ctypes.c_void_p * k)()
+        err = ctypes.create_string_buffer(_ERR)
+        r = lib.mtp_get_many(self._handle(), server.encode(), c_names, c_lens, k, _ms(expire, "expire"),
+                             SINGLE if single else 0, _ms(timeout, "timeout"), outs, out_lens, codes,
+                             reasons, err, _ERR)
+        if r < 0:
+            _raise(r, err)
+        got: list[bytes | MtpError] = []
+        for j in range(k):
+            try:
+                if codes[j] == 0:
+                    got.append(ctypes.string_at(outs[j], out_lens[j]) if outs[j] else b"")
+                else:
+                    why = ctypes.string_at(reasons[j]).decode(errors="replace") if reasons[j] else ""
+                    got.append(_BY_CODE.get(codes[j], MtpError)(why, codes[j]))
+            finally:
+                if outs[j]:
+                    lib.mtp_free_buf(outs[j], out_lens[j])
+                if reasons[j]:
+                    lib.mtp_free_str(reasons[j])
+        return got
 
     def stats(self) -> dict:
         """The options, gets/done/failed/bytes, the last transaction's flow (window in

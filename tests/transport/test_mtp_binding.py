@@ -121,6 +121,21 @@ def test_silence_expires_and_the_calls_timeout_destroys():
     assert st["counters"]["replies"] == 0 and st["counters"]["requests"] >= 2
 
 
+def test_get_many_fetches_at_once_and_reports_each_failure(server):
+    srv, addr = server
+    with mtp.MtpClient() as cli:
+        got = cli.get_many(addr, ["big", "nothing", b"small", "size:3000"], timeout=60)
+        st = cli.stats()
+        with pytest.raises(mtp.MtpError, match="no names"):
+            cli.get_many(addr, [])
+    assert len(got) == 4
+    assert got[0] == BIG and got[2] == SMALL and got[3] == generated(3000)
+    assert isinstance(got[1], mtp.MtpRefused) and got[1].code == mtp.E_REFUSED
+    assert 'no object named "nothing"' in str(got[1])
+    assert (st["gets"], st["done"], st["failed"]) == (4, 3, 1)
+    assert st["bytes"] == MB + len(SMALL) + 3000
+
+
 def test_an_object_over_max_object_is_too_large(server):
     _, addr = server
     with mtp.MtpClient(max_object=10_000) as cli:
@@ -185,7 +200,7 @@ def test_bad_arguments_raise_with_the_reason():
     with pytest.raises(mtp.MtpError):
         mtp.MtpServer("no-such-host.invalid:0")
     with mtp.MtpClient() as cli:
-        with pytest.raises(mtp.MtpError, match="empty"):
+        with pytest.raises(mtp.MtpError, match="1 to 1024 bytes, got 0"):
             cli.get("127.0.0.1:9", "", timeout=1)
         with pytest.raises(mtp.MtpError, match="timeout must be >= 0"):
             cli.get("127.0.0.1:9", "x", timeout=-1)

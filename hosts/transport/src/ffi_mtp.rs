@@ -7,7 +7,8 @@
 //! rules, link-type hint, receive buffer, datagram size, repeat floor, expire time, largest
 //! object) and one `mtp::udp::Endpoint` per server it has asked; `mtp_get` fetches one whole
 //! object, driving the sans-IO client in the caller's thread until the object is there, the
-//! transaction fails, or the call's timeout passes.
+//! transaction fails, or the call's timeout passes; `mtp_get_many` runs several transactions at
+//! once the same way.
 //!
 //! Every call that can fail returns a negative `MTP_E_*` code (or null) and writes the reason,
 //! NUL-terminated, into the caller's `err` buffer. Nothing panics across the boundary: every
@@ -473,8 +474,20 @@ fn client_config(
 
 impl MtpClient {
     fn get(&mut self, server: SocketAddr, name: &[u8], opts: RequestOpts, timeout: Duration) -> Result<Vec<u8>, Fail> {
-        if name.is_empty() {
-            return Err(arg("the object's name is empty"));
+        self.get_many(server, &[name], opts, timeout)?.pop().expect("one name, one result")
+    }
+
+    /// Fetches every name at once, one transaction each (each its own window under the
+    /// dissertation's rules), until all have ended or `timeout` passes (the rest are destroyed).
+    /// The outer error is one that stops them all (a bad argument, a socket error).
+    fn get_many(&mut self, server: SocketAddr, names: &[&[u8]], opts: RequestOpts, timeout: Duration) -> Result<Vec<Result<Vec<u8>, Fail>>, Fail> {
+        if names.is_empty() {
+            return Err(arg("no names to fetch"));
+        }
+        for n in names {
+            if n.is_empty() || n.len() > crate::mtp::wire::MAX_NAME {
+                return Err(arg(format!("a name has 1 to {} bytes, got {}", crate::mtp::wire::MAX_NAME, n.len())));
+            }
         }
         let ep = match self.eps.entry(server) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -493,61 +506,82 @@ impl MtpClient {
             }
         };
         self.last = Some(server);
-        self.gets += 1;
+        self.gets += names.len() as u64;
         let noble = self.cfg.noble();
         let expire_ms = opts.expire_us.unwrap_or(self.cfg.expire_us) / 1000;
-        let now = ep.now();
-        let id = ep.client.request(now, name, RequestOpts { update: Some(1), ..opts }).map_err(arg)?;
-        let mut sample = Sample::default();
-        sample.take(&ep.client, id, noble);
-        let mut got: Option<Result<Vec<u8>, Fail>> = None;
-        let ended = ep
-            .run(timeout, |c, _, o| {
-                let r = match o {
-                    Output::Progress { tx, .. } if tx == id => {
-                        sample.take(c, id, noble);
-                        return false;
+        let mut ids = Vec::with_capacity(names.len());
+        for n in names {
+            let now = ep.now();
+            match ep.client.request(now, n, RequestOpts { update: Some(1), ..opts.clone() }) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for id in ids {
+                        let _ = ep.client.abort(now, id, crate::mtp::Abort::Destroy);
                     }
-                    Output::Done { tx, object, .. } if tx == id => Ok(object),
-                    Output::Failed { tx, reason } if tx == id => {
-                        let code = if reason.contains(TOO_LARGE_MARK) { MTP_E_TOO_LARGE } else { MTP_E_REFUSED };
-                        let what = if code == MTP_E_REFUSED { "refused" } else { "too large" };
-                        Err((code, format!("{what}: {reason}")))
-                    }
-                    Output::Expired { tx } if tx == id => {
-                        Err((MTP_E_EXPIRED, format!("expired: no reply for the expire time ({expire_ms} ms)")))
-                    }
-                    Output::Finished { tx, prefix, complete: false } | Output::Stopped { tx, prefix } if tx == id => {
-                        Err((MTP_E_ABORTED, format!("aborted with {} bytes of the object", prefix.len())))
-                    }
-                    Output::Finished { tx, prefix, complete: true } if tx == id => Ok(prefix),
-                    _ => return false,
-                };
-                got = Some(r);
-                true
-            })
-            .map_err(|e| io_err("client socket", e))?;
-        let r = match (ended, got) {
-            (true, Some(r)) => r,
-            _ => {
-                let now = ep.now();
-                let _ = ep.client.abort(now, id, crate::mtp::Abort::Destroy);
-                Err((MTP_E_TIMEOUT, format!("timed out after {} ms; transaction destroyed", timeout.as_millis())))
-            }
-        };
-        self.sample = sample;
-        match &r {
-            Ok(o) => {
-                self.done += 1;
-                self.bytes += o.len() as u64;
-                self.last_error = None;
-            }
-            Err((_, m)) => {
-                self.failed += 1;
-                self.last_error = Some(m.clone());
+                    return Err(arg(e));
+                }
             }
         }
-        r
+        let mut sample = Sample::default();
+        sample.take(&ep.client, ids[0], noble);
+        let mut got: Vec<Option<Result<Vec<u8>, Fail>>> = vec![None; ids.len()];
+        let mut left = ids.len();
+        let run = ep.run(timeout, |c, _, o| {
+            let (tx, r) = match o {
+                Output::Progress { tx, .. } => {
+                    if ids.contains(&tx) {
+                        sample.take(c, tx, noble);
+                    }
+                    return false;
+                }
+                Output::Done { tx, object, .. } => (tx, Ok(object)),
+                Output::Failed { tx, reason } => {
+                    let code = if reason.contains(TOO_LARGE_MARK) { MTP_E_TOO_LARGE } else { MTP_E_REFUSED };
+                    let what = if code == MTP_E_REFUSED { "refused" } else { "too large" };
+                    (tx, Err((code, format!("{what}: {reason}"))))
+                }
+                Output::Expired { tx } => (tx, Err((MTP_E_EXPIRED, format!("expired: no reply for the expire time ({expire_ms} ms)")))),
+                Output::Finished { tx, prefix, complete: false } | Output::Stopped { tx, prefix } => {
+                    (tx, Err((MTP_E_ABORTED, format!("aborted with {} bytes of the object", prefix.len()))))
+                }
+                Output::Finished { tx, prefix, complete: true } => (tx, Ok(prefix)),
+                _ => return false,
+            };
+            if let Some(k) = ids.iter().position(|&i| i == tx) {
+                if got[k].is_none() {
+                    got[k] = Some(r);
+                    left -= 1;
+                }
+            }
+            left == 0
+        });
+        // whatever is still open (the timeout, or a socket error) is destroyed
+        let now = ep.now();
+        for (k, &id) in ids.iter().enumerate() {
+            if got[k].is_none() {
+                let _ = ep.client.abort(now, id, crate::mtp::Abort::Destroy);
+            }
+        }
+        run.map_err(|e| io_err("client socket", e))?;
+        self.sample = sample;
+        let out: Vec<Result<Vec<u8>, Fail>> = got
+            .into_iter()
+            .map(|g| g.unwrap_or_else(|| Err((MTP_E_TIMEOUT, format!("timed out after {} ms; transaction destroyed", timeout.as_millis())))))
+            .collect();
+        for r in &out {
+            match r {
+                Ok(o) => {
+                    self.done += 1;
+                    self.bytes += o.len() as u64;
+                    self.last_error = None;
+                }
+                Err((_, m)) => {
+                    self.failed += 1;
+                    self.last_error = Some(m.clone());
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn stats(&self) -> Value {
@@ -691,6 +725,88 @@ pub unsafe extern "C" fn mtp_get(
     code(r, err, cap)
 }
 
+/// Fetch `n` objects from `server` at once, one transaction each, waiting up to `timeout_ms`
+/// for all of them. `names[i]`/`name_lens[i]` name object i; on return `outs[i]`/`out_lens[i]`
+/// hold it (free each with `mtp_free_buf`), `codes[i]` is its `MTP_OK` or `MTP_E_*` code and
+/// `reasons[i]` null or its reason (free with `mtp_free_str`). Returns `MTP_OK` when every
+/// object came, the number that did not (> 0), or a negative code with the reason in `err`
+/// when nothing was fetched (a bad argument, a socket error).
+///
+/// # Safety
+/// See the module documentation; the six arrays have `n` elements.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn mtp_get_many(
+    h: *mut MtpClient,
+    server: *const c_char,
+    names: *const *const u8,
+    name_lens: *const usize,
+    n: usize,
+    expire_ms: u32,
+    flags: u32,
+    timeout_ms: u32,
+    outs: *mut *mut u8,
+    out_lens: *mut usize,
+    codes: *mut c_int,
+    reasons: *mut *mut c_char,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    write_err(err, cap, "");
+    let r = guard(|| {
+        if n == 0 {
+            return Err(arg("no names to fetch"));
+        }
+        if [names as usize, name_lens as usize, outs as usize, out_lens as usize, codes as usize, reasons as usize].contains(&0) {
+            return Err(arg("names, name_lens, outs, out_lens, codes and reasons must not be null"));
+        }
+        // SAFETY: the caller passes arrays of `n` elements
+        let (names, name_lens) = unsafe { (std::slice::from_raw_parts(names, n), std::slice::from_raw_parts(name_lens, n)) };
+        let (outs, out_lens) = unsafe { (std::slice::from_raw_parts_mut(outs, n), std::slice::from_raw_parts_mut(out_lens, n)) };
+        let (codes, reasons) = unsafe { (std::slice::from_raw_parts_mut(codes, n), std::slice::from_raw_parts_mut(reasons, n)) };
+        for k in 0..n {
+            (outs[k], out_lens[k], codes[k], reasons[k]) = (std::ptr::null_mut(), 0, MTP_E_ARG, std::ptr::null_mut());
+        }
+        let c = client(h)?;
+        if flags & !MTP_SINGLE != 0 {
+            return Err(arg(format!("unknown flags {:#x}", flags & !MTP_SINGLE)));
+        }
+        let server = addr_of(text(server, "server address").map_err(arg)?)?;
+        let names = (0..n).map(|k| bytes(names[k], name_lens[k], "name")).collect::<Result<Vec<_>, _>>()?;
+        let opts = RequestOpts {
+            expire_us: (expire_ms > 0).then_some(expire_ms as u64 * 1000),
+            single: flags & MTP_SINGLE != 0,
+            ..RequestOpts::default()
+        };
+        let results = c.get_many(server, &names, opts, Duration::from_millis(timeout_ms as u64))?;
+        let mut missing = 0;
+        for (k, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(obj) => {
+                    codes[k] = MTP_OK;
+                    if !obj.is_empty() {
+                        out_lens[k] = obj.len();
+                        outs[k] = Box::into_raw(obj.into_boxed_slice()) as *mut u8;
+                    }
+                }
+                Err((code, why)) => {
+                    missing += 1;
+                    codes[k] = code;
+                    reasons[k] = std::ffi::CString::new(why.replace('\0', " ")).map_or(std::ptr::null_mut(), |s| s.into_raw());
+                }
+            }
+        }
+        Ok(missing)
+    });
+    match r {
+        Ok(missing) => missing,
+        Err((c, msg)) => {
+            write_err(err, cap, &msg);
+            c
+        }
+    }
+}
+
 /// Give back an object from `mtp_get`.
 ///
 /// # Safety
@@ -725,7 +841,7 @@ pub unsafe extern "C" fn mtp_client_free(h: *mut MtpClient) {
     }
 }
 
-/// Give back a string from `mtp_*_stats`.
+/// Give back a string from `mtp_*_stats` or `mtp_get_many`'s reasons.
 ///
 /// # Safety
 /// See the module documentation.
@@ -817,9 +933,9 @@ mod tests {
         assert_eq!(get(c, "not an address", b"x", 0, 0, 10, &mut e).0, MTP_E_ARG);
         assert!(e.msg().contains("not an address"), "{}", e.msg());
         assert_eq!(get(c, "127.0.0.1:1", b"", 0, 0, 10, &mut e).0, MTP_E_ARG);
-        assert!(e.msg().contains("empty"), "{}", e.msg());
+        assert_eq!(e.msg(), "a name has 1 to 1024 bytes, got 0");
         assert_eq!(get(c, "127.0.0.1:1", &[b'n'; 2000], 0, 0, 10, &mut e).0, MTP_E_ARG);
-        assert!(e.msg().contains("at most 1024"), "{}", e.msg());
+        assert_eq!(e.msg(), "a name has 1 to 1024 bytes, got 2000");
         assert_eq!(get(c, "127.0.0.1:1", b"x", 0, 0x80, 10, &mut e).0, MTP_E_ARG);
         let s = CString::new("127.0.0.1:1").unwrap();
         let r = unsafe { mtp_get(c, s.as_ptr(), b"x".as_ptr(), 1, 0, 0, 10, std::ptr::null_mut(), std::ptr::null_mut(), e.p(), 256) };
@@ -861,6 +977,36 @@ mod tests {
         for s in [s1, s2, limited] {
             unsafe { mtp_server_free(s) };
         }
+    }
+
+    #[test]
+    fn get_many_runs_transactions_at_once_and_codes_each() {
+        let mut e = ErrBuf::new();
+        let (s, addr) = serve_loopback();
+        let c = new_client("mtp", "unknown", 0, &mut e);
+        let names: [&[u8]; 3] = [b"size:300000", b"missing", b"size:700"];
+        let ptrs: Vec<*const u8> = names.iter().map(|n| n.as_ptr()).collect();
+        let lens: Vec<usize> = names.iter().map(|n| n.len()).collect();
+        let (mut outs, mut out_lens, mut codes, mut reasons) = ([std::ptr::null_mut(); 3], [0usize; 3], [99 as c_int; 3], [std::ptr::null_mut(); 3]);
+        let srv = CString::new(addr.clone()).unwrap();
+        let call = |outs: &mut [*mut u8; 3], out_lens: &mut [usize; 3], codes: &mut [c_int; 3], reasons: &mut [*mut c_char; 3], e: &mut ErrBuf, n: usize| unsafe {
+            mtp_get_many(c, srv.as_ptr(), ptrs.as_ptr(), lens.as_ptr(), n, 0, 0, 20_000, outs.as_mut_ptr(), out_lens.as_mut_ptr(), codes.as_mut_ptr(), reasons.as_mut_ptr(), e.p(), 256)
+        };
+        assert_eq!(call(&mut outs, &mut out_lens, &mut codes, &mut reasons, &mut e, 3), 1, "{}", e.msg());
+        assert_eq!(codes, [MTP_OK, MTP_E_REFUSED, MTP_OK]);
+        for (k, want) in [(0, crate::mtp::server::pattern(0, 300_000)), (2, crate::mtp::server::pattern(0, 700))] {
+            assert_eq!(unsafe { std::slice::from_raw_parts(outs[k], out_lens[k]) }, &want[..]);
+            assert!(reasons[k].is_null());
+            unsafe { mtp_free_buf(outs[k], out_lens[k]) };
+        }
+        assert!(outs[1].is_null());
+        let why = unsafe { CStr::from_ptr(reasons[1]) }.to_string_lossy().into_owned();
+        assert!(why.contains("no object named \"missing\""), "{why}");
+        unsafe { mtp_free_str(reasons[1]) };
+        assert_eq!(call(&mut outs, &mut out_lens, &mut codes, &mut reasons, &mut e, 0), MTP_E_ARG);
+        assert_eq!(e.msg(), "no names to fetch");
+        unsafe { mtp_client_free(c) };
+        unsafe { mtp_server_free(s) };
     }
 
     #[test]
