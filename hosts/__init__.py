@@ -12,7 +12,8 @@
 - locate.py:    which socket belongs to a host or router of a running network
 - routerd.py:   one question to routerd's management socket
 - capture.py:   waiting until a sender's multiplex flow captures
-- ctp.py:       the host transport's C ABI through ctypes
+- ctp.py:       the host transport's C ABI through ctypes (CTP composites)
+- mtp.py:       MTP transactions (MtpServer, MtpClient) through the same C ABI
 """
 from concast.hosts.client import Client, HostdError  # noqa: F401
 from concast.hosts import aggregate  # noqa: F401

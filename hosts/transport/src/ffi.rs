@@ -60,7 +60,7 @@ fn handle_or_error(r: Result<Endpoint, String>, err: *mut c_char, cap: usize) ->
     }
 }
 
-fn write_err(err: *mut c_char, cap: usize, msg: &str) {
+pub(crate) fn write_err(err: *mut c_char, cap: usize, msg: &str) {
     if err.is_null() || cap == 0 {
         return;
     }
@@ -72,7 +72,7 @@ fn write_err(err: *mut c_char, cap: usize, msg: &str) {
     }
 }
 
-fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
+pub(crate) fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
     if p.is_null() {
         return Err(format!("{what} is missing"));
     }

@@ -11,6 +11,7 @@ pub mod cc;
 pub mod composite;
 pub mod event;
 pub mod ffi;
+pub mod ffi_mtp;
 pub mod micro;
 pub mod mtp;
 pub mod segment;

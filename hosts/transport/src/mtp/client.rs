@@ -376,6 +376,10 @@ impl Client {
         self.txs.get_mut(&id).and_then(|t| t.flow.as_mut()).expect("fastest").overflow();
         true
     }
+    /// A transaction's transit (glossary): bytes asked for and neither answered nor declared lost.
+    pub fn transit(&self, id: u32) -> Option<usize> {
+        self.txs.get(&id).map(|t| t.transit)
+    }
     /// Transactions alive.
     pub fn active(&self) -> usize {
         self.txs.len()

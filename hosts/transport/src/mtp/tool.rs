@@ -69,7 +69,8 @@ pub fn run_server_idle(listen: &str, dir: Option<PathBuf>, secs: Option<f64>, id
     Ok(json!({"role": "server", "requests": st.requests, "replies": st.replies, "refused": st.refused, "malformed": st.malformed}))
 }
 
-fn stats_json(s: &ClientStats) -> Value {
+/// A client's counters as JSON (also `ffi_mtp`'s stats).
+pub fn stats_json(s: &ClientStats) -> Value {
     json!({"requests": s.requests, "repeats": s.repeats, "replies": s.replies, "fast_repeats": s.fast_repeats,
            "timeouts": s.timeouts, "silent": s.silent, "duplicates": s.duplicates, "reordered": s.reordered,
            "stale": s.stale, "forged": s.forged, "truncated": s.truncated, "malformed": s.malformed,

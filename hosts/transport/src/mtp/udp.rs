@@ -24,7 +24,12 @@ pub struct Endpoint {
 impl Endpoint {
     pub fn new(client: Client, server: SocketAddr) -> io::Result<Endpoint> {
         let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
-        let sock = UdpSocket::bind(bind)?;
+        Endpoint::bound(client, server, bind)
+    }
+
+    /// `new` on a socket bound to `local` (an interface's address; port 0 picks one).
+    pub fn bound(client: Client, server: SocketAddr, local: SocketAddr) -> io::Result<Endpoint> {
+        let sock = UdpSocket::bind(local)?;
         sock.set_nonblocking(true)?;
         Ok(Endpoint { client, sock, server, start: Instant::now(), foreign: 0, buf: vec![0; 65536] })
     }
@@ -130,7 +135,11 @@ pub fn serve<R: Responder>(sock: &UdpSocket, responder: R, stop: &AtomicBool) ->
 /// `serve`, and also over once `idle` passes without a request after the first one (a
 /// measurement's server: concast-perf --mode mtp).
 pub fn serve_idle<R: Responder>(sock: &UdpSocket, responder: R, stop: &AtomicBool, idle: Option<Duration>) -> io::Result<Server<R>> {
-    let mut server = Server::new(responder);
+    serve_server(sock, Server::new(responder), stop, idle)
+}
+
+/// `serve_idle` for a server already made (its response limit set, say).
+pub fn serve_server<R: Responder>(sock: &UdpSocket, mut server: Server<R>, stop: &AtomicBool, idle: Option<Duration>) -> io::Result<Server<R>> {
     let mut buf = vec![0u8; 65536];
     let mut last = None::<Instant>;
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
