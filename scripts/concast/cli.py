@@ -61,14 +61,31 @@ def cmd_net(ns: argparse.Namespace) -> int:
 
 
 def version() -> str:
-    """The installed package's version, and the checkout's git revision when there is one."""
+    """The installed package's version and the checkout's git revision, then each Rust binary
+    and built merge spec this command would use: the binary's own --version where it has one,
+    and the first 12 hex digits of every file's SHA-256 (what meta.json records in full)."""
     from importlib import metadata
+    from concast import provenance
     try:
         v = metadata.version("concast")
     except metadata.PackageNotFoundError:
         v = "unknown"
     rev = tools.revision()
-    return f"concast {v}" + (f" ({rev})" if rev else "")
+    lines = [f"concast {v}" + (f" ({rev})" if rev else "")]
+    for name in provenance.BINARIES:
+        b = provenance.binary_record(name)
+        if b is None:
+            lines.append(f"  {name:16} not built")
+        else:
+            lines.append(f"  {name:16} {b['version'] or '(no --version)':24} "
+                         f"sha256:{b['sha256'][:12]}  {b['path']}")
+    folder = tools.spec_dir()
+    specs = sorted(folder.glob("*.wasm")) if folder else []
+    for s in specs:
+        lines.append(f"  {'spec ' + s.stem:16} {'':24} sha256:{provenance.sha256(s)[:12]}  {s}")
+    if not specs:
+        lines.append("  specs            not built (make specs)")
+    return "\n".join(lines)
 
 
 class _Dir(argparse.Action):
@@ -88,7 +105,7 @@ class _Dir(argparse.Action):
 
 class _Version(argparse.Action):
     def __init__(self, option_strings, dest, **kw):
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+        super().__init__(option_strings, dest, nargs=0, help="print the version, the git revision and the Rust binaries' and specs' versions, then exit")
 
     def __call__(self, parser, ns, value, option_string=None):
         print(version())

@@ -18,26 +18,40 @@ from concast.argtypes import hidden_alias
 from concast.perfpath import MininetPath, Path, PathError
 # The measuring code lives a floor down (experiments use it too); these names stay here
 # for scripts written against `concast.perf`.
-from concast.perfrun import (CC_NAMES, MODES, RESULT_FILE, RESULTS, add_ratios, binary,  # noqa: F401
+from concast.perfrun import (CC_NAMES, COMPOSITES, MODES, RESULT_FILE, RESULTS, add_ratios, binary,  # noqa: F401
                              cases, io_path, measure, missing, run_case, stability, summarize,
                              table)
 
 
+DESCRIPTION = ("The host transport (concast-perf: CTP composites and MTP) measured against kernel TCP "
+               "and plain UDP in the same run, between two network namespaces (root). Prints a "
+               "table with ratios and writes perf.json and meta.json to a new result folder.")
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--mode", default="bulk,pingpong", help="bulk,pingpong,stream,mtp (comma list; mtp: "
-                                                          "MTP transactions of 1 MB objects, beside kernel TCP bulk)")
-    ap.add_argument("--composite", default="Minimal,Bulk", help="ctp composites (comma list)")
-    ap.add_argument("--cc", default="newreno", help="the host transport's (ctp) congestion controls for Bulk (comma list, "
-                                                    "or 'all')")
-    ap.add_argument("--tcp-cc", default="cubic,reno", help="kernel TCP congestion controls")
-    ap.add_argument("--loss", default="0", help="random loss percentages (comma list)")
-    ap.add_argument("--flows", default="1", help="parallel flows (comma list; bulk only)")
+    ap.add_argument("--mode", default="bulk,pingpong",
+                    help=f"{','.join(MODES)} (comma list; mtp: MTP transactions of 1 MB objects "
+                         f"from concast-perf's stateless server, beside kernel TCP bulk; "
+                         f"default %(default)s)")
+    ap.add_argument("--composite", default="Minimal,Bulk",
+                    help=f"CTP composites (comma list) of {', '.join(COMPOSITES)}, or "
+                         f"microprotocols joined by + (default %(default)s)")
+    ap.add_argument("--cc", default="newreno",
+                    help=f"the host transport's (CTP) congestion controls for Bulk (comma list, "
+                         f"or 'all') of {', '.join(CC_NAMES)} (default %(default)s)")
+    ap.add_argument("--tcp-cc", default="cubic,reno",
+                    help="kernel TCP congestion controls (comma list; default %(default)s)")
+    ap.add_argument("--loss", default="0",
+                    help="random loss percentages (comma list; default %(default)s)")
+    ap.add_argument("--flows", default="1",
+                    help="parallel flows (comma list; bulk only; default %(default)s)")
     hidden_alias(ap, "--secs", ap.add_argument(
         "--duration", type=float, default=5.0, metavar="S",
         help="seconds per bulk or stream run (default 5)"))
-    ap.add_argument("--count", type=int, default=2000, help="ping-pong round trips")
+    ap.add_argument("--count", type=int, default=2000,
+                    help="ping-pong round trips (default %(default)s)")
     ap.add_argument("--rate", type=float, default=0.0, help="bottleneck rate in Mbit/s each way "
-                                                             "(tc tbf; 0: none)")
+                                                             "(tc tbf; default 0: none)")
     ap.add_argument("--json", action="store_true",
                     help="print the results as JSON on stdout instead of the table")
     ap.add_argument("--out", metavar="DIR",
@@ -52,7 +66,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="concast perf", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="concast perf", description=DESCRIPTION)
     add_arguments(ap)
     return run(ap.parse_args(argv))
 

@@ -22,6 +22,9 @@ RESULT_FILE = "perf.json"
 #: 1 MB objects from its stateless server for --duration), its TCP peers run bulk
 MODES = ("bulk", "pingpong", "stream", "mtp")
 MTP_OBJECT = 1 << 20
+#: The composites concast-perf --composite accepts by name (hosts/transport/src/composite.rs
+#: Preset::ALL); a `+`-joined list of microprotocols names any other.
+COMPOSITES = ("Minimal", "LossyFIFO", "Video", "Audio", "Bulk")
 CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast",
             "tfrc"]
 _ports = itertools.count(15201)

@@ -90,7 +90,8 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _binary(name: str) -> dict | None:
+def binary_record(name: str) -> dict | None:
+    """{path, version, sha256} of a Rust binary, or None when it is not built."""
     try:
         path = tools.rust_binary(name)
     except tools.MissingTool:
@@ -137,7 +138,7 @@ def versions(binaries=BINARIES, specs=()) -> dict:
             spec_files[Path(p).stem] = {"path": str(p), "sha256": sha256(Path(p))}
         except (tools.MissingTool, OSError):
             spec_files[str(s)] = None
-    return {"concast": concast, "binaries": {b: _binary(b) for b in binaries},
+    return {"concast": concast, "binaries": {b: binary_record(b) for b in binaries},
             "specs": spec_files,
             "rustc": _rustc(), "wasmtime_crate": _crate_version("wasmtime"),
             "mininet": _python_module_version("mininet.net", "VERSION"),

@@ -86,6 +86,31 @@ def test_every_argument_of_every_verb_has_help_text():
     assert missing == []
 
 
+def _shown(default) -> str:
+    return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in default) \
+        if isinstance(default, (list, tuple)) else str(default)
+
+
+def test_every_option_with_a_default_names_it_in_its_help():
+    """docs/cli.md: "every option has help text with its default" -- as `default X` or, in
+    net up's topology options, `(X)`. Switches, counters, appends and empty defaults have none
+    to name."""
+    silent = []
+    for path, parser in PARSERS:
+        for a in parser._actions:
+            if (not a.option_strings or a.help in (None, argparse.SUPPRESS)
+                    or a.default in (None, False, argparse.SUPPRESS, [], "")
+                    or isinstance(a, (argparse._HelpAction, argparse._StoreTrueAction,
+                                      argparse._StoreFalseAction, argparse._AppendAction,
+                                      argparse._CountAction, argparse._VersionAction))):
+                continue
+            text = " ".join((a.help % {"default": a.default, "prog": ""}).split()
+                            if "%(" in a.help else a.help.split())
+            if "default" not in text and f"({_shown(a.default)})" not in text:
+                silent.append((" ".join(path), a.option_strings[-1], a.default))
+    assert silent == []
+
+
 def test_json_is_a_switch_everywhere():
     found = [(p, a) for p, o, a in options() if o == "--json"]
     assert found, "no verb has --json"

@@ -335,22 +335,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp ctp", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", default="I,II", help=f"comma separated, from {','.join(TABLES)} (I-wide: "
-                    "Table I over a 413 ms RTT path from the link emulator)")
-    ap.add_argument("--runs", type=int, default=10, help="Table I runs per protocol")
-    ap.add_argument("--count", type=int, default=10, help="Table I ping-pong round trips per run")
+                    "Table I over a 413 ms RTT path from the link emulator; default %(default)s)")
+    ap.add_argument("--runs", type=int, default=10, help="Table I runs per protocol (default %(default)s)")
+    ap.add_argument("--count", type=int, default=10, help="Table I ping-pong round trips per run (default %(default)s)")
     hidden_alias(ap, "--secs", ap.add_argument(
         "--duration", type=float, default=2.0, metavar="S",
         help="Table I bandwidth: seconds per run (default 2)"))
     ap.add_argument("--loss-runs", type=int, default=10, help="Table II runs per loss (default 10)")
-    ap.add_argument("--loss-count", type=int, default=100, help="Table II round trips per run")
-    ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated")
-    ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s")
-    ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control")
-    ap.add_argument("--wide-rate", type=float, default=100.0, help="I-wide: emulated rate each way, Mbit/s")
-    ap.add_argument("--seed", type=int, default=1, help="I-wide: the link emulator's loss seed")
-    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated")
+    ap.add_argument("--loss-count", type=int, default=100, help="Table II round trips per run (default %(default)s)")
+    ap.add_argument("--losses", type=_floats, default=[0, 1, 2, 3, 4, 5], help="percent, comma separated (default 0,1,2,3,4,5)")
+    ap.add_argument("--rate", type=float, default=100.0, help="tbf rate each way, Mbit/s (default %(default)s)")
+    ap.add_argument("--tcp-cc", default="cubic", help="kernel TCP congestion control (default %(default)s)")
+    ap.add_argument("--wide-rate", type=float, default=100.0, help="I-wide: emulated rate each way, Mbit/s (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="I-wide: the link emulator's loss seed (default %(default)s)")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="Table I's protocols, comma separated (default %(default)s)")
     ap.add_argument("--fig5-runs", type=int, default=3, help="fig5: runs per (path, loss) (default 3)")
-    ap.add_argument("--fig5-losses", type=_floats, default=[0, 1, 2, 5, 10, 20], help="fig5: loss %%, comma separated")
+    ap.add_argument("--fig5-losses", type=_floats, default=[0, 1, 2, 5, 10, 20], help="fig5: loss %%, comma separated (default 0,1,2,5,10,20)")
     ap.add_argument("--ccc-flows", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 4, 8, 16],
                     help="ccc2: parallel flow counts (default 1,2,4,8,16)")
     ap.add_argument("--ccc-rate", type=float, default=1000.0, help="ccc2: emulated rate, Mbit/s (default 1000)")

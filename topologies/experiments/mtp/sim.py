@@ -144,13 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="sim: the dissertation's simulator in virtual time (default); on an emulated "
                          "path (root): michelle (7.4's two-router LAN test), wan (7.2's throughput "
                          "against loss), third-party (7.3); --scenario NAME --help for their options")
-    ap.add_argument("--seeds", type=int, default=10, help="seeds 1..N per run")
-    ap.add_argument("--step", type=float, default=0.02, help="loss step of the sweep (fraction)")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds 1..N per run (default %(default)s)")
+    ap.add_argument("--step", type=float, default=0.02, help="loss step of the sweep (fraction, default %(default)s)")
     ap.add_argument("--max-loss", type=float, default=0.6,
                     help="the sweep's largest loss (fraction, default 0.6)")
     ap.add_argument("--repeat-floor-ms", default="500,50",
-                    help="MTP's repeat-interval floors, ms: the dissertation's 500, its simulator's 50")
-    ap.add_argument("--protocols", default=PROTOCOLS, help="mtp, mtp-1k, mtp-cubic, tcp (comma separated)")
+                    help="MTP's repeat-interval floors, ms: the dissertation's 500, its simulator's 50 (default %(default)s)")
+    ap.add_argument("--protocols", default=PROTOCOLS, help="mtp, mtp-1k, mtp-listing, mtp-cubic, tcp (comma separated; default %(default)s)")
     ap.add_argument("--quick", action="store_true", help="3 seeds, a 0.1 step: seconds")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "mtp", metavar="DIR",
                     help="results go to a new timestamped folder in DIR (default results/mtp)")

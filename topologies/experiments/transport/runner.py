@@ -164,26 +164,26 @@ def _interrupt(*_) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="concast exp transport", description=__doc__)
-    ap.add_argument("--rates", type=comma_list(float, what="rates"), default=[10.0], help="Mbit/s, comma separated")
-    ap.add_argument("--losses", type=comma_list(float, what="loss percentages"), default=[0, 1, 3, 5, 10], help="percent, comma separated")
+    ap.add_argument("--rates", type=comma_list(float, what="rates"), default=[10.0], help="Mbit/s, comma separated (default 10)")
+    ap.add_argument("--losses", type=comma_list(float, what="loss percentages"), default=[0, 1, 3, 5, 10], help="percent, comma separated (default 0,1,3,5,10)")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
                     help=f"comma separated, from {','.join(KNOWN_PROTOCOLS)} (default "
                          f"{','.join(PROTOCOLS)})")
     ap.add_argument("--sizes", type=lambda t: [int(float(x)) for x in t.split(",") if x.strip()],
-                    default=[256_000, 4_000_000], help="bytes per object, comma separated (one sweep each)")
-    ap.add_argument("--count", type=int, default=8, help="objects per cell")
+                    default=[256_000, 4_000_000], help="bytes per object, comma separated (one sweep each; default 256000,4000000)")
+    ap.add_argument("--count", type=int, default=8, help="objects per cell (default %(default)s)")
     hidden_alias(ap, "--limit", ap.add_argument(
         "--timeout", type=float, default=60.0, metavar="S",
         help="seconds to wait for one cell at most (default 60)"))
-    ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none)")
-    ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate")
-    ap.add_argument("--third-party", type=float, default=20.0, help="seconds (0: skip)")
+    ap.add_argument("--delay", type=float, default=50.0, help="one-way delay, ms (0: none; default %(default)s)")
+    ap.add_argument("--queue", type=float, default=20.0, help="bottleneck queue, ms of its rate (default %(default)s)")
+    ap.add_argument("--third-party", type=float, default=20.0, help="seconds (0: skip; default %(default)s)")
     ap.add_argument("--third-party-loss", type=float, default=0.0,
                     help="random loss during the third-party test, percent (default 0)")
     ap.add_argument("--third-party-cc", default="cubic", choices=TCP_CCS,
-                    help="the competing TCP's congestion control")
+                    help="the competing TCP's congestion control (default %(default)s)")
     ap.add_argument("--mtp-cc", default="mtp",
-                    help="MTP's window algorithm (mtping get --cc): mtp, mtp-halve, or a crate algorithm")
+                    help="MTP's window algorithm (mtping get --cc): mtp, mtp-halve, or a crate algorithm (default %(default)s)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport", metavar="DIR",
                     help="results folder (default results/transport)")
     a = ap.parse_args(argv)
