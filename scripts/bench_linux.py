@@ -185,4 +185,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from concast import provenance
+    sys.exit(provenance.main_in_run("bench-linux", main))

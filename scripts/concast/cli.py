@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_decode)
 
     m = sub.add_parser("demo", help="the offline tour: every packet type, a merge, a pcap")
-    m.add_argument("--out", default=str(tools.RESULTS), metavar="DIR",
-                   help="where to write results (default results/)")
+    m.add_argument("--out", metavar="DIR",
+                   help="where to write results (default a new folder "
+                        "results/demo/<UTC time>-<rev>/)")
     m.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("net", help="concast net up TOPO: start a network (concast net up "

@@ -48,8 +48,12 @@ def merge_stream(out: Path) -> None:
     subprocess.run(cmd, check=True)
 
 
-def main(out_dir: str) -> int:
-    out = Path(out_dir)
+def main(out_dir: str | None) -> int:
+    """Writes into out_dir, or a new results/demo/<UTC time>-<rev>/; meta.json beside."""
+    from concast import provenance
+    meta = provenance.start({"out": out_dir}, seed="none: the vectors and the stream are fixed",
+                            binaries=("concast-spec",), specs=("sum",))
+    out = Path(out_dir) if out_dir else provenance.run_folder(tools.RESULTS / "demo")
     out.mkdir(parents=True, exist_ok=True)
     step(1, "one packet of every concast type (Scapy layers + the spec's checks)")
     vectors = V.load()
@@ -66,8 +70,9 @@ def main(out_dir: str) -> int:
     pcapfile.write_ipv4(pcap, [v["raw"] for v in vectors])
     print(f"wrote {pcap} ({len(vectors)} packets, valid and malformed)")
     print("open it with: tshark -X lua_script:scripts/wireshark/concast.lua -r " + str(pcap))
+    print(f"wrote {provenance.write(out, provenance.finish(meta))}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(str(tools.RESULTS)))
+    sys.exit(main(None))

@@ -9,7 +9,7 @@ EXPERIMENTS = {"mplex": "ACK multiplexing on a dumbbell: packets per link, bundl
                "ack-study": "the paper's ACK study: transit-stub network, many web clients, "
                             "Table 1 and Figures 5-6 beside the paper's (results/ack-study/)",
                "transport": "the MTP loss study: MTP, kernel TCP and Bulk over an HTB bottleneck "
-                            "at 0-10% random loss, and the third-party test (results/transport/)",
+                            "at 0-10% random loss, and the third-party test (a new folder under results/transport/)",
                "mtp": "the dissertation's MTP experiments beside its numbers; --scenario sim: its "
                       "simulator in virtual time (results/mtp/)",
                "ctp": "the CTP paper's Tables I and II: latency and bandwidth of UDP, TCP and CTP "

@@ -194,3 +194,94 @@ def run_folder(base: Path) -> Path:
         path = Path(base) / f"{stamp}-{short_rev()}-{n}"
     path.mkdir(parents=True)
     return path
+
+
+class _Tee:
+    """sys.stdout that also writes into a file (a run's printed figures are a result too)."""
+
+    def __init__(self, stream, path: Path):
+        self.stream, self.file = stream, open(path, "w")
+
+    def write(self, text):
+        self.file.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.file.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class Run:
+    """One result folder for a script that has no folder of its own (scripts/bench_*.py):
+
+        with provenance.Run("bench-forwarding", a.out, vars(a)) as run:
+            ...                              # prints go to the terminal and run.folder/output.txt
+            run.file("forwarding.json").write_text(...)
+
+    The folder is `out` or a new results/<kind>/<UTC time>-<rev>/; meta.json is written when
+    the block ends, also when it fails (its "error" says how)."""
+
+    def __init__(self, kind: str, out=None, params: dict | None = None, seed=None,
+                 binaries=BINARIES, specs=()):
+        self.meta = start({k: v for k, v in (params or {}).items()}, seed, binaries=binaries,
+                          specs=specs)
+        self.folder = Path(out) if out else run_folder(tools.RESULTS / kind)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._stdout = None
+
+    def file(self, name: str) -> Path:
+        return self.folder / name
+
+    def __enter__(self) -> "Run":
+        self._stdout = sys.stdout
+        sys.stdout = _Tee(sys.stdout, self.folder / "output.txt")
+        return self
+
+    def __exit__(self, kind, err, tb):
+        tee, sys.stdout = sys.stdout, self._stdout
+        tee.file.close()
+        if kind is SystemExit:
+            self.meta["exit"] = err.code
+        elif kind is not None:
+            self.meta["error"] = f"{kind.__name__}: {err}"
+        write(self.folder, finish(self.meta))
+        print(f"results and meta.json: {self.folder}", file=sys.stderr, flush=True)
+        return False
+
+
+# A bench script's options that name a file it writes; main_in_run copies each into the folder.
+FILE_OPTIONS = ("--json", "--csv", "--samples-csv")
+
+
+def main_in_run(kind: str, main, argv: list[str] | None = None) -> int:
+    """Runs a script's main() (it parses sys.argv itself) inside a Run: `--out DIR` is taken
+    off the command line first (default a new results/<kind>/<time>-<rev>/), and each file the
+    script was asked to write (FILE_OPTIONS) is copied into the folder afterwards. --help
+    passes through untouched, with no folder made."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in argv or "--help" in argv:
+        print(f"(every run writes meta.json, output.txt and the files below into --out DIR, "
+              f"default a new folder results/{kind}/<UTC time>-<rev>/)")
+        return main()
+    out = None
+    for i, w in enumerate(argv):
+        if w == "--out" and i + 1 < len(argv):
+            out = argv[i + 1]
+            del argv[i:i + 2]
+            break
+        if w.startswith("--out="):
+            out = w.split("=", 1)[1]
+            del argv[i]
+            break
+    files = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w in FILE_OPTIONS
+             and not argv[i + 1].startswith("-")]
+    sys.argv[1:] = argv
+    with Run(kind, out, {"argv": argv}) as run:
+        code = run.meta["exit"] = main()
+        for f in files:
+            if Path(f).is_file() and Path(f).resolve().parent != run.folder.resolve():
+                shutil.copy(f, run.folder / Path(f).name)
+    return code

@@ -107,3 +107,79 @@ def test_transport_and_ctp_records_have_the_keys():
     c = ctp.metadata(ctp.Settings(), "I", ["concast", "exp", "ctp"])
     check_record(provenance.finish(c))
     assert c["tables"] == "I"
+
+
+def test_exp_transport_writes_a_new_folder_per_run_with_meta(tmp_path, monkeypatch):
+    from concast.topologies.experiments.transport import runner
+    monkeypatch.setattr(runner, "missing_prerequisites", lambda: None)
+    monkeypatch.setattr(runner, "unavailable_ccs", lambda protos, cc: [])
+    monkeypatch.setattr(runner, "run", lambda s, work: {"rows": [], "third_party": None})
+    monkeypatch.setattr(runner, "table", lambda rows: "")
+
+    def save(res, out):
+        (out / "transport.json").write_text(json.dumps(res, default=str))
+        return [out / "transport.json"]
+    monkeypatch.setattr(runner, "save", save)
+    monkeypatch.setattr(tools, "RESULTS", tmp_path / "results")
+    try:
+        assert runner.main(["--count", "1"]) == 0
+        assert runner.main(["--count", "2"]) == 0
+    finally:        # main() routes SIGINT and SIGTERM into KeyboardInterrupt for its run
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    runs = sorted((tmp_path / "results" / "transport").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        check_record(json.loads((run / "meta.json").read_text()))
+        check_record(json.loads((run / "transport.json").read_text())["meta"])
+
+
+def test_demo_writes_a_new_folder_per_run_with_meta(tmp_path, monkeypatch, capsys):
+    from concast import demo
+    monkeypatch.setattr(tools, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(demo, "merge_stream", lambda out: None)     # the offline runner
+    assert demo.main(None) == 0 and demo.main(None) == 0
+    runs = sorted((tmp_path / "results" / "demo").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        check_record(json.loads((run / "meta.json").read_text()))
+        assert (run / "concast-vectors.pcap").stat().st_size > 0
+    assert demo.main(str(tmp_path / "given")) == 0
+    check_record(json.loads((tmp_path / "given" / "meta.json").read_text()))
+
+
+def test_conform_writes_meta_into_a_new_folder(tmp_path, monkeypatch):
+    import pytest as real_pytest
+    from concast.conform import run as conform
+    monkeypatch.setattr(tools, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(conform.prereq, "first", lambda *why: None)
+    monkeypatch.setattr(real_pytest, "main", lambda args, plugins: 5)   # nothing collected
+    conform.main(["--section", "2"])
+    (run,) = (tmp_path / "results" / "conform").iterdir()
+    m = json.loads((run / "meta.json").read_text())
+    check_record(m)
+    assert m["params"]["section"] == "2" and m["outcome"]["ok"] is False
+
+
+def test_a_bench_script_runs_in_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tools, "RESULTS", tmp_path / "results")
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def main():
+        import sys
+        seen["argv"] = sys.argv[1:]
+        (tmp_path / "figs.json").write_text("{}")
+        print("a figure: 42")
+        return 0
+    monkeypatch.setattr("sys.argv", ["bench_x.py", "--seconds", "1", "--json", "figs.json"])
+    assert provenance.main_in_run("bench-x", main) == 0
+    assert provenance.main_in_run("bench-x", main, ["--out", str(tmp_path / "o")]) == 0
+    assert seen["argv"] == []                           # --out is not the script's option
+    (run,) = (tmp_path / "results" / "bench-x").iterdir()
+    m = json.loads((run / "meta.json").read_text())
+    check_record(m)
+    assert m["params"]["argv"] == ["--seconds", "1", "--json", "figs.json"] and m["exit"] == 0
+    assert (run / "figs.json").is_file() and "a figure: 42" in (run / "output.txt").read_text()
+    check_record(json.loads((tmp_path / "o" / "meta.json").read_text()))

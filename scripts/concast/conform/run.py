@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from concast import ROOT, prereq
+from concast import ROOT, prereq, tools
 from concast.argtypes import add_dataplane
 from concast.conform import p4, ports, specids
 
@@ -128,8 +128,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--section", help="only the tests of this protocol.md section (2, 2.8, ...)")
     p.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     p.add_argument("--out", type=Path, metavar="DIR",
-                   help=f"write DIR/{JUNIT_FILE} (JUnit XML) and the pcaps of failed tests to "
-                        f"DIR/{PCAP_DIR}/ (default: no JUnit; pcaps in pytest's temporary folder)")
+                   help=f"write DIR/{JUNIT_FILE} (JUnit XML), the pcaps of failed tests to "
+                        f"DIR/{PCAP_DIR}/ and meta.json (default a new folder "
+                        f"results/conform/<UTC time>-<rev>/)")
     p.add_argument("--junit", type=Path, help=argparse.SUPPRESS)    # before --out: a file
     p.add_argument("--pcaps", type=Path, help=argparse.SUPPRESS)    # before --out: a folder
     p.add_argument("--p4", metavar="FILE.p4",
@@ -189,6 +190,13 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
                        None if dut else prereq.built("concast-routerd", "concast-hostd"))
     if why:
         return prereq.report("concast conform", why)
+    from concast import provenance
+    meta = provenance.start({"dataplane": a.dataplane, "target": a.target, "section": a.section,
+                             "keyword": a.keyword, "p4": a.p4, "ports": a.ports},
+                            seed="none: the suite's packets are fixed",
+                            binaries=() if dut else ("concast-routerd", "concast-hostd"))
+    if not a.out and not (a.junit or a.pcaps):     # the old file options keep their places
+        a.out = provenance.run_folder(tools.RESULTS / "conform")
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         a.junit = a.junit or a.out / JUNIT_FILE
@@ -230,6 +238,12 @@ def main(argv: list[str] | None = None, ns: argparse.Namespace | None = None) ->
     if unknown:
         ok = False
     print(f"\n{words}")
+    if a.out:
+        meta["outcome"] = {"ok": ok, "verdict": words,
+                           **{o: sum(r.outcome == o for r in results)
+                              for o in ("passed", "failed", "skipped")}}
+        print(f"results: {a.out} ({provenance.write(a.out, provenance.finish(meta)).name}, "
+              f"{JUNIT_FILE})")
     return 0 if ok else 1
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from concast import ROOT, prereq
+from concast import ROOT, prereq, tools
 from concast.argtypes import comma_list, hidden_alias
 
 from .report import save, table, third_party_table
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the competing TCP's congestion control (default %(default)s)")
     ap.add_argument("--mtp-cc", default="mtp",
                     help="MTP's window algorithm (mtping get --cc): mtp, mtp-halve, or a crate algorithm (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "transport", metavar="DIR",
-                    help="results folder (default results/transport)")
+    ap.add_argument("--out", type=Path, metavar="DIR",
+                    help="results folder (default a new folder results/transport/<UTC time>-<rev>/)")
     a = ap.parse_args(argv)
     protos = tuple(p for p in a.protocols.split(",") if p)
     bad = [p for p in protos if p not in KNOWN_PROTOCOLS]
@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                  limit_s=a.timeout, third_party_s=a.third_party, third_party_loss=a.third_party_loss,
                  delay_ms=a.delay, queue_ms=a.queue, third_party_cc=a.third_party_cc,
                  mtp_cc=a.mtp_cc)
+    from concast import provenance
+    a.out = a.out or provenance.run_folder(tools.RESULTS / "transport")
     a.out.mkdir(parents=True, exist_ok=True)
     # a run in the background ignores SIGINT and dies on SIGTERM without `finally`: both
     # now unwind through Testbed.stop(), so an interrupted run leaves nothing behind
@@ -219,11 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted: network stopped, nothing saved")
         return 130
-    from concast import provenance
     res["meta"] = {**provenance.finish(meta), "loadavg_at_end": os.getloadavg()}
+    provenance.write(a.out, res["meta"])
     print(table(res["rows"]))
     if res["third_party"]:
         print(third_party_table(res["third_party"]))
-    paths = save(res, a.out)
+    paths = [*save(res, a.out), a.out / "meta.json"]
     say(f"done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in paths)}")
     return 0
