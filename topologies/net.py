@@ -28,6 +28,8 @@ class ConcastNet:
         self.generator: dict | None = None
         self.meta: dict = {}
         self.cluster: dict | None = None    # set by servers(): {"servers", "placement"}
+        # keyword arguments for the data plane's back end (BMv2: program, log)
+        self.dataplane_options: dict = {}
 
     def router(self, name: str, capable: bool = True) -> "ConcastNet":
         self.topo.add_router(name, capable)
@@ -99,7 +101,7 @@ class ConcastNet:
                                      servers, self.cluster["placement"])
         from concast.topologies.running import RunningNet
         return RunningNet(self.topo, self.dataplane, Path(run_dir) if run_dir else None, quiet,
-                          emulate=self.emulate)
+                          emulate=self.emulate, dataplane_options=self.dataplane_options)
 
     def __repr__(self) -> str:
         t = self.topo

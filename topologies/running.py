@@ -54,7 +54,10 @@ class RunningNet:
     """`n["h1"]` is a Mininet host, `n["r1"]` a router handle (OvsRouter for OVS)."""
 
     def __init__(self, topo: Topology, dataplane: str = "ovs", run_dir: Path | None = None,
-                 quiet: bool = True, emulate: bool | str | None = None) -> None:
+                 quiet: bool = True, emulate: bool | str | None = None,
+                 dataplane_options: dict | None = None) -> None:
+        """dataplane_options: keyword arguments for the data plane's back end (BMv2: program,
+        log; `concast net up --p4/--bmv2-log`)."""
         if os.geteuid() != 0:
             raise PermissionError("starting a concast network needs root (Mininet, OVS)")
         self.plan = addressing.plan(topo)
@@ -63,6 +66,7 @@ class RunningNet:
         self.backend = None
         self.routers: dict = {}
         self.emulate = emulate
+        self.dataplane_options = dict(dataplane_options or {})
         self.emulator = None        # a LinkEmulator when the links are emulated (links.py)
         self._stopped = False
         self.record = registry.RunRecord.reserve()
@@ -88,7 +92,8 @@ class RunningNet:
             setLogLevel("error")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tag, plan = self.tag, self.plan
-        self.backend = dataplanes.backend(self.dataplane_name)(tag, plan)
+        self.backend = dataplanes.backend(self.dataplane_name)(tag, plan,
+                                                               **self.dataplane_options)
         if hasattr(self.backend, "attach"):     # BMv2: switch PIDs go into the run record
             self.backend.attach(self.record)
         bridges, dp_ifaces = self.backend.planned_names()

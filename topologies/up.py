@@ -373,6 +373,20 @@ def interactive(net) -> None:
         setLogLevel("error")
 
 
+def bmv2_options(ns: argparse.Namespace) -> dict:
+    """The BMv2 data plane's options for --p4 FILE (compiled here, by the project's one
+    compile step, into build/net-p4/<name>/) and --bmv2-log; {} without either."""
+    options = {}
+    if ns.p4:
+        from concast.controller.p4 import program
+        source = Path(ns.p4).resolve()
+        print(f"compiling {source} (p4c-bm2-ss) ...", flush=True)
+        options["program"] = program.compile_program(source, tools.BUILD / "net-p4" / source.stem)
+    if ns.bmv2_log:
+        options["log"] = True
+    return options
+
+
 def _stop_on_sigterm(*_):
     raise KeyboardInterrupt     # unwinds through `finally: net.stop()`
 
@@ -387,14 +401,17 @@ def main(argv: list[str] | None = None) -> int:
     if ns.p4 and not Path(ns.p4).is_file():
         p.error(f"--p4 {ns.p4}: no such file")
     if ns.p4 or ns.bmv2_log:
-        why = prereq.commands("p4c", "simple_switch_grpc")
+        why = prereq.commands("p4c-bm2-ss", "simple_switch_grpc")
         if why:
             return prereq.report("concast net up", f"{why} (BMv2 and p4c, docs/dataplane-bmv2.md)")
-        print("concast net up: --p4 and --bmv2-log are not wired to the BMv2 routers yet "
-              "(issue #27)", file=sys.stderr)
+    try:
+        options = bmv2_options(ns)
+    except RuntimeError as e:                   # p4c-bm2-ss refused the program
+        print(f"concast net up: {e}", file=sys.stderr)
         return 1
     try:
         desc = build(ns)
+        desc.dataplane_options = options
         why = cluster_problem(ns, desc)
         if why:
             raise ValueError(why)

@@ -65,6 +65,7 @@ class Bmv2Router:
     client: object = None           # P4RuntimeClient
     p4: object = None               # P4Router
     routes: list[Route] = field(default_factory=list)   # as installed
+    p4info: Path | None = None      # the program's P4Info (None: p4src/concast.p4's)
 
     name = property(lambda self: self.plan.name)
     capable = property(lambda self: self.plan.capable)
@@ -117,15 +118,28 @@ class Bmv2Router:
     def command_line(self) -> str:
         """What routerd runs for divert/undivert/clear (--dataplane-cmd, whitespace-split)."""
         return (f"{sys.executable} -m concast.controller.p4 --switch {self.address}"
-                f" --p4info {P.P4INFO_PATH}")
+                f" --p4info {self.p4info or P.P4INFO_PATH}")
+
+
+def switch_log_dir(run_dir: str | Path | None, fallback: Path) -> Path:
+    """Where --bmv2-log puts the switches' logs: <run dir>/bmv2 (kept after the network
+    stops, unlike the socket folder), or `fallback` when there is no run record."""
+    return Path(run_dir) / "bmv2" if run_dir else fallback
 
 
 class Bmv2Dataplane:
     name = "bmv2"
 
-    def __init__(self, tag: str, plan: Plan) -> None:
+    def __init__(self, tag: str, plan: Plan, program: tuple[Path, Path] | None = None,
+                 log: bool = False) -> None:
+        """program: (BMv2 JSON, P4Info) of a compiled user program to run instead of
+        p4src/concast.p4 (`concast net up --p4`, controller.p4.program); log: each switch
+        writes its debug log (`--bmv2-log`) into <run dir>/bmv2/."""
         self.tag = tag
         self.plan = plan
+        self.program = tuple(Path(x) for x in program) if program else None
+        self.log = log
+        self.log_dir: Path | None = None
         self.record = None          # the run record, given by RunningNet (attach)
         self.dir = SOCKET_DIR / naming.run_prefix(tag)
         self.routers: dict[str, Bmv2Router] = {}
@@ -153,10 +167,15 @@ class Bmv2Dataplane:
         from concast.controller.p4.router import P4Router
         from concast.controller.p4.switch import Switch
         import subprocess
-        for path in (P.JSON_PATH, P.P4INFO_PATH):
+        json_path, p4info_path = self.program or (P.JSON_PATH, P.P4INFO_PATH)
+        for path in (json_path, p4info_path):
             if not Path(path).exists():
                 raise RuntimeError(f"{path} is missing: run `make p4` (p4c-bm2-ss on PATH)")
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self.log:
+            run_dir = self.record.data.get("run_dir") if self.record is not None else None
+            self.log_dir = switch_log_dir(run_dir, self.dir)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         for r in self.routers.values():
             if r.capable:
                 sw, rd = r.cpu_switch_iface, r.cpu_iface
@@ -171,7 +190,11 @@ class Bmv2Dataplane:
             disable_ipv6(list(ports.values()) + ([r.cpu_iface] if r.cpu_iface else []))
             # Thrift (unused here, but always opened) on a free loopback port: the
             # switches share the root namespace, where 9090 may be taken.
-            r.switch = Switch(r.node, ports, rundir=self.dir, thrift_port=_free_port())
+            r.switch = Switch(r.node, ports, rundir=self.dir, thrift_port=_free_port(),
+                              log=self.log)
+            if self.log_dir is not None:
+                r.switch.logfile = self.log_dir / f"{r.name}.log"
+                print(f"BMv2 log of {r.name}: {r.switch.logfile}", flush=True)
             try:
                 r.switch.start(timeout=30)
             except RuntimeError as e:
@@ -185,7 +208,8 @@ class Bmv2Dataplane:
         routes = all_routes(self.plan)
         for r in self.routers.values():
             r.client = P4RuntimeClient(r.switch.address, 0, 1)
-            r.client.set_pipeline(P.P4INFO_PATH, P.JSON_PATH)
+            r.client.set_pipeline(p4info_path, json_path)
+            r.p4info = Path(p4info_path)
             r.p4 = P4Router(r.client)
             r.routes = list(routes[r.name])
             if r.capable:

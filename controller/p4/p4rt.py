@@ -66,15 +66,24 @@ class P4Info:
 class P4RuntimeClient:
     """Primary connection to one P4Runtime device (simple_switch_grpc)."""
 
-    def __init__(self, address: str, device_id: int = 0, election_id: int = 1,
-                 timeout: float = 10.0):
+    def __init__(self, address: str, device_id: int = 0, election_id: int | None = 1,
+                 timeout: float = 10.0, primary: bool = True):
+        """election_id None: a reader (`concast router table/stats`): no stream channel, no
+        arbitration, Read RPCs only, so it can neither be nor displace the primary.
+        primary False with an election id: arbitrate as a backup (a "not primary" answer is
+        what it asked for); writes are refused by the switch."""
         self.address = address
         self.device_id = device_id
-        self.election = p4runtime_pb2.Uint128(high=0, low=election_id)
+        self.reader = election_id is None
+        self.primary = primary and not self.reader
+        self.election = p4runtime_pb2.Uint128(high=0, low=election_id or 0)
         self.channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.p4info: P4Info | None = None
+        self._requests = None
+        if self.reader:
+            return
         self._requests: queue.Queue = queue.Queue()
         self._responses: queue.Queue = queue.Queue()
         self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
@@ -99,11 +108,12 @@ class P4RuntimeClient:
             msg = self._responses.get(timeout=timeout)
         except queue.Empty:
             raise P4RuntimeError(f"{self.address}: no arbitration answer") from None
-        if msg.arbitration.status.code != 0:
+        if msg.arbitration.status.code != 0 and self.primary:
             raise P4RuntimeError(f"{self.address}: not primary: {msg.arbitration.status}")
 
     def close(self):
-        self._requests.put(None)
+        if self._requests is not None:
+            self._requests.put(None)
         self.channel.close()
 
     def __enter__(self):
@@ -167,6 +177,8 @@ class P4RuntimeClient:
     def _write(self, updates: list[tuple[int, Entry]]):
         if not updates:
             return
+        if self.reader:
+            raise P4RuntimeError(f"{self.address}: a read-only connection does not write")
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.CopyFrom(self.election)
         for kind, e in updates:

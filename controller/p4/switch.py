@@ -54,6 +54,7 @@ class Switch:
         if self.thrift_port is not None:
             cmd += ["--thrift-port", str(self.thrift_port)]
         if self.log:
+            # BMv2 names the file itself from this stem (its logger adds the extension)
             cmd += ["--log-file", str(self.logfile.with_suffix("")), "--log-flush",
                     "--log-level", "debug"]
         for port, iface in sorted(self.ports.items()):

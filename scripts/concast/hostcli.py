@@ -5,6 +5,7 @@
     concast spec upload --group G FILE.wasm                           install or replace live
     concast host status|flows|stats [NODE]                            hostd's API
     concast router status|flows|stats NODE                            routerd's management socket
+    concast router table NODE [--table NAME]...                       a BMv2 router's P4 tables
 
 NODE is a node name of a running network or a socket path. send, recv and spec upload
 find their hostd by themselves when run inside a host's namespace; elsewhere they take
@@ -24,6 +25,7 @@ from concast import prereq, tools
 from concast.argtypes import group_id, hidden_alias, key_id, port, positive, receiver_addr
 
 QUERIES = ("status", "flows", "stats")
+ROUTER_QUERIES = (*QUERIES, "table")
 
 
 class BadUsage(Exception):
@@ -352,6 +354,11 @@ def cmd_router(ns: argparse.Namespace) -> int:
         path = locate.routerd_socket(ns.target, ns.run)
     except locate.NotFound as e:
         raise _not_found(e) from None
+    if ns.what == "table":
+        if not Path(path).with_suffix(".json").exists():    # the config, not routerd
+            raise NoDaemon(f"no router config at {Path(path).with_suffix('.json')}; "
+                           f"{START_HINT}")
+        return cmd_router_table(ns, Path(path))
     try:
         reply = routerd.query(path, ns.what)
     except (FileNotFoundError, ConnectionRefusedError) as e:
@@ -360,14 +367,41 @@ def cmd_router(ns: argparse.Namespace) -> int:
     except OSError as e:
         raise RuntimeError(f"cannot reach routerd at {path}: {e}") from None
     if ns.what == "stats":
-        add_dataplane_stats(reply, Path(path))
+        add_dataplane_stats(reply, Path(path), getattr(ns, "election_id", None))
     print(json.dumps(reply, indent=1, sort_keys=True))
     return 1 if "error" in reply else 0
 
 
-def add_dataplane_stats(reply: dict, socket: Path) -> None:
-    """An OVS router's stats also carry its data plane's own port counters (what OVS
-    received and never forwarded or diverted is counted nowhere routerd can see)."""
+def cmd_router_table(ns: argparse.Namespace, path: Path) -> int:
+    """`concast router table NODE`: a BMv2 router's table entries, read without arbitration
+    (or as a backup with --election-id), never as the primary."""
+    from concast.controller.p4 import readout
+    cfg = readout.router_config(path)
+    if not cfg or cfg.get("dataplane") != "bmv2" or not cfg.get("p4_switch"):
+        raise BadUsage(f"{ns.target} is not a BMv2 router ({path.with_suffix('.json')} names "
+                       f"no p4_switch); `router table` reads P4 tables")
+    try:
+        rows = readout.read_tables(cfg, ns.table, ns.election_id)
+    except ValueError as e:
+        raise BadUsage(str(e)) from None
+    except Exception as e:      # grpc or P4Runtime: the switch is gone or refuses
+        raise RuntimeError(f"cannot read {cfg['p4_switch']}: {e}") from None
+    print(json.dumps(rows, indent=1) if ns.json else readout.format_rows(rows))
+    return 0
+
+
+def add_dataplane_stats(reply: dict, socket: Path, election_id: int | None = None) -> None:
+    """A router's stats also carry its data plane's own counters: on OVS the port counters
+    (what OVS received and never forwarded or diverted is counted nowhere routerd can see),
+    on BMv2 the P4 program's counters, read over a read-only P4Runtime connection."""
+    from concast.controller.p4 import readout
+    cfg = readout.router_config(socket) or {}
+    if cfg.get("dataplane") == "bmv2" and cfg.get("p4_switch"):
+        try:
+            reply["dataplane"] = readout.read_stats(cfg, election_id)
+        except Exception as e:      # grpc or P4Runtime: reported beside routerd's counters
+            reply["dataplane"] = {"p4_switch": cfg["p4_switch"], "error": str(e)}
+        return
     from concast.controller.ovs import ofctl, portstats
     bridge = portstats.bridge_of(socket)
     if bridge:
@@ -445,8 +479,21 @@ def add_verbs(sub) -> None:
     h.add_argument("--run", help="run tag, when several networks are running")
     h.set_defaults(func=lambda ns: run_guarded(h, lambda: cmd_host(ns)))
 
-    o = sub.add_parser("router", help="ask a routerd for its status, flows or counters")
-    o.add_argument("what", choices=QUERIES, help="what to ask for")
+    o = sub.add_parser("router", help="ask a routerd for its status, flows or counters; "
+                                      "a BMv2 router's P4 tables",
+                       description="status, flows, stats: routerd's answers as JSON (stats adds "
+                                   "the data plane's counters: OVS ports, BMv2's P4 counters). "
+                                   "table: a BMv2 router's P4 table entries, read over "
+                                   "P4Runtime without becoming its primary controller.")
+    o.add_argument("what", choices=ROUTER_QUERIES, help="what to ask for")
     o.add_argument("target", metavar="NODE", help="router name or socket path")
     o.add_argument("--run", help="run tag, when several networks are running")
+    o.add_argument("--table", action="append", metavar="NAME",
+                   help="table: only this table (full or last name, e.g. concast_flows; "
+                        "repeatable; default every table)")
+    o.add_argument("--json", action="store_true",
+                   help="table: print the entries as JSON instead of one line each")
+    o.add_argument("--election-id", type=int, metavar="N",
+                   help="BMv2 reads (table, stats): arbitrate as a P4Runtime backup with this "
+                        "election id (default none: read without arbitrating)")
     o.set_defaults(func=lambda ns: run_guarded(o, lambda: cmd_router(ns)))

@@ -43,7 +43,7 @@ def test_links_netem_without_netem_is_a_missing_prerequisite():
 @pytest.mark.parametrize("args", [["--p4", __file__], ["--bmv2-log"]])
 def test_p4_switches_need_bmv2_and_p4c(args):
     r = concast("net", "up", "tree", "--dataplane", "bmv2", *args)
-    if shutil.which("p4c") and shutil.which("simple_switch_grpc"):
+    if shutil.which("p4c-bm2-ss") and shutil.which("simple_switch_grpc"):
         pytest.skip("BMv2 and p4c are installed here")
     assert r.returncode == 3, r.stderr
     assert "missing prerequisite" in r.stderr and "p4c" in r.stderr

@@ -8,13 +8,13 @@ checks what it does with them, not how.
 """
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from concast import tools
+from concast.controller.p4 import program
 
 BUILD = tools.BUILD / "conform-p4"
-COMPILER = "p4c-bm2-ss"
+COMPILER = program.COMPILER
 
 
 class CannotTest(RuntimeError):
@@ -27,18 +27,15 @@ def tools_missing() -> str | None:
 
 
 def compile_program(source: Path, out_dir: Path | None = None) -> tuple[Path, Path]:
-    """(BMv2 JSON, P4Info) of `source`, compiled with p4c-bm2-ss."""
+    """(BMv2 JSON, P4Info) of `source`, compiled by the project's one compile step
+    (concast.controller.p4.program)."""
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"--p4: no file {source}")
     why = tools_missing()
     if why:
         raise CannotTest(f"--p4 runs the program on BMv2, and {why}")
-    out_dir = out_dir or BUILD / source.stem
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json, p4info = out_dir / f"{source.stem}.json", out_dir / f"{source.stem}.p4info.txtpb"
-    r = subprocess.run([COMPILER, "--arch", "v1model", "-o", str(json), "--p4runtime-files",
-                        str(p4info), str(source)], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise CannotTest(f"{COMPILER} could not compile {source}:\n{(r.stdout + r.stderr)[-3000:]}")
-    return json, p4info
+    try:
+        return program.compile_program(source, out_dir or BUILD / source.stem)
+    except program.CompileError as e:
+        raise CannotTest(str(e)) from None
