@@ -147,9 +147,10 @@ def add_interactive_options(p: argparse.ArgumentParser) -> None:
                    help="how links get delay and loss: netem (Linux tc, as Mininet's TCLink), "
                         "linkemu (the concast link emulator, docs/linkemu.md), or auto: netem "
                         "where this kernel has it, else linkemu (default auto)")
-    i.add_argument("--pcap", metavar="all|HOST,...",
-                   help="capture every packet on these hosts' links (all: every host) into "
-                        "DIR/HOST.pcap, for `concast decode --pcap` (default none)")
+    i.add_argument("--pcap", metavar="all|HOST,R1-R2,...",
+                   help="capture every packet on these links into DIR/NAME.pcap, for `concast "
+                        "decode --pcap`: a host's link by the host's name, a link between "
+                        "routers as R1-R2; all: every link (default none)")
     i.add_argument("--pcap-dir", metavar="DIR",
                    help="where --pcap writes (relative to here; default <run dir>/pcap)")
     i.add_argument("--p4", metavar="FILE.p4", help="--dataplane bmv2: run this P4 program on "
@@ -294,18 +295,51 @@ def on_path(path: str) -> str:
     return os.pathsep.join([here, *[x for x in parts if x != here]])
 
 
+def capture_points(plan, tag: str, which: str) -> list[tuple[str, str]]:
+    """(label, interface) for --pcap: `all` is every host's link and every router-to-router
+    link; else a comma list of host names (the host's link, taken at the host) and links
+    named ROUTER-ROUTER (either order; taken at the first router's port). ValueError names
+    what the network does not have."""
+    from concast.netmodel import naming
+    links = {f"{ln.a}-{ln.b}": ln for ln in plan.links}
+    links.update({f"{ln.b}-{ln.a}": ln for ln in plan.links})
+    names = ([*plan.hosts, *(f"{ln.a}-{ln.b}" for ln in plan.links)] if which == "all"
+             else [w for w in which.split(",") if w])
+    unknown = [n for n in names if n not in plan.hosts and n not in links]
+    if unknown:
+        raise ValueError(f"--pcap: no host or ROUTER-ROUTER link {', '.join(unknown)} "
+                         f"(links: {', '.join(f'{ln.a}-{ln.b}' for ln in plan.links) or 'none'})")
+    out = []
+    for n in names:
+        if n in plan.hosts:
+            out.append((n, naming.host_iface(n)))
+        else:
+            ln = links[n]
+            out.append((n, naming.port_iface(tag, ln.a, ln.port_a)))
+    return out
+
+
+def _node_with(net, label: str, iface: str):
+    """The Mininet node an interface is in (a host, or a router's node: a namespace on
+    Linux, the root namespace on OVS and BMv2)."""
+    if label in net.plan.hosts:
+        return net[label]
+    for node in net.mn.nameToNode.values():
+        if iface in getattr(node, "nameToIntf", {}):
+            return node
+    raise ValueError(f"--pcap: no node has interface {iface} ({label})")
+
+
 def start_captures(net, which: str | None, folder: str | None = None) -> list:
-    """tcpdump on the chosen hosts' interfaces (--pcap all|H1,H2) into folder/HOST.pcap."""
+    """tcpdump on the chosen links (--pcap all|HOST,R1-R2,...) into folder/LABEL.pcap."""
     if not which:
         return []
-    hosts = list(net.plan.hosts) if which == "all" else which.split(",")
-    unknown = [h for h in hosts if h not in net.plan.hosts]
-    if unknown:
-        raise ValueError(f"--pcap: no host {', '.join(unknown)}")
+    points = capture_points(net.plan, net.tag, which)
     from concast.topologies.capture import Capture
     where = Path(folder).resolve() if folder else net.run_dir / "pcap"
-    caps = [Capture(net[h], net.iface(h), where / f"{h}.pcap").start() for h in hosts]
-    print(f"capturing on {', '.join(hosts)} into {where}", flush=True)
+    caps = [Capture(_node_with(net, label, iface), iface, where / f"{label}.pcap").start()
+            for label, iface in points]
+    print(f"capturing on {', '.join(label for label, _ in points)} into {where}", flush=True)
     return caps
 
 
@@ -323,7 +357,10 @@ def examples(net) -> list[str]:
         return ["nodes", "net"]
     router = next(iter(net.plan.routers))
     return ["nodes", "net", "dump", "pingall", f"{a} ping -c 2 {b}", f"{b} ip addr",
-            f"{router} ip route" if net.dataplane_name == "linux" else f"{a} ping -c 1 {router}",
+            # a Linux router is a kernel namespace; OVS and BMv2 routers hand their own
+            # addresses to routerd, which answers no ping: ask routerd and the switch instead
+            {"linux": f"{router} ip route", "bmv2": f"sh concast router table {router}"}.get(
+                net.dataplane_name, f"sh concast router stats {router}"),
             f"{b} concast recv --group 7 --spec sum --round-timeout 5 --count 1 --timeout 60 &",
             f"{a} concast send --to {b} --group 7 5"]
 
@@ -338,6 +375,19 @@ def aliases(net) -> dict[str, str]:
     return out
 
 
+def alias_line(line: str, names: dict[str, str], ip) -> str:
+    """A line typed at the prompt: a router's topology name first is its node; as an argument
+    it is its router ID (`s1 ping r1`), except for concast, which takes names (`sh concast
+    router stats r1`, `s1 concast send --to rx`)."""
+    words = line.split(" ")
+    if words and words[0] in names:
+        words[0] = names[words[0]]
+    if "concast" in words[:2]:
+        return " ".join(words)
+    words[1:] = [ip(w) if w in names else w for w in words[1:]]
+    return " ".join(words)
+
+
 def interactive(net) -> None:
     """Mininet's CLI with its own output on (the network was started quiet), the routers by
     their topology names, and a banner of commands that exist here."""
@@ -350,11 +400,7 @@ def interactive(net) -> None:
 
         def precmd(self, line: str) -> str:
             """r1 -> its node as the command's node; as an argument, its router ID."""
-            words = line.split(" ")
-            if words and words[0] in names:
-                words[0] = names[words[0]]
-            words[1:] = [net.ip(w) if w in names else w for w in words[1:]]
-            return " ".join(words)
+            return alias_line(line, names, net.ip)
 
         def do_nodes(self, line: str) -> None:
             super().do_nodes(line)
@@ -473,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             c.stop()
         net.stop()
         print("stopped", flush=True)
+        if options.get("log"):
+            logs = sorted((net.run_dir / "bmv2").glob("*"))
+            print("BMv2 logs: " + (", ".join(str(f) for f in logs) or "none written"), flush=True)
         if captures:
             print("captures: " + ", ".join(str(c.path) for c in captures), flush=True)
 

@@ -116,3 +116,42 @@ def test_recv_names_the_source_and_where_it_came_from(tmp_path):
     line = hostcli.describe_datagram(ev, names)
     assert "src=10.1.1.2(rx) from=10.0.0.1(r1)" in line and "count=2 value=15" in line
     assert "from=" not in hostcli.describe_datagram({**ev, "from": []}, names)
+
+
+def test_pcap_takes_hosts_links_and_router_links():
+    from concast.netmodel import addressing, naming
+    from concast.topologies import line
+    plan = addressing.plan(line(2, senders=1).topo)
+    (ln,) = plan.links
+    every = up.capture_points(plan, "t1", "all")
+    assert [label for label, _ in every] == [*plan.hosts, f"{ln.a}-{ln.b}"]
+    assert (f"{ln.a}-{ln.b}", naming.port_iface("t1", ln.a, ln.port_a)) in every
+    host = next(iter(plan.hosts))
+    assert up.capture_points(plan, "t1", f"{host},{ln.b}-{ln.a}") == [
+        (host, naming.host_iface(host)), (f"{ln.b}-{ln.a}", naming.port_iface("t1", ln.a, ln.port_a))]
+    with pytest.raises(ValueError, match="no host or ROUTER-ROUTER link r9-r1"):
+        up.capture_points(plan, "t1", "r9-r1")
+
+
+@pytest.mark.parametrize("dataplane, hint", [("linux", "r1 ip route"),
+                                             ("ovs", "sh concast router stats r1"),
+                                             ("bmv2", "sh concast router table r1")])
+def test_the_banner_never_suggests_pinging_a_router_that_cannot_answer(dataplane, hint):
+    """OVS and BMv2 routers divert their own addresses to routerd, which answers no ping
+    (found typing the banner at the prompt: 100% loss)."""
+    from types import SimpleNamespace
+    from concast.netmodel import addressing
+    from concast.topologies import tree
+    net = SimpleNamespace(plan=addressing.plan(tree(dataplane=dataplane).topo),
+                          dataplane_name=dataplane)
+    hints = up.examples(net)
+    assert hints[:4] == ["nodes", "net", "dump", "pingall"] and hint in hints
+    assert not any(h.split()[-1] == "r1" and " ping " in h for h in hints)
+
+
+def test_router_names_at_the_prompt():
+    names, ip = {"r1": "ccabr1"}, {"r1": "10.0.0.1"}.get
+    assert up.alias_line("r1 ip route", names, ip) == "ccabr1 ip route"
+    assert up.alias_line("s1 ping -c 1 r1", names, ip) == "s1 ping -c 1 10.0.0.1"
+    assert up.alias_line("sh concast router stats r1", names, ip) == "sh concast router stats r1"
+    assert up.alias_line("s1 concast send --to rx --group 7 5", names, ip).endswith("7 5")
