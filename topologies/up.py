@@ -402,6 +402,11 @@ def interactive(net) -> None:
             """r1 -> its node as the command's node; as an argument, its router ID."""
             return alias_line(line, names, net.ip)
 
+        def do_pingall(self, line: str) -> None:
+            """Among the hosts only: Linux routers are Mininet hosts too, but with no
+            address of their own for Mininet (it would ping `None`)."""
+            self.mn.ping(hosts=[net.mn[h] for h in net.plan.hosts], timeout=line or None)
+
         def do_nodes(self, line: str) -> None:
             super().do_nodes(line)
             if names:
