@@ -30,7 +30,10 @@ def test_the_tutorial_has_steps_and_shows_their_output():
     assert len(ss) >= 10
     assert any(s.background and s.command.startswith("concast net up") for s in ss)
     assert any("decode --pcap" in s.command for s in ss)
-    assert all(s.command.startswith(("concast ", "ls ", "sleep ")) for s in ss), [s.command for s in ss]
+    assert any(s.command.startswith("clang ") and "sdk-c" in s.command for s in ss)
+    assert any(s.command.startswith("tshark ") and "concast.lua" in s.command for s in ss)
+    assert all(s.command.startswith(("concast ", "ls ", "sleep ", "clang ", "tshark "))
+               for s in ss), [s.command for s in ss]
 
 
 def _env() -> dict:
@@ -55,7 +58,8 @@ def test_the_tutorial_runs_as_written(tmp_path):
     why = missing_builds()
     if why:
         pytest.skip(why)
-    (tmp_path / "build").symlink_to(ROOT / "build")
+    for folder in ("build", "mergespecs", "scripts"):     # specs, the C SDK, the dissector
+        (tmp_path / folder).symlink_to(ROOT / folder)
     env = _env()
     background: list[tuple] = []          # (step, process, output file, index)
     try:
