@@ -157,3 +157,14 @@ class Scratch:
     def close(self) -> None:
         while self.made:
             ip("netns", "del", self.made.pop(), check=False)
+
+
+def netem_available() -> bool:
+    """Whether this kernel has netem (Linux tc's delay and loss), tried in a throwaway
+    namespace (touches nothing). Needs root: without it the answer is False."""
+    try:
+        r = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                            "delay", "1ms"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0

@@ -9,7 +9,7 @@ The record's keys (KEYS, pinned by tests/unit/test_provenance.py):
   versions  concast, every Rust binary's --version and SHA-256, rustc, the wasmtime crate,
             Mininet, Open vSwitch, tc, Python, Scapy, the kernel (None where absent)
   machine   host, kernel, cpus, cpu_model, mem_total_mib, loadavg_at_start (at the end also
-            loadavg_at_end)
+            loadavg_at_end), netem (the kernel has it; None when not root)
   params    the run's parameters;  seed  its random seed (or a sentence saying why none)
   started, ended (UTC, ISO 8601), secs
 """
@@ -76,10 +76,20 @@ def _mem_total_mib() -> int:
     return 0
 
 
+def _netem() -> bool | None:
+    """Whether the kernel has netem, so links could be Mininet's TCLink (`net up --links
+    auto` takes it where it is); None when not root, where it cannot be tried."""
+    if os.geteuid() != 0:
+        return None
+    from concast.netns import netem_available
+    return netem_available()
+
+
 def machine() -> dict:
     return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
             "cpu_model": _cpu_model(), "mem_total_mib": _mem_total_mib(),
-            "loadavg_at_start": list(os.getloadavg()), "python": platform.python_version()}
+            "loadavg_at_start": list(os.getloadavg()), "python": platform.python_version(),
+            "netem": _netem()}
 
 
 def sha256(path: Path) -> str:

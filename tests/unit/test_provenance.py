@@ -17,7 +17,7 @@ from concast.topologies.experiments.mplex.settings import Settings as MplexSetti
 VERSION_KEYS = {"concast", "binaries", "specs", "rustc", "wasmtime_crate", "mininet", "ovs",
                 "python", "scapy", "kernel"}
 MACHINE_KEYS = {"host", "kernel", "cpus", "cpu_model", "mem_total_mib", "loadavg_at_start",
-                "python"}
+                "python", "netem"}
 
 
 def check_record(m: dict, ended: bool = True) -> None:
@@ -183,3 +183,10 @@ def test_a_bench_script_runs_in_a_folder_of_its_own(tmp_path, monkeypatch, capsy
     assert m["params"]["argv"] == ["--seconds", "1", "--json", "figs.json"] and m["exit"] == 0
     assert (run / "figs.json").is_file() and "a figure: 42" in (run / "output.txt").read_text()
     check_record(json.loads((tmp_path / "o" / "meta.json").read_text()))
+
+
+def test_the_record_says_whether_the_kernel_has_netem():
+    import os
+    from concast.topologies import links
+    got = provenance.machine()["netem"]
+    assert got == (links.netem_available() if os.geteuid() == 0 else None)
