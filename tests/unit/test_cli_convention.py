@@ -257,3 +257,22 @@ def test_a_missing_prerequisite_exits_3_and_names_it(args, tmp_path):
     assert r.returncode == prereq.EXIT, (r.returncode, r.stdout[-500:], r.stderr[-800:])
     assert "missing prerequisite" in r.stderr and "Traceback" not in r.stderr
     assert re.search(r"sudo|make (build|specs)|cargo build|setup\.sh", r.stderr), r.stderr
+
+
+def test_a_closed_pipe_is_no_panic(tmp_path):
+    """`concast-spec run ... | head -1`: the reader goes away after one line while the tool
+    still has far more than a pipe's buffer to print (issue #27: it panicked)."""
+    from concast import offline, tools
+    try:
+        exe, spec = tools.rust_binary("concast-spec"), tools.spec_module("sum")
+    except tools.MissingTool as e:
+        pytest.skip(str(e))
+    stream = tmp_path / "in.jsonl"
+    offline.write_sum_stream(stream, senders=8, rounds=3000)    # ~24,000 lines out
+    p = subprocess.Popen([str(exe), "run", str(spec), "--input", str(stream), "--param",
+                          "fanin=100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()                        # as head -1 does
+    err = p.stderr.read().decode(errors="replace")
+    p.wait(timeout=60)
+    assert "panicked" not in err and p.returncode in (0, 1, 141, -13), (p.returncode, err)
