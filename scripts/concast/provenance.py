@@ -7,7 +7,8 @@ The record's keys (KEYS, pinned by tests/unit/test_provenance.py):
   command   the command line, as typed
   git       {"rev": full hash, "dirty": uncommitted changes to tracked files}
   versions  concast, every Rust binary's --version and SHA-256, rustc, the wasmtime crate,
-            Mininet, Open vSwitch, tc, Python, Scapy, the kernel (None where absent)
+            Mininet, Open vSwitch, tc, p4c (p4c-bm2-ss), BMv2 (simple_switch_grpc), Python,
+            Scapy, the kernel (None where absent)
   machine   host, kernel, cpus, cpu_model, mem_total_mib, loadavg_at_start (at the end also
             loadavg_at_end), netem (the kernel has it; None when not root)
   params    the run's parameters;  seed  its random seed (or a sentence saying why none)
@@ -154,6 +155,8 @@ def versions(binaries=BINARIES, specs=()) -> dict:
             "mininet": _python_module_version("mininet.net", "VERSION"),
             "ovs": _run("ovs-vsctl", "--version") or None,
             "tc": _run("tc", "-V") or None,
+            "p4c": _run("p4c-bm2-ss", "--version") or None,
+            "bmv2": _run("simple_switch_grpc", "--version") or None,
             "python": platform.python_version(),
             "scapy": _python_module_version("scapy", "__version__"),
             "kernel": platform.release()}

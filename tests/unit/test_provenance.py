@@ -15,7 +15,7 @@ from concast.topologies.experiments.mplex import runner as mplex_runner
 from concast.topologies.experiments.mplex.settings import Settings as MplexSettings
 
 VERSION_KEYS = {"concast", "binaries", "specs", "rustc", "wasmtime_crate", "mininet", "ovs",
-                "python", "scapy", "kernel"}
+                "python", "scapy", "kernel", "p4c", "bmv2"}
 MACHINE_KEYS = {"host", "kernel", "cpus", "cpu_model", "mem_total_mib", "loadavg_at_start",
                 "python", "netem"}
 
