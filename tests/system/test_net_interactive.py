@@ -88,6 +88,7 @@ def test_the_prompt_the_banner_and_a_typed_sum(tmp_path, dataplane):
     if why:
         pytest.skip(why)
     env = dict(os.environ, PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "build").symlink_to(ROOT / "build")        # the user's folder has the specs
     term = Terminal([*CONCAST, "net", "up", "tree", "--dataplane", dataplane,
                      "--pcap", "rx,r1-r2", "--pcap-dir", str(tmp_path / "pcaps")],
                     tmp_path, env)
@@ -111,6 +112,10 @@ def test_the_prompt_the_banner_and_a_typed_sum(tmp_path, dataplane):
                                  out), (h, out)
             if " ping " in h:
                 assert " 0% packet loss" in out, (h, out)
+
+        # a path relative to where net up started, at a host's prompt
+        out = term.command("rx concast spec check build/mergespecs/sum.wasm", 60)
+        assert "build/mergespecs/sum.wasm: a valid concast merge spec" in out, out
 
         # the tutorial's sum, the two values typed at the prompt
         recv = subprocess.Popen([*CONCAST, "recv", "--node", "rx", "--run", tag, "--group", "8",
