@@ -276,3 +276,38 @@ def test_a_closed_pipe_is_no_panic(tmp_path):
     err = p.stderr.read().decode(errors="replace")
     p.wait(timeout=60)
     assert "panicked" not in err and p.returncode in (0, 1, 141, -13), (p.returncode, err)
+
+
+def test_version_names_the_revision_every_binary_and_every_built_spec():
+    from concast import provenance, tools
+    text = cli.version()
+    first, *rest = text.splitlines()
+    assert first.startswith("concast ") and (tools.revision() or "") in first
+    for name in provenance.BINARIES:
+        line = next(x for x in rest if x.split()[0] == name)
+        b = provenance.binary_record(name)
+        assert ("not built" in line) if b is None else (f"sha256:{b['sha256'][:12]}" in line)
+    folder = tools.spec_dir()
+    for spec in sorted(folder.glob("*.wasm")) if folder else []:
+        assert f"spec {spec.stem}" in text and provenance.sha256(spec)[:12] in text
+
+
+def test_perf_help_lists_its_composites_algorithms_and_mtp():
+    from concast.perfrun import CC_NAMES, COMPOSITES
+    text = " ".join(parser_at("concast perf").format_help().split())
+    assert all(c in text for c in COMPOSITES) and all(c in text for c in CC_NAMES)
+    assert "mtp" in text and "MTP" in text
+
+
+def test_perf_composites_are_the_transports_presets():
+    rust = (tools_root() / "hosts" / "transport" / "src" / "composite.rs").read_text()
+    from concast.perfrun import COMPOSITES
+    names = re.findall(r'Preset::\w+ => "(\w+)"', rust)
+    assert tuple(names) == COMPOSITES
+
+
+def tools_root():
+    from concast import tools
+    if tools.CHECKOUT is None:
+        pytest.skip("reads a checkout's sources")
+    return tools.CHECKOUT
