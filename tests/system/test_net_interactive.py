@@ -41,10 +41,8 @@ class Terminal:
         while time.monotonic() < deadline:
             m = rx.search(self.text, start)
             if m:
-                out = self.text[start:m.end()]
-                self.text = self.text[:m.end()] + self.text[m.end():]
-                self._mark = m.end()
-                return out
+                self._mark = m.end()          # command() drops what came before it
+                return self.text[start:m.end()]
             ready, _, _ = select.select([self.fd], [], [], 0.5)
             if ready:
                 try:
