@@ -105,6 +105,46 @@ def test_lpm_forwarding_ttl_and_checksum(bmv2, area):
         assert delta(before, bmv2.counters()) == {"forwarded": 1}
 
 
+def spoiled(datagram: bytes, byte: int) -> bytes:
+    """`datagram` with one byte of its header (options area included) changed and the
+    checksum left as it was: a header checksum that no longer verifies."""
+    raw = bytearray(datagram)
+    raw[byte] ^= 0x01
+    assert not header_ok(bytes(raw))
+    return bytes(raw)
+
+
+# (options area, byte flipped): every part of the header the checksum covers; none of
+# these flips makes the options area malformed, so only the checksum can catch them.
+SPOILED = {
+    "checksum_field": (b"", 10),
+    "fixed_header": (b"", 1),
+    "router_alert_value": (RA + NOP * 3 + b"\x00", 22),
+    "last_option_byte": (OPTION_AREAS["40_bytes"], 58),
+    "padding_after_eol": (RA + b"\x00" + bytes(3), 26),
+}
+
+
+@pytest.mark.parametrize("case", list(SPOILED))
+def test_bad_header_checksum_dropped_and_counted(bmv2, case):
+    """RFC 1812 5.2.2, protocol.md 1.2-13: the checksum is checked over the options too,
+    padding after an EOL included (the walk does not step over it)."""
+    area, byte = SPOILED[case]
+    sent = spoiled(ipv4(area), byte)
+    assert classify(sent).kind != "malformed", classify(sent)
+    before = bmv2.counters()
+    got = bmv2.exchange("h1", frame(sent))
+    assert not any(got.values()), "a datagram whose header checksum fails was forwarded"
+    assert delta(before, bmv2.counters()) == {"dropped": {"bad_checksum": 1}}
+
+
+def test_bad_checksum_on_a_concast_datagram_is_not_diverted(bmv2, flow):
+    before = bmv2.counters()
+    got = bmv2.exchange("h1", frame(spoiled(ipv4(CONCAST + b"\x00\x00"), 22)))
+    assert not any(got.values())
+    assert delta(before, bmv2.counters()) == {"dropped": {"bad_checksum": 1}}
+
+
 def test_longest_prefix_wins(bmv2):
     sent = ipv4(dst="10.2.5.9")
     got = bmv2.exchange("h1", frame(sent))

@@ -235,13 +235,27 @@ impl Router {
         [self.node.next_deadline(), self.engine.next_deadline()].into_iter().flatten().min()
     }
 
+    /// A merged MplexPkt's delay fields, checked against its total budget (3.2-2).
+    fn count_budget(&mut self, datagram: &[u8]) {
+        let Ok(ip) = Packet::new_checked(datagram) else { return };
+        if ip.protocol() != concast_wire::ipv4::protocol::MPLEX || ip.is_fragment() {
+            return;
+        }
+        if let Ok(m) = concast_wire::mplex::Packet::new_checked(ip.payload()) {
+            self.counters.count_mplex_sent(m.max_total_delay(), m.delayed_so_far());
+        }
+    }
+
     fn flush_outputs(&mut self, now: u64, sink: &mut impl Sink) {
         let mut scratch = Vec::with_capacity(2048);
         let mut fail_open = Vec::new();
         let out = std::mem::take(&mut self.out);
         for o in out.iter() {
             match o.kind {
-                OutputKind::Merged => self.counters.merged_out += 1,
+                OutputKind::Merged => {
+                    self.counters.merged_out += 1;
+                    self.count_budget(o.datagram);
+                }
                 OutputKind::Unmerged(Unmerged::FailOpen) => {
                     self.counters.forwarded_unmerged += 1;
                     fail_open.push(o.flow);

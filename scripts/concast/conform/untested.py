@@ -14,7 +14,7 @@ WHY = {
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
     "1.2-12": "what the Linux kernel's IP input does, not the router under test",
-    "1.2-13": "says what OVS and BMv2 do not do; nothing a router must do",
+    "1.2-13": "says what OVS does not do, and why; nothing a router must do",
     "3-9": "says which component makes the checks; the checks themselves are 3-4..3-8",
     "4-7": "says what OVS cannot do; nothing a router must do",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
