@@ -329,6 +329,53 @@ def test_flow_command_line_as_second_controller(bmv2, tmp_path):
         cli("flow", "del", DST, str(GROUP))
     assert cli("flow", "list").strip() == ""
     only(bmv2.exchange("h1", frame(sent)), "h2")
-    # the control plane's own connection (election id 1) is primary again and can write
+    # the control plane's own connection (ELECTION_CONTROL) is primary again and can write
     bmv2.router.add_flow(DST, GROUP)
+    bmv2.router.remove_flow(DST, GROUP)
+
+
+# -- arbitration (docs/dataplane-bmv2.md "Arbitration") ------------------------------------------
+
+def test_a_second_client_taking_primary_mid_flow_fails_routerds_writes_until_it_leaves(
+        bmv2, tmp_path):
+    """A user's client at a small default election id (finsy's 10) leaves routerd's writes
+    alone; one that takes primary above concast's ids makes them fail, saying so (routerd
+    then shows divert_failed and retries), while a backup reader still reads; when it
+    leaves, the next write goes through."""
+    import subprocess
+    import sys
+    from google.protobuf import text_format
+    from concast.controller.p4.p4rt import (ELECTION_CONCAST_BASE, NotPrimaryError,
+                                            P4RuntimeClient)
+    p4info = tmp_path / "p4info.txtpb"
+    p4info.write_text(text_format.MessageToString(bmv2.client.p4info.msg))
+    base = [sys.executable, "-m", "concast.controller.p4", "--switch", bmv2.switch.address,
+            "--p4info", str(p4info)]
+
+    def cli(*args):
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=30)
+
+    sent = ipv4(CONCAST + b"\x00\x00")
+    with pytest.raises(NotPrimaryError):
+        P4RuntimeClient(bmv2.switch.address, election_id=10)      # concast outranks it
+    user = P4RuntimeClient(bmv2.switch.address, election_id=11, backup=True)
+    try:
+        r = cli("divert", DST, str(GROUP))
+        assert r.returncode == 0, r.stderr
+        assert only(bmv2.exchange("h1", frame(sent)), "rd") == frame(sent)
+    finally:
+        user.close()
+    boss = P4RuntimeClient(bmv2.switch.address, election_id=4 * ELECTION_CONCAST_BASE)
+    try:
+        assert boss.primary
+        r = cli("undivert", DST, str(GROUP))
+        assert r.returncode == 1 and "not primary" in r.stderr and "Traceback" not in r.stderr
+        assert cli("flow", "list").stdout.split() == [DST, str(GROUP)], "a backup reads"
+        assert only(bmv2.exchange("h1", frame(sent)), "rd") == frame(sent), "entry still there"
+    finally:
+        boss.close()
+    r = cli("undivert", DST, str(GROUP))
+    assert r.returncode == 0, r.stderr
+    only(bmv2.exchange("h1", frame(sent)), "h2")
+    bmv2.router.add_flow(DST, GROUP)          # the control plane is primary again
     bmv2.router.remove_flow(DST, GROUP)

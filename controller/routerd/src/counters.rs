@@ -30,6 +30,10 @@ pub struct Counters {
     pub malformed: BTreeMap<&'static str, u64>,
     pub flows_activated: u64,
     pub quarantined_flows: u64,
+    /// Tries to install a flow's diversion that failed (each retry that failed counts too).
+    pub divert_failures: u64,
+    /// Retries that installed a diversion that had failed.
+    pub divert_retries_installed: u64,
     /// MplexPkts this router sent with DelayedSoFar above MaxTotalDelay (protocol.md 3.2-2):
     /// it held them past their total budget (a timer that fired later than the lead).
     pub mplex_budget_overruns: u64,

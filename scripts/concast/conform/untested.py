@@ -17,6 +17,7 @@ WHY = {
     "1.2-13": "says what OVS does not do, and why; nothing a router must do",
     "3-9": "says which component makes the checks; the checks themselves are 3-4..3-8",
     "4-7": "says what OVS cannot do; nothing a router must do",
+    "4-8": INSIDE + "; routerd's tests/router.rs and tests/p4 (arbitration) check ours",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.9-10": EXPLAINS,
