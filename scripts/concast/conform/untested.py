@@ -21,9 +21,6 @@ WHY = {
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.9-10": EXPLAINS,
-    "2.2-2": ("the bound is each node's own setting, unknown to the suite; the CSP unit test "
-              "the_granted_hold_time_is_the_asked_one_cut_to_the_bound and routerd's "
-              "a_join_asking_for_a_longer_hold_than_the_bound_is_granted_the_bound check ours"),
     "2.8-16": ("defaults each node may configure otherwise; the CSP unit test "
                "the_timer_defaults_are_the_specs pins ours (2.8-7 and 2.8-17 check the "
                "doubling on the wire)"),
