@@ -239,6 +239,9 @@ impl Flow {
             return;
         }
         let due_by = env.now + env.lead_us;
+        if self.states.earliest_timer().is_none_or(|d| d > due_by) {
+            return; // the common case: nothing due, nothing allocated
+        }
         let mut due: Vec<(u64, u32)> = self
             .states
             .open_slots()
