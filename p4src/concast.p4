@@ -14,15 +14,16 @@
  *   - ARP requests for the router's port addresses are answered in the data plane
  *     (table arp_answer), as the OVS pipeline does.
  *
- * Checksum: the header checksum is updated incrementally (RFC 1624, eqn. 3) for the TTL
- * decrement. This needs no knowledge of the options, so it stays right with any options
- * area, and every options byte leaves the switch exactly as it came in.
+ * Checksum: the header checksum is verified over the whole header, options included, and
+ * a datagram that fails is dropped and counted (dropped: bad_checksum; RFC 1812 5.2.2). It
+ * is updated incrementally (RFC 1624, eqn. 3) for the TTL decrement, which needs no
+ * knowledge of the options, and every options byte leaves the switch as it came in.
  *
  * Where each part lives (include/):
  *   headers.p4   address types, protocol numbers, counter indexes, headers, metadata
  *   parser.p4    ConcastParser, with the options walk
  *   ingress.p4   ArpResponder, HeaderChecks, Divert, Forward, and ConcastIngress over them
- *   deparser.p4  ConcastDeparser and the (empty) checksum controls
+ *   deparser.p4  ConcastDeparser, the header checksum check (and no recomputation)
  */
 #include <core.p4>
 #include <v1model.p4>

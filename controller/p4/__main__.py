@@ -13,10 +13,13 @@ idempotent (an entry already there, or already gone, is not an error); PROTO and
 are accepted and ignored (the P4 program matches the flow itself, by R and G); clear
 deletes every concast_flows entry.
 
-It connects as a second P4Runtime controller with a higher election id (default 2), so it
-is primary for the moment it writes, and disconnects; the control plane's connection
-(election id 1) becomes primary again. The pipeline must already be on the switch; the
-P4Info is read from --p4info (default build/p4/concast.p4info.txtpb).
+It connects as a second P4Runtime controller with election id ELECTION_WRITER (2**64 + 2,
+one above the control plane's connection), so it is primary for the moment it writes, and
+disconnects; the control plane's connection becomes primary again. If another client holds
+a higher election id it exits 1 saying so ("not primary"): routerd shows the flow as
+divert_failed and tries again (docs/dataplane-bmv2.md "Arbitration"). `flow list` and
+`counters` only read: they connect as a backup and work whoever is primary. The pipeline must already be on the switch; the P4Info is read from
+--p4info (default build/p4/concast.p4info.txtpb).
 """
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--switch", required=True, help="P4Runtime address (unix:PATH or HOST:PORT)")
     ap.add_argument("--p4info", default=str(P.P4INFO_PATH))
     ap.add_argument("--device-id", type=int, default=0)
-    ap.add_argument("--election-id", type=int, default=2)
+    ap.add_argument("--election-id", type=int, default=None,
+                    help="default: 2**64 + 2 to write, a random backup id to read")
     sub = ap.add_subparsers(dest="cmd", required=True)
     flow = sub.add_parser("flow", help="concast_flows entries")
     flow.add_argument("op", choices=("add", "del", "list"))
@@ -51,10 +55,23 @@ def main(argv=None) -> int:
     sub.add_parser("clear", help="routerd: delete every concast_flows entry")
     args = ap.parse_args(argv)
 
-    from concast.controller.p4.p4rt import P4RuntimeClient
-    from concast.controller.p4.router import P4Router
+    from concast.controller.p4.p4rt import ELECTION_WRITER, P4RuntimeClient, P4RuntimeError
 
-    with P4RuntimeClient(args.switch, args.device_id, args.election_id) as client:
+    reads_only = args.cmd == "counters" or (args.cmd == "flow" and args.op == "list")
+    election = args.election_id
+    if election is None and not reads_only:
+        election = ELECTION_WRITER
+    try:
+        return run(args, ap, P4RuntimeClient(args.switch, args.device_id, election,
+                                             backup=reads_only))
+    except P4RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def run(args, ap, client) -> int:
+    from concast.controller.p4.router import P4Router
+    with client:
         client.use_p4info(args.p4info)
         router = P4Router(client)
         if args.cmd == "counters":

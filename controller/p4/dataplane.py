@@ -56,7 +56,7 @@ def _node_class():
 @dataclass
 class Bmv2Router:
     """One BMv2 router: names (as OvsRouter has them, for router_fields), the switch and
-    its P4Runtime handle (`p4`: a P4Router, primary controller with election id 1)."""
+    its P4Runtime handle (`p4`: a P4Router, primary controller, ELECTION_CONTROL)."""
     plan: RouterPlan
     node: str                       # Mininet node name = prefix of the port names
     cpu_switch_iface: str | None    # the CPU port, BMv2 port 255
@@ -207,7 +207,7 @@ class Bmv2Dataplane:
                                                 "pid": pid, "start": procs.start_time(pid)}])
         routes = all_routes(self.plan)
         for r in self.routers.values():
-            r.client = P4RuntimeClient(r.switch.address, 0, 1)
+            r.client = P4RuntimeClient(r.switch.address)   # ELECTION_CONTROL
             r.client.set_pipeline(p4info_path, json_path)
             r.p4info = Path(p4info_path)
             r.p4 = P4Router(r.client)

@@ -2,12 +2,21 @@
 
 Built on the generated stubs of the `p4runtime` PyPI package (p4runtime==1.4.1 with
 protobuf 3.20.x; newer p4runtime wheels need protobuf >= 4.21 and their generated p4types
-module does not load with the protobuf 7 C implementation). One client = one primary
-controller connection (election id 1 by default) to one device.
+module does not load with the protobuf 7 C implementation). One client = one controller
+connection to one device.
+
+Arbitration (docs/dataplane-bmv2.md "Arbitration"): P4Runtime lets only the primary client
+(the highest election id connected, per device and role) write. Election ids from 2**64 up
+are concast's: the control plane's connection holds ELECTION_CONTROL, routerd's writes
+(`python -m concast.controller.p4 ... divert`) ELECTION_WRITER, one above it, so routerd is
+primary while it writes, and both outrank any client left at a small default (finsy's 10,
+p4runtime-shell's 1). A client that only reads connects as a backup (`backup=True`): it
+accepts not being primary and never writes.
 """
 from __future__ import annotations
 
 import queue
+import random
 import threading
 from pathlib import Path
 
@@ -21,6 +30,31 @@ from concast.controller.p4.pipeline import Entry
 
 class P4RuntimeError(RuntimeError):
     pass
+
+
+class NotPrimaryError(P4RuntimeError):
+    """Another client holds a higher election id: this one may not write."""
+
+
+# Election ids (128-bit): every id from 2**64 up is concast's; users' clients stay below.
+ELECTION_CONCAST_BASE = 1 << 64
+ELECTION_CONTROL = ELECTION_CONCAST_BASE + 1    # the control plane's connection, kept open
+ELECTION_WRITER = ELECTION_CONCAST_BASE + 2     # routerd's diversion writes, while they last
+# google.rpc codes of an arbitration answer to a client that is not primary: ALREADY_EXISTS
+# (another client is primary), NOT_FOUND (no client is primary).
+_NOT_PRIMARY_CODES = (6, 5)
+
+
+def uint128(value: int) -> p4runtime_pb2.Uint128:
+    if value < 0 or value >= 1 << 128:
+        raise ValueError(f"election id {value} is not a 128-bit unsigned number")
+    return p4runtime_pb2.Uint128(high=value >> 64, low=value & ((1 << 64) - 1))
+
+
+def reader_election_id() -> int:
+    """A backup reader's id: random below 2**32, so readers do not collide with each other
+    (P4Runtime refuses a second client with the same id) and never outrank concast."""
+    return random.randrange(1, 1 << 32)
 
 
 def _encode(value: int, bitwidth: int) -> bytes:
@@ -63,22 +97,40 @@ class P4Info:
             raise P4RuntimeError(f"no counter {name!r}; known: {sorted(self.counters)}") from None
 
 
-class P4RuntimeClient:
-    """Primary connection to one P4Runtime device (simple_switch_grpc)."""
+def arbitration_outcome(code: int, backup: bool) -> tuple[bool, str | None]:
+    """(primary?, error) for an arbitration answer's status code: a primary client must get
+    OK; a backup takes OK or either not-primary code; anything else is an error."""
+    if code == 0:
+        return True, None
+    if code in _NOT_PRIMARY_CODES:
+        return False, None if backup else "not primary"
+    return False, f"arbitration refused (code {code})"
 
-    def __init__(self, address: str, device_id: int = 0, election_id: int | None = 1,
-                 timeout: float = 10.0, primary: bool = True):
-        """election_id None: a reader (`concast router table/stats`): no stream channel, no
-        arbitration, Read RPCs only, so it can neither be nor displace the primary.
-        primary False with an election id: arbitrate as a backup (a "not primary" answer is
-        what it asked for); writes are refused by the switch."""
+
+class P4RuntimeClient:
+    """A connection to one P4Runtime device (simple_switch_grpc): primary (the default; it
+    raises NotPrimaryError when another client outranks it); with `backup=True`, a read-only
+    backup that arbitrates and accepts not being primary; with `reader=True`
+    (`concast router table/stats`), no stream channel and no arbitration at all, Read RPCs
+    only, so it can neither be nor displace the primary."""
+
+    def __init__(self, address: str, device_id: int = 0, election_id: int | None = None,
+                 timeout: float = 10.0, backup: bool = False, reader: bool = False):
         self.address = address
         self.device_id = device_id
-        self.reader = election_id is None
-        self.primary = primary and not self.reader
-        self.election = p4runtime_pb2.Uint128(high=0, low=election_id or 0)
+        self.reader = reader
+        self.backup = backup or reader
+        if election_id is None:
+            election_id = reader_election_id() if self.backup else ELECTION_CONTROL
+        self.election_id = election_id
+        self.election = uint128(election_id)
+        self.primary = False
         self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.channel.close()
+            raise P4RuntimeError(f"{address}: no P4Runtime server answered in {timeout:g} s") from None
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.p4info: P4Info | None = None
         self._requests = None
@@ -108,10 +160,18 @@ class P4RuntimeClient:
             msg = self._responses.get(timeout=timeout)
         except queue.Empty:
             raise P4RuntimeError(f"{self.address}: no arbitration answer") from None
-        if msg.arbitration.status.code != 0 and self.primary:
-            raise P4RuntimeError(f"{self.address}: not primary: {msg.arbitration.status}")
+        self.primary, error = arbitration_outcome(msg.arbitration.status.code, self.backup)
+        if error:
+            self.close()
+            theirs = msg.arbitration.election_id
+            raise (NotPrimaryError if error == "not primary" else P4RuntimeError)(
+                f"{self.address}: {error} (our election id {self.election_id}, primary's "
+                f"{(theirs.high << 64) | theirs.low}): {msg.arbitration.status.message}")
 
     def close(self):
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         if self._requests is not None:
             self._requests.put(None)
         self.channel.close()
@@ -177,8 +237,8 @@ class P4RuntimeClient:
     def _write(self, updates: list[tuple[int, Entry]]):
         if not updates:
             return
-        if self.reader:
-            raise P4RuntimeError(f"{self.address}: a read-only connection does not write")
+        if self.backup:
+            raise P4RuntimeError(f"{self.address}: a read-only client does not write")
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.CopyFrom(self.election)
         for kind, e in updates:

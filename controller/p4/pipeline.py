@@ -46,7 +46,7 @@ MALFORMED_KINDS = (
 MALFORMED_INDEX = {name: i for i, name in enumerate(MALFORMED_KINDS) if name}
 DIVERT_OWN_ADDRESS, DIVERT_CSP, DIVERT_CONCAST = 0, 1, 2
 DIVERT_REASONS = ("own_address", "csp", "concast")
-DROP_REASONS = ("not_ipv4", "ttl", "no_route", "local")
+DROP_REASONS = ("not_ipv4", "ttl", "no_route", "local", "bad_checksum")
 
 # Priorities of divert_static (ternary): own addresses above CSP, as in the OVS table 0.
 PRIO_OWN_ADDRESS = 500

@@ -41,7 +41,8 @@ def p4info_of(cfg: dict) -> Path:
 def connect(cfg: dict, election_id: int | None = None):
     """A read-only P4RuntimeClient to the router's switch, its P4Info loaded."""
     from concast.controller.p4.p4rt import P4RuntimeClient
-    client = P4RuntimeClient(cfg["p4_switch"], 0, election_id, timeout=5, primary=False)
+    client = P4RuntimeClient(cfg["p4_switch"], 0, election_id, timeout=5, backup=True,
+                             reader=election_id is None)
     client.use_p4info(p4info_of(cfg))
     return client
 

@@ -47,7 +47,8 @@ const bit<32> DROP_NOT_IPV4 = 0;   /* neither IPv4 nor an ARP request we answer 
 const bit<32> DROP_TTL      = 1;   /* TTL 0 or 1 on arrival: would reach 0 */
 const bit<32> DROP_NO_ROUTE = 2;   /* ipv4_lpm miss */
 const bit<32> DROP_LOCAL    = 3;   /* to an own address, not diverted (oblivious router) */
-const bit<32> N_DROP = 4;
+const bit<32> DROP_BAD_CHECKSUM = 4; /* IPv4 header checksum wrong (RFC 1812 5.2.2) */
+const bit<32> N_DROP = 5;
 
 header ethernet_t {
     mac_addr_t dst;
@@ -88,11 +89,20 @@ header opt_byte_t {
     bit<8> b;
 }
 
+/* The options area the walk did not step over: from an EOL (the padding after it) or from
+ * the option where a malformed area went wrong, to the end of the area. Extracted only so
+ * the header checksum can be verified over the whole area (deparser.p4); it leaves the
+ * switch unchanged, after hdr.opts. */
+header opt_rest_t {
+    varbit<320> bytes;
+}
+
 struct headers_t {
     ethernet_t     ethernet;
     arp_t          arp;
     ipv4_t         ipv4;
     opt_byte_t[40] opts;
+    opt_rest_t     opts_rest;
 }
 
 struct metadata_t {

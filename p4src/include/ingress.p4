@@ -200,6 +200,11 @@ control ConcastIngress(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(std);
             return;
         }
+        if (std.checksum_error == 1) {  /* ConcastVerifyChecksum: header checksum wrong */
+            dropped.count(DROP_BAD_CHECKSUM);
+            mark_to_drop(std);
+            return;
+        }
 
         if (std.ingress_port == CPU_PORT) {
             reinjected.count(0);    /* re-injected by routerd: forwarded, never diverted again */

@@ -1,7 +1,9 @@
 /* parser.p4 -- ConcastParser: Ethernet, ARP, IPv4, and the walk over the IPv4 options
  * area (protocol.md 1.1) that finds the Concast ID option wherever it stands and names the
  * first error of a malformed area (meta.err). Each byte the walk steps over is extracted
- * into hdr.opts, so the deparser writes the area back unchanged. */
+ * into hdr.opts, and what it does not step over (after an EOL, or from a malformed option
+ * on) into hdr.opts_rest, so the whole area is in headers for the checksum (deparser.p4) and
+ * the deparser writes it back unchanged. */
 #ifndef CONCAST_PARSER_P4
 #define CONCAST_PARSER_P4
 
@@ -53,7 +55,7 @@ parser ConcastParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
 
     state walk_type {
         transition select(pkt.lookahead<bit<8>>()) {
-            OPT_EOL: accept;                    /* the rest is padding, left unparsed */
+            OPT_EOL: rest_of_area;              /* the rest is padding, not walked */
             OPT_NOP: walk_nop;
             default: walk_tl;
         }
@@ -124,11 +126,18 @@ parser ConcastParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         }
     }
 
-    state option_truncated   { meta.err = ERR_OPTION_TRUNCATED;       transition accept; }
-    state option_bad_length  { meta.err = ERR_OPTION_BAD_LENGTH;      transition accept; }
-    state option_overflow    { meta.err = ERR_OPTION_OVERFLOW;        transition accept; }
-    state concast_bad_length { meta.err = ERR_CONCAST_OPT_BAD_LENGTH; transition accept; }
-    state concast_duplicate  { meta.err = ERR_CONCAST_OPT_DUPLICATE;  transition accept; }
+    /* The error states looked ahead only: opt_rem still counts the bytes not extracted. */
+    state option_truncated   { meta.err = ERR_OPTION_TRUNCATED;       transition rest_of_area; }
+    state option_bad_length  { meta.err = ERR_OPTION_BAD_LENGTH;      transition rest_of_area; }
+    state option_overflow    { meta.err = ERR_OPTION_OVERFLOW;        transition rest_of_area; }
+    state concast_bad_length { meta.err = ERR_CONCAST_OPT_BAD_LENGTH; transition rest_of_area; }
+    state concast_duplicate  { meta.err = ERR_CONCAST_OPT_DUPLICATE;  transition rest_of_area; }
+
+    /* The opt_rem bytes of the area the walk did not step over, in one varbit header. */
+    state rest_of_area {
+        pkt.extract(hdr.opts_rest, ((bit<32>) meta.opt_rem) * 8);
+        transition accept;
+    }
 }
 
 #endif

@@ -44,6 +44,7 @@ class Target:
     def __init__(self, ports: dict[str, Wire], addrs: dict[str, str],
                  router_addresses: list[str], kind: str, net=None) -> None:
         self.net, self.kind, self.ports = net, kind, ports
+        self.dataplane: str | None = None   # linux|ovs|bmv2 on our network; None on --ports
         self.router_addresses = set(router_addresses)
         self.router_id = router_addresses[0]
         self.s1, self.rx = ports["s1"], ports["rx"]
@@ -246,6 +247,7 @@ def build(dataplane: str, kind: str, run_dir: Path, p4_program: str | None = Non
         if kind == "ours":
             start_routerd(net)
         t = on_net(net, kind)
+        t.dataplane = dataplane
         yield t
     finally:
         if t is not None:

@@ -457,3 +457,20 @@ def test_a_spec_update_of_a_length_neither_signed_nor_unsigned_is_not_used(wire)
     wire.rx.send(raw)
     assert wire.rx.first(lambda d: is_csp(d, g, 5), QUIET) is None, \
         "the router fetched a spec named by a malformed SPEC_UPDATE"
+
+
+@pytest.mark.spec("2.2-2")
+@pytest.mark.parametrize("asked", [0, 1])
+def test_the_hold_time_granted_is_the_one_asked_for_within_the_bound(wire, asked):
+    """Whatever a node's bound (its own setting, at least H), a 1 s ask is within it and is
+    granted exactly; 0 asks for the node's default H, which is granted as a real time."""
+    g = fresh_group()
+    wire.activate(g)
+    wire.s1.send(wire.join_msg(g, body=CSP_Join(hold_time=asked, selector_proto=254, S=1)))
+    ack = wire.child_csp(g, 2)
+    assert ack is not None, "a JOIN to an active flow was not answered"
+    granted = decode(ack)[CSP_JoinAck].hold_time
+    if asked:
+        assert granted == asked, f"asked {asked} s, within any bound, granted {granted} s"
+    else:
+        assert granted > 0, "a JOIN asking for the default was granted 0 s"

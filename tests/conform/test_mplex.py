@@ -145,6 +145,27 @@ def test_a_bundle_leaves_by_its_total_delay_bound_not_a_longer_local_one(wire, g
     record_property("late_us", max(0, h.delayed_so_far - h.max_total_delay))
 
 
+@pytest.mark.spec("3.2-2", "3.2-4")
+@pytest.mark.parametrize("left_us", [0, 5, 100])
+def test_a_bundle_that_arrives_with_its_budget_spent_does_not_overrun_it(wire, group, left_us):
+    """What an upstream hop held to its bound arrives with little or nothing of its
+    MaxTotalDelay left (here 0, 5 or 100 µs, less than a router's margin): the router must
+    send it on without holding it, DelayedSoFar unchanged, so it reaches R within
+    MaxTotalDelay however many hops it crossed (3.2-4). Before session 10 routerd added the
+    rest of its turn (5 µs left: over the bound)."""
+    a, ma = record(wire)
+    wire.s1.send(mplex(wire, group, [a], max_local_delay=30_000_000, max_total_delay=900_000,
+                       delayed_so_far=900_000 - left_us))
+    found = bundles_with(wire, [ma])
+    assert ma in found, "the record did not reach R"
+    h = found[ma][0][MplexHdr]
+    assert h.max_total_delay == 900_000
+    assert h.delayed_so_far <= h.max_total_delay, \
+        f"DelayedSoFar {h.delayed_so_far} past MaxTotalDelay {h.max_total_delay} at R"
+    assert h.delayed_so_far == 900_000 - left_us, \
+        "held (DelayedSoFar grew) although no budget was left to hold it"
+
+
 @pytest.mark.spec("1-2", "1.1-1")
 def test_an_mplexpkt_with_its_option_after_nops_is_still_bundled_at_the_router(wire, group):
     a, ma = record(wire)

@@ -105,6 +105,46 @@ def test_lpm_forwarding_ttl_and_checksum(bmv2, area):
         assert delta(before, bmv2.counters()) == {"forwarded": 1}
 
 
+def spoiled(datagram: bytes, byte: int) -> bytes:
+    """`datagram` with one byte of its header (options area included) changed and the
+    checksum left as it was: a header checksum that no longer verifies."""
+    raw = bytearray(datagram)
+    raw[byte] ^= 0x01
+    assert not header_ok(bytes(raw))
+    return bytes(raw)
+
+
+# (options area, byte flipped): every part of the header the checksum covers; none of
+# these flips makes the options area malformed, so only the checksum can catch them.
+SPOILED = {
+    "checksum_field": (b"", 10),
+    "fixed_header": (b"", 1),
+    "router_alert_value": (RA + NOP * 3 + b"\x00", 22),
+    "last_option_byte": (OPTION_AREAS["40_bytes"], 58),
+    "padding_after_eol": (RA + b"\x00" + bytes(3), 26),
+}
+
+
+@pytest.mark.parametrize("case", list(SPOILED))
+def test_bad_header_checksum_dropped_and_counted(bmv2, case):
+    """RFC 1812 5.2.2, protocol.md 1.2-13: the checksum is checked over the options too,
+    padding after an EOL included (the walk does not step over it)."""
+    area, byte = SPOILED[case]
+    sent = spoiled(ipv4(area), byte)
+    assert classify(sent).kind != "malformed", classify(sent)
+    before = bmv2.counters()
+    got = bmv2.exchange("h1", frame(sent))
+    assert not any(got.values()), "a datagram whose header checksum fails was forwarded"
+    assert delta(before, bmv2.counters()) == {"dropped": {"bad_checksum": 1}}
+
+
+def test_bad_checksum_on_a_concast_datagram_is_not_diverted(bmv2, flow):
+    before = bmv2.counters()
+    got = bmv2.exchange("h1", frame(spoiled(ipv4(CONCAST + b"\x00\x00"), 22)))
+    assert not any(got.values())
+    assert delta(before, bmv2.counters()) == {"dropped": {"bad_checksum": 1}}
+
+
 def test_longest_prefix_wins(bmv2):
     sent = ipv4(dst="10.2.5.9")
     got = bmv2.exchange("h1", frame(sent))
@@ -289,6 +329,53 @@ def test_flow_command_line_as_second_controller(bmv2, tmp_path):
         cli("flow", "del", DST, str(GROUP))
     assert cli("flow", "list").strip() == ""
     only(bmv2.exchange("h1", frame(sent)), "h2")
-    # the control plane's own connection (election id 1) is primary again and can write
+    # the control plane's own connection (ELECTION_CONTROL) is primary again and can write
     bmv2.router.add_flow(DST, GROUP)
+    bmv2.router.remove_flow(DST, GROUP)
+
+
+# -- arbitration (docs/dataplane-bmv2.md "Arbitration") ------------------------------------------
+
+def test_a_second_client_taking_primary_mid_flow_fails_routerds_writes_until_it_leaves(
+        bmv2, tmp_path):
+    """A user's client at a small default election id (finsy's 10) leaves routerd's writes
+    alone; one that takes primary above concast's ids makes them fail, saying so (routerd
+    then shows divert_failed and retries), while a backup reader still reads; when it
+    leaves, the next write goes through."""
+    import subprocess
+    import sys
+    from google.protobuf import text_format
+    from concast.controller.p4.p4rt import (ELECTION_CONCAST_BASE, NotPrimaryError,
+                                            P4RuntimeClient)
+    p4info = tmp_path / "p4info.txtpb"
+    p4info.write_text(text_format.MessageToString(bmv2.client.p4info.msg))
+    base = [sys.executable, "-m", "concast.controller.p4", "--switch", bmv2.switch.address,
+            "--p4info", str(p4info)]
+
+    def cli(*args):
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=30)
+
+    sent = ipv4(CONCAST + b"\x00\x00")
+    with pytest.raises(NotPrimaryError):
+        P4RuntimeClient(bmv2.switch.address, election_id=10)      # concast outranks it
+    user = P4RuntimeClient(bmv2.switch.address, election_id=11, backup=True)
+    try:
+        r = cli("divert", DST, str(GROUP))
+        assert r.returncode == 0, r.stderr
+        assert only(bmv2.exchange("h1", frame(sent)), "rd") == frame(sent)
+    finally:
+        user.close()
+    boss = P4RuntimeClient(bmv2.switch.address, election_id=4 * ELECTION_CONCAST_BASE)
+    try:
+        assert boss.primary
+        r = cli("undivert", DST, str(GROUP))
+        assert r.returncode == 1 and "not primary" in r.stderr and "Traceback" not in r.stderr
+        assert cli("flow", "list").stdout.split() == [DST, str(GROUP)], "a backup reads"
+        assert only(bmv2.exchange("h1", frame(sent)), "rd") == frame(sent), "entry still there"
+    finally:
+        boss.close()
+    r = cli("undivert", DST, str(GROUP))
+    assert r.returncode == 0, r.stderr
+    only(bmv2.exchange("h1", frame(sent)), "h2")
+    bmv2.router.add_flow(DST, GROUP)          # the control plane is primary again
     bmv2.router.remove_flow(DST, GROUP)

@@ -40,8 +40,9 @@ def test_divert_and_drop_indexes_agree():
     assert [div["DIV_OWN_ADDRESS"], div["DIV_CSP"], div["DIV_CONCAST"]] == \
         [P.DIVERT_OWN_ADDRESS, P.DIVERT_CSP, P.DIVERT_CONCAST]
     drops = _consts("DROP_")
-    assert [drops[f"DROP_{r.upper()}"] for r in ("not_ipv4", "ttl", "no_route", "local")] == [0, 1, 2, 3]
-    assert P.DROP_REASONS == ("not_ipv4", "ttl", "no_route", "local")
+    assert [drops[f"DROP_{r.upper()}"] for r in P.DROP_REASONS] == list(range(5))
+    assert P.DROP_REASONS == ("not_ipv4", "ttl", "no_route", "local", "bad_checksum")
+    assert re.search(rf"const bit<32> N_DROP = {len(P.DROP_REASONS)};", SOURCE)
 
 
 def test_names_used_by_the_client_are_in_the_source():

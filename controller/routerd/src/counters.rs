@@ -30,11 +30,29 @@ pub struct Counters {
     pub malformed: BTreeMap<&'static str, u64>,
     pub flows_activated: u64,
     pub quarantined_flows: u64,
+    /// Tries to install a flow's diversion that failed (each retry that failed counts too).
+    pub divert_failures: u64,
+    /// Retries that installed a diversion that had failed.
+    pub divert_retries_installed: u64,
+    /// MplexPkts this router sent with DelayedSoFar above MaxTotalDelay (protocol.md 3.2-2):
+    /// it held them past their total budget (a timer that fired later than the lead).
+    pub mplex_budget_overruns: u64,
+    /// The largest such overrun, DelayedSoFar - MaxTotalDelay, in µs.
+    pub mplex_budget_overrun_max_us: u64,
 }
 
 impl Counters {
     pub fn count_malformed(&mut self, error: &'static str) {
         *self.malformed.entry(error).or_default() += 1;
+    }
+
+    /// Counts an MplexPkt this router built, if it overran its total delay budget.
+    pub fn count_mplex_sent(&mut self, max_total_delay: u32, delayed_so_far: u32) {
+        if delayed_so_far > max_total_delay {
+            self.mplex_budget_overruns += 1;
+            let over = u64::from(delayed_so_far - max_total_delay);
+            self.mplex_budget_overrun_max_us = self.mplex_budget_overrun_max_us.max(over);
+        }
     }
 
     pub fn malformed_dropped(&self) -> u64 {

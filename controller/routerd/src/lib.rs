@@ -6,6 +6,7 @@ pub mod counters;
 pub mod cpu_port;
 pub mod daemon;
 pub mod dataplane;
+pub mod diversion;
 pub mod egress;
 pub mod linkgate;
 pub mod linkstate;

@@ -11,6 +11,7 @@ use concast_wire::ipv4::Packet;
 use serde_json::{json, Value};
 
 use crate::counters::Counters;
+use crate::diversion::Diversion;
 use crate::dataplane::Dataplane;
 use crate::log::{emit, Level};
 
@@ -29,10 +30,11 @@ impl Sink for Vec<Vec<u8>> {
 }
 
 /// Whether activating a flow installs its diversion or finds it in place (a spec switch).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Divert {
     Install,
-    Kept,
+    /// The flow's spec was replaced: its diversion stays as it was.
+    Kept(Diversion),
 }
 
 /// One active concast flow at this router.
@@ -41,6 +43,8 @@ struct Active {
     selector: Selector,
     /// The engine quarantined the flow and the CSP node has been told.
     quarantined: bool,
+    /// Whether the data plane diverts the flow here (a failed install is retried).
+    diversion: Diversion,
 }
 
 pub struct Router {
@@ -215,6 +219,29 @@ impl Router {
         self.out.clear();
         self.engine.advance(now, &mut self.out);
         self.flush_outputs(now, sink);
+        self.retry_diversions(now);
+    }
+
+    /// Tries again to install the diversions that failed and are due (docs/dataplane-bmv2.md
+    /// "Arbitration": another P4Runtime client may have been primary).
+    fn retry_diversions(&mut self, now: u64) {
+        let due: Vec<FlowId> = self.flows.iter().filter(|(_, a)| a.diversion.due(now)).map(|(f, _)| *f).collect();
+        for flow in due {
+            let Some(selector) = self.flows.get(&flow).map(|a| a.selector) else { continue };
+            let result = self.dataplane.divert(flow, selector).map_err(|e| e.to_string());
+            let a = self.flows.get_mut(&flow).expect("due flow");
+            a.diversion = a.diversion.after_retry(result, now);
+            match &a.diversion {
+                Diversion::Installed => {
+                    self.counters.divert_retries_installed += 1;
+                    emit(Level::Info, "divert_installed", &[("flow", &flow)]);
+                }
+                Diversion::Failed { error, attempts, .. } => {
+                    self.counters.divert_failures += 1;
+                    emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", error), ("attempts", attempts)]);
+                }
+            }
+        }
     }
 
     /// Tells the engine what CSP knows of each flow now: its children (specs such as `sum`
@@ -232,7 +259,19 @@ impl Router {
 
     /// The next time `tick` has work, in engine/CSP clock microseconds.
     pub fn next_deadline(&self) -> Option<u64> {
-        [self.node.next_deadline(), self.engine.next_deadline()].into_iter().flatten().min()
+        let retry = self.flows.values().filter_map(|a| a.diversion.retry_at()).min();
+        [self.node.next_deadline(), self.engine.next_deadline(), retry].into_iter().flatten().min()
+    }
+
+    /// A merged MplexPkt's delay fields, checked against its total budget (3.2-2).
+    fn count_budget(&mut self, datagram: &[u8]) {
+        let Ok(ip) = Packet::new_checked(datagram) else { return };
+        if ip.protocol() != concast_wire::ipv4::protocol::MPLEX || ip.is_fragment() {
+            return;
+        }
+        if let Ok(m) = concast_wire::mplex::Packet::new_checked(ip.payload()) {
+            self.counters.count_mplex_sent(m.max_total_delay(), m.delayed_so_far());
+        }
     }
 
     fn flush_outputs(&mut self, now: u64, sink: &mut impl Sink) {
@@ -241,7 +280,10 @@ impl Router {
         let out = std::mem::take(&mut self.out);
         for o in out.iter() {
             match o.kind {
-                OutputKind::Merged => self.counters.merged_out += 1,
+                OutputKind::Merged => {
+                    self.counters.merged_out += 1;
+                    self.count_budget(o.datagram);
+                }
                 OutputKind::Unmerged(Unmerged::FailOpen) => {
                     self.counters.forwarded_unmerged += 1;
                     fail_open.push(o.flow);
@@ -303,8 +345,12 @@ impl Router {
                     // Only the engine's flow is replaced: an active flow's diversion stays as it
                     // is (same R and selector), so it is not installed again.
                     let active = self.flows.get(&flow).map(|a| a.selector);
+                    let kept = self.flows.get(&flow).map(|a| a.diversion.clone());
                     self.deactivate(now, flow, false, sink);
-                    let divert = if active.is_some() { Divert::Kept } else { Divert::Install };
+                    let divert = match kept {
+                        Some(d) => Divert::Kept(d),
+                        None => Divert::Install,
+                    };
                     self.activate_with(now, flow, active.unwrap_or_default(), hash, Vec::new(), divert, sink);
                 }
                 Action::Deactivate { flow } => self.deactivate(now, flow, true, sink),
@@ -350,12 +396,18 @@ impl Router {
             });
         match result {
             Ok(id) => {
-                if divert == Divert::Install {
-                    if let Err(e) = self.dataplane.divert(flow, selector) {
-                        emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", &e)]);
+                let diversion = match divert {
+                    Divert::Kept(d) => d,
+                    Divert::Install => {
+                        let result = self.dataplane.divert(flow, selector).map_err(|e| e.to_string());
+                        if let Err(e) = &result {
+                            self.counters.divert_failures += 1;
+                            emit(Level::Error, "divert_failed", &[("flow", &flow), ("error", e), ("attempts", &1)]);
+                        }
+                        Diversion::after_first_try(result, now)
                     }
-                }
-                self.flows.insert(flow, Active { engine: id, selector, quarantined: false });
+                };
+                self.flows.insert(flow, Active { engine: id, selector, quarantined: false, diversion });
                 self.counters.flows_activated += 1;
                 emit(Level::Info, "flow_active", &[("flow", &flow), ("spec", &hex(&hash[..6])), ("selector", &format!("{}/{}", selector.proto, selector.dport))]);
             }
@@ -389,6 +441,7 @@ impl Router {
             "role": "router",
             "dataplane": self.dataplane.describe(),
             "flows": self.flows.len(),
+            "flows_not_diverted": self.flows_not_diverted(),
             "csp_flows": self.node.flows().len(),
             "specs_cached": self.node.store.len(),
             "counters": self.counters.to_json(),
@@ -413,10 +466,17 @@ impl Router {
             .into_iter()
             .map(|f| {
                 let engine = self.flows.get(&f.flow).and_then(|a| self.engine.stats(a.engine));
+                let diversion = self.flows.get(&f.flow).map(|a| &a.diversion);
+                // A flow whose diversion is not in the data plane is not merging: not "active".
+                let state = match diversion {
+                    Some(Diversion::Failed { .. }) => "divert_failed".to_string(),
+                    _ => f.state.to_string(),
+                };
                 json!({
                     "receiver": f.flow.receiver.to_string(),
                     "group": f.flow.group,
-                    "state": f.state,
+                    "state": state,
+                    "diversion": diversion.map(Diversion::to_json),
                     "upstream": f.upstream.map(|u| u.to_string()),
                     "children": f.children.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
                     "spec": hex(&f.hash),
@@ -434,6 +494,11 @@ impl Router {
         json!({ "node": self.addr.to_string(), "flows": flows })
     }
 
+    /// Active flows whose diversion failed and is being retried.
+    pub fn flows_not_diverted(&self) -> usize {
+        self.flows.values().filter(|a| !a.diversion.is_installed()).count()
+    }
+
     pub fn answer(&self, command: &str) -> Value {
         match command {
             "status" => self.status(),
@@ -441,6 +506,7 @@ impl Router {
             "stats" => json!({
                 "node": self.addr.to_string(),
                 "counters": self.counters.to_json(),
+                "flows_not_diverted": self.flows_not_diverted(),
                 "csp": self.csp_counters(),
                 "buffer": { "held_bytes": self.engine.held_bytes(),
                             "budget_bytes": self.engine.config().node_buffer_bytes },

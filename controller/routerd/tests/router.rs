@@ -487,3 +487,74 @@ fn a_spec_update_replaces_the_engine_flow_and_leaves_the_diversion_alone() {
     let out = lab.feed(vec![contribution(C1, 1, 5), contribution(C2, 1, 7)]);
     assert!(!contributions(&out).is_empty(), "the flow still merges after the switch");
 }
+
+/// A data plane whose installs are refused while another controller is primary (BMv2 with a
+/// second P4Runtime client holding a higher election id: "Is backup").
+struct Refusing {
+    refusals_left: std::sync::Arc<std::sync::Mutex<u32>>,
+    installs: std::sync::Arc<std::sync::Mutex<u32>>,
+}
+
+impl dataplane::Dataplane for Refusing {
+    fn divert(&mut self, _: FlowId, _: Selector) -> std::io::Result<()> {
+        let mut left = self.refusals_left.lock().unwrap();
+        if *left > 0 {
+            *left -= 1;
+            return Err(std::io::Error::other("write refused: Is backup"));
+        }
+        *self.installs.lock().unwrap() += 1;
+        Ok(())
+    }
+    fn undivert(&mut self, _: FlowId) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn clear(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "refusing".into()
+    }
+}
+
+#[test]
+fn a_refused_diversion_is_shown_not_active_and_retried_until_it_is_installed() {
+    use concast_routerd::diversion::{RETRY_FIRST_US, RETRY_MAX_US};
+    let refusals = std::sync::Arc::new(std::sync::Mutex::new(3));
+    let installs = std::sync::Arc::new(std::sync::Mutex::new(0));
+    let dp = Refusing { refusals_left: refusals.clone(), installs: installs.clone() };
+    let mut lab = Lab::with_dataplane(Config::default(), Box::new(dp));
+    lab.join(C1);
+    let flows = lab.router.answer("flows");
+    let f = &flows["flows"][0];
+    assert_eq!(f["state"], "divert_failed", "{f}");
+    assert_eq!(f["diversion"]["installed"], false);
+    assert!(f["diversion"]["error"].as_str().unwrap().contains("Is backup"));
+    assert_eq!(lab.router.answer("stats")["flows_not_diverted"], 1);
+    assert_eq!(lab.router.counters.divert_failures, 1);
+
+    // Nothing is tried before the retry is due; the loop is told when it is.
+    let due = lab.router.next_deadline().unwrap();
+    assert!(due <= lab.now + RETRY_FIRST_US, "the loop would not wake for the retry");
+    let mut sink: Vec<Vec<u8>> = Vec::new();
+    lab.router.tick(lab.now + RETRY_FIRST_US - 1, &mut sink);
+    assert_eq!(*refusals.lock().unwrap(), 2, "retried before it was due");
+
+    // Two more refusals, then the install goes through.
+    let mut now = lab.now;
+    for _ in 0..10 {
+        now += RETRY_MAX_US;
+        lab.router.tick(now, &mut sink);
+        if *installs.lock().unwrap() == 1 {
+            break;
+        }
+    }
+    assert_eq!(*installs.lock().unwrap(), 1, "never installed");
+    assert_eq!(lab.router.counters.divert_failures, 3);
+    assert_eq!(lab.router.counters.divert_retries_installed, 1);
+    let flows = lab.router.answer("flows");
+    assert_eq!(flows["flows"][0]["state"], "active");
+    assert_eq!(flows["flows"][0]["diversion"]["installed"], true);
+    assert_eq!(lab.router.answer("stats")["flows_not_diverted"], 0);
+    lab.router.tick(now + 10 * RETRY_MAX_US, &mut sink);
+    assert_eq!(*installs.lock().unwrap(), 1, "an installed diversion is not written again");
+}

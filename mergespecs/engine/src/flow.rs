@@ -214,7 +214,9 @@ impl Flow {
             if let Err((call, fault)) = self.process_batched(env) {
                 self.cx().layout.clear();
                 self.quarantine(call, fault, env);
+                return;
             }
+            self.fire_due_within_lead(env);
             return;
         }
         while self.cx().pending.advance().is_some() {
@@ -222,6 +224,41 @@ impl Flow {
             if let Err((call, fault)) = self.process_current(env) {
                 self.quarantine(call, fault, env);
                 return;
+            }
+        }
+        self.fire_due_within_lead(env);
+    }
+
+    /// Fires, at the batch's own `now`, the timers the batch armed within the timer lead
+    /// (`advance` would fire them at its next call anyway, some time later). A datagram
+    /// that arrives with less budget left than the lead (protocol.md 3.2-2, a bundle from a
+    /// hop that held it to its bound) thus leaves in the turn it came in, and the time the
+    /// rest of the turn took is not added to its DelayedSoFar.
+    fn fire_due_within_lead(&mut self, env: &mut Env) {
+        if env.lead_us == 0 || self.sandbox.is_none() {
+            return;
+        }
+        let due_by = env.now + env.lead_us;
+        if self.states.earliest_timer().is_none_or(|d| d > due_by) {
+            return; // the common case: nothing due, nothing allocated
+        }
+        let mut due: Vec<(u64, u32)> = self
+            .states
+            .open_slots()
+            .into_iter()
+            .filter_map(|s| {
+                let t = self.states.slot(s).timer?;
+                (t.deadline <= due_by).then_some((t.deadline, s))
+            })
+            .collect();
+        due.sort_unstable();
+        for (_, slot) in due {
+            if self.sandbox.is_none() {
+                return; // a timeout quarantined the flow
+            }
+            if self.states.slot(slot).open && self.states.slot(slot).timer.is_some() {
+                self.disarm_timer(slot, env);
+                self.fire_timer(slot, env);
             }
         }
     }

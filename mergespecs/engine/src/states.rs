@@ -178,6 +178,11 @@ impl StateTable {
     }
 
     /// Open slot numbers, in slot order (deterministic flushes).
+    /// The earliest timer deadline of the open states (no allocation: asked every batch).
+    pub fn earliest_timer(&self) -> Option<u64> {
+        self.slots.iter().filter(|s| s.open).filter_map(|s| s.timer.map(|t| t.deadline)).min()
+    }
+
     pub fn open_slots(&self) -> Vec<u32> {
         (0..self.slots.len() as u32)
             .filter(|&s| self.slots[s as usize].open)

@@ -14,15 +14,13 @@ WHY = {
     "2.4-3": EXPLAINS,
     "2.4-4": EXPLAINS,
     "1.2-12": "what the Linux kernel's IP input does, not the router under test",
-    "1.2-13": "says what OVS and BMv2 do not do; nothing a router must do",
+    "1.2-13": "says what OVS does not do, and why; nothing a router must do",
     "3-9": "says which component makes the checks; the checks themselves are 3-4..3-8",
     "4-7": "says what OVS cannot do; nothing a router must do",
+    "4-8": INSIDE + "; routerd's tests/router.rs and tests/p4 (arbitration) check ours",
     "2.5-1": "a definition; its out-of-range cases are 2.5-2 and 2.5-3",
     "2.7-2": "how ERROR reasons are shown is a decoder's business (Scapy layers, unit tests)",
     "2.9-10": EXPLAINS,
-    "2.2-2": ("the bound is each node's own setting, unknown to the suite; the CSP unit test "
-              "the_granted_hold_time_is_the_asked_one_cut_to_the_bound and routerd's "
-              "a_join_asking_for_a_longer_hold_than_the_bound_is_granted_the_bound check ours"),
     "2.8-16": ("defaults each node may configure otherwise; the CSP unit test "
                "the_timer_defaults_are_the_specs pins ours (2.8-7 and 2.8-17 check the "
                "doubling on the wire)"),
