@@ -20,15 +20,13 @@ use concast_wire::ipv4::Params;
 use concast_wire::mplex::{HeaderRepr, RecordRepr};
 use serde_json::json;
 
+mod common;
+use common::spec_bytes;
+
 
 const ROUTER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
-
-fn spec_bytes(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
-}
 
 /// Sender `n`'s one-record MplexPkt, MaxLocalDelay 0, as a CPU-port frame.
 fn ack_frame(n: u8, max_total_delay: u32) -> Vec<u8> {
