@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 
+from concast.controller import cpuport
 from concast.controller.linux import tc
 from concast.controller.linux.bpf import divert_program
 from concast.controller.routes import Route, egress_table
@@ -72,11 +73,7 @@ class LinuxRouter:
         p = self.plan
         cmds = ["link set dev lo up", f"address add {p.router_id}/32 dev lo"]
         if self.capable:
-            # The largest MTU: a bundle built for a jumbo path must pass the CPU port whole.
-            cmds += [f"link add {self.cpu_switch_iface} address {p.mac} mtu 65535 type veth"
-                     f" peer name {self.cpu_iface} address {p.cpu_routerd_mac} mtu 65535",
-                     f"link set dev {self.cpu_switch_iface} up",
-                     f"link set dev {self.cpu_iface} up"]
+            cmds += cpuport.veth_cmds(self.cpu_switch_iface, p.mac, self.cpu_iface, p.cpu_routerd_mac)
         for port in p.ports:
             dev = self.port_name(port.ofport)
             # One MAC for every port: the router MAC hosts and neighbours address.

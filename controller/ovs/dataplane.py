@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
+from concast.controller import cpuport
 from concast.controller.ovs import ofctl, pipeline
 from concast.controller.ovs.router import OvsRouter
 from concast.controller.routes import all_routes
@@ -74,10 +75,7 @@ class OvsDataplane:
         args, batch = [], []
         for r in capable:
             sw, rd = r.cpu_switch_iface, r.cpu_iface
-            # MTU 65535: a bundle built for a jumbo path must pass the CPU port whole.
-            batch += [f"link add {sw} address {r.plan.cpu_switch_mac} mtu 65535 type veth"
-                      f" peer name {rd} address {r.plan.cpu_routerd_mac} mtu 65535",
-                      f"link set {sw} up", f"link set {rd} up"]
+            batch += cpuport.veth_cmds(sw, r.plan.cpu_switch_mac, rd, r.plan.cpu_routerd_mac)
             args += ["--", "add-port", r.bridge, sw,
                      "--", "set", "interface", sw, f"ofport_request={naming.CPU_OFPORT}"]
         # One `ip -batch` for every CPU port rather than three processes per router.

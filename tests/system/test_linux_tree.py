@@ -14,6 +14,7 @@ from systools import (concast_option, datagram_whose_ttl_runs_out_is_dropped, ip
                       send_raw, tcp_transfer, udp_datagrams)
 
 from concast.controller.routes import router_hops
+from concast.inet import checksum
 from concast.topologies import tree
 from concast.topologies.capture import Capture
 
@@ -42,13 +43,6 @@ def cpu_capture(net, router: str, name: str, bpf: str = "") -> Capture:
     """tcpdump on the CPU port's routerd end, inside the router's namespace."""
     path = net.run_dir / "pcap" / f"{name}.pcap"
     return Capture(node(net, router), net[router].cpu_iface, path, bpf)
-
-
-def checksum(data: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def frame(net, src: str, dst: str, proto: int, payload: bytes, options: str = "",

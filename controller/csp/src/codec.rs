@@ -103,7 +103,10 @@ mod tests {
         let mut buf = [0u8; MAX_DATAGRAM];
         let n = encode("10.0.1.1".parse().unwrap(), "10.0.9.9".parse().unwrap(), &msg, &mut buf).unwrap();
         match classify(&buf[..n]).unwrap() {
-            Datagram::Csp { message, .. } => assert_eq!(decode(&message), msg),
+            Datagram::Csp { message, .. } => {
+                assert_eq!(message.msg_type(), msg.body.msg_type());
+                assert_eq!(decode(&message), msg);
+            }
             other => panic!("not CSP: {:?}", other.kind()),
         }
     }

@@ -16,8 +16,8 @@ pub struct Selector {
     pub dport: u16,
 }
 
-/// CSP ERROR codes: the wire crate's, so names and numbers exist once.
-pub use concast_wire::csp::ErrorCode;
+/// CSP ERROR codes and message types: the wire crate's, so names and numbers exist once.
+pub use concast_wire::csp::{ErrorCode, MessageType};
 
 /// R's key and signature over a spec (section 2.9), carried by JOIN_ACK and SPEC_UPDATE.
 pub use concast_wire::csp::SpecSig;
@@ -51,18 +51,23 @@ pub enum Body {
 }
 
 impl Body {
-    /// The CSP type number of this body.
-    pub fn type_num(&self) -> u8 {
+    /// The CSP message type of this body; its number is the wire crate's.
+    pub fn msg_type(&self) -> MessageType {
         match self {
-            Body::Join(_) => 1,
-            Body::JoinAck { .. } => 2,
-            Body::Refresh(_) => 3,
-            Body::Leave => 4,
-            Body::SpecRequest { .. } => 5,
-            Body::SpecChunk { .. } => 6,
-            Body::SpecUpdate { .. } => 7,
-            Body::Error { .. } => 8,
+            Body::Join(_) => MessageType::Join,
+            Body::JoinAck { .. } => MessageType::JoinAck,
+            Body::Refresh(_) => MessageType::Refresh,
+            Body::Leave => MessageType::Leave,
+            Body::SpecRequest { .. } => MessageType::SpecRequest,
+            Body::SpecChunk { .. } => MessageType::SpecChunk,
+            Body::SpecUpdate { .. } => MessageType::SpecUpdate,
+            Body::Error { .. } => MessageType::Error,
         }
+    }
+
+    /// The CSP type number of this body (an ERROR's offending type).
+    pub fn type_num(&self) -> u8 {
+        self.msg_type() as u8
     }
 
     /// Messages that travel toward R and are taken by every concast-capable router on the way.

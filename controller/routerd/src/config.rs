@@ -2,6 +2,8 @@
 //! crate: the Python writer checks every file against it (concast.controller.routerdconfig),
 //! and the test below holds these types to it, key by key and type by type.
 
+use std::fmt;
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +20,40 @@ pub struct Route {
     pub mac: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_slot: Option<u32>,
+}
+
+impl Route {
+    /// The route's destination, parsed; the error names the route.
+    pub fn net(&self) -> Result<Prefix, String> {
+        Prefix::parse(&self.prefix).map_err(|e| format!("egress route {}: {e}", self.prefix))
+    }
+}
+
+/// An IPv4 prefix `A.B.C.D/LEN`: what a route matches (longest prefix first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+impl Prefix {
+    pub fn parse(text: &str) -> Result<Prefix, String> {
+        let (addr, len) = text.split_once('/').ok_or("prefix is not A.B.C.D/LEN")?;
+        let addr = addr.parse().map_err(|_| "bad prefix")?;
+        let len = len.parse().ok().filter(|l| *l <= 32).ok_or("bad prefix length")?;
+        Ok(Prefix { addr, len })
+    }
+
+    pub fn covers(&self, dst: Ipv4Addr) -> bool {
+        let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) };
+        u32::from(dst) & mask == u32::from(self.addr) & mask
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
 }
 
 /// Everything the control plane tells routerd about its router; see the schema for each key.
@@ -147,6 +183,17 @@ mod tests {
         assert!(e.to_string().contains("invalid type"), "{e}");
         let e = serde_json::from_str::<RouterConfig>(r#"{"dataplane": "tofino"}"#).unwrap_err();
         assert!(e.to_string().contains("tofino"), "{e}");
+    }
+
+    #[test]
+    fn prefixes_parse_and_cover() {
+        let p = Prefix::parse("10.1.0.0/16").unwrap();
+        assert!(p.covers("10.1.255.1".parse().unwrap()) && !p.covers("10.2.0.1".parse().unwrap()));
+        assert!(Prefix::parse("0.0.0.0/0").unwrap().covers("192.0.2.1".parse().unwrap()));
+        assert_eq!(p.to_string(), "10.1.0.0/16");
+        assert_eq!(Prefix::parse("10.0.0.0/33").unwrap_err(), "bad prefix length");
+        assert_eq!(Prefix::parse("10.0.0/8").unwrap_err(), "bad prefix");
+        assert_eq!(Prefix::parse("10.0.0.0").unwrap_err(), "prefix is not A.B.C.D/LEN");
     }
 
     #[test]

@@ -9,26 +9,18 @@
 use std::net::Ipv4Addr;
 
 use concast_wire::ipv4::Packet;
-use serde_json::Value;
 
+use crate::config::{self, Prefix};
 use crate::cpu_port::{parse_mac, CpuPort};
 
 const ETH_HEADER: usize = 14;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    pub prefix: Ipv4Addr,
-    pub len: u8,
+    pub net: Prefix,
     /// Index of the port (in the order the ports were given).
     pub port: usize,
     pub next_hop_mac: [u8; 6],
-}
-
-impl Route {
-    fn covers(&self, dst: u32) -> bool {
-        let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) };
-        dst & mask == u32::from(self.prefix) & mask
-    }
 }
 
 /// What became of one frame.
@@ -51,13 +43,12 @@ pub struct Table {
 
 impl Table {
     pub fn new(mut routes: Vec<Route>, router_mac: [u8; 6]) -> Table {
-        routes.sort_by(|a, b| b.len.cmp(&a.len));
+        routes.sort_by(|a, b| b.net.len.cmp(&a.net.len));
         Table { routes, router_mac }
     }
 
     pub fn lookup(&self, dst: Ipv4Addr) -> Option<&Route> {
-        let dst = u32::from(dst);
-        self.routes.iter().find(|r| r.covers(dst))
+        self.routes.iter().find(|r| r.net.covers(dst))
     }
 
     /// Forwards `frame` (Ethernet + IPv4, as routerd writes it) like the data plane would:
@@ -81,27 +72,22 @@ impl Table {
     }
 }
 
-/// Parses the control plane's `egress_routes` (router config JSON): a list of
-/// `{"prefix": "10.1.1.0/24", "iface": "cc7xr1-2", "mac": "02:..."}`. Returns the table and
-/// the port interfaces, in the order the routes' `port` indices refer to.
-pub fn parse_routes(v: &Value, router_mac: [u8; 6]) -> Result<(Table, Vec<String>), String> {
-    let list = v.as_array().ok_or("egress_routes is not a list")?;
+/// The table of the control plane's `egress_routes` (or `port_routes`) from the typed
+/// config. Returns the table and the port interfaces, in the order the routes' `port`
+/// indices refer to.
+pub fn parse_routes(list: &[config::Route], router_mac: [u8; 6]) -> Result<(Table, Vec<String>), String> {
     let mut ifaces: Vec<String> = Vec::new();
     let mut routes = Vec::new();
     for r in list {
-        let field = |k: &str| r.get(k).and_then(Value::as_str).ok_or_else(|| format!("egress route {r} has no {k}"));
-        let (prefix, len) = field("prefix")?.split_once('/').ok_or_else(|| format!("egress route {r}: prefix is not A.B.C.D/LEN"))?;
-        let prefix: Ipv4Addr = prefix.parse().map_err(|_| format!("egress route {r}: bad prefix"))?;
-        let len: u8 = len.parse().ok().filter(|l| *l <= 32).ok_or_else(|| format!("egress route {r}: bad prefix length"))?;
-        let iface = field("iface")?.to_string();
-        let port = match ifaces.iter().position(|i| *i == iface) {
+        let port = match ifaces.iter().position(|i| *i == r.iface) {
             Some(p) => p,
             None => {
-                ifaces.push(iface);
+                ifaces.push(r.iface.clone());
                 ifaces.len() - 1
             }
         };
-        routes.push(Route { prefix, len, port, next_hop_mac: parse_mac(field("mac")?)? });
+        let next_hop_mac = parse_mac(&r.mac).map_err(|e| format!("egress route {}: {e}", r.prefix))?;
+        routes.push(Route { net: r.net()?, port, next_hop_mac });
     }
     Ok((Table::new(routes, router_mac), ifaces))
 }
@@ -174,8 +160,8 @@ mod tests {
     const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
 
     fn table() -> Table {
-        let r = |p: &str, len, port, last| Route { prefix: p.parse().unwrap(), len, port, next_hop_mac: [2, 0, 0, 0, 0, last] };
-        Table::new(vec![r("10.0.0.0", 8, 0, 1), r("10.1.1.0", 24, 1, 2), r("10.1.1.7", 32, 2, 3)], ROUTER_MAC)
+        let r = |p: &str, port, last| Route { net: Prefix::parse(p).unwrap(), port, next_hop_mac: [2, 0, 0, 0, 0, last] };
+        Table::new(vec![r("10.0.0.0/8", 0, 1), r("10.1.1.0/24", 1, 2), r("10.1.1.7/32", 2, 3)], ROUTER_MAC)
     }
 
     fn frame(dst: &str, ttl: u8) -> Vec<u8> {
@@ -217,16 +203,20 @@ mod tests {
 
     #[test]
     fn routes_parse_from_the_config_and_share_ports() {
-        let v: Value = serde_json::json!([
+        let v: Vec<config::Route> = serde_json::from_value(serde_json::json!([
             {"prefix": "10.1.1.0/24", "iface": "p2", "mac": "02:00:00:00:00:02"},
             {"prefix": "10.2.0.0/16", "iface": "p3", "mac": "02:00:00:00:00:03"},
             {"prefix": "10.1.1.9/32", "iface": "p2", "mac": "02:00:00:00:00:02"},
-        ]);
+        ]))
+        .unwrap();
         let (t, ifaces) = parse_routes(&v, ROUTER_MAC).unwrap();
         assert_eq!(ifaces, vec!["p2", "p3"]);
         assert_eq!(t.lookup("10.2.3.4".parse().unwrap()).unwrap().port, 1);
-        assert_eq!(t.lookup("10.1.1.9".parse().unwrap()).unwrap().len, 32);
-        let bad = serde_json::json!([{"prefix": "10.1.1.0/33", "iface": "p2", "mac": "x"}]);
-        assert!(parse_routes(&bad, ROUTER_MAC).unwrap_err().contains("prefix length"));
+        assert_eq!(t.lookup("10.1.1.9".parse().unwrap()).unwrap().net.len, 32);
+        let route = |prefix: &str, mac: &str| config::Route { prefix: prefix.into(), iface: "p2".into(), mac: mac.into(), link_slot: None };
+        let e = parse_routes(&[route("10.1.1.0/33", "02:00:00:00:00:02")], ROUTER_MAC).unwrap_err();
+        assert!(e.contains("10.1.1.0/33") && e.contains("prefix length"), "{e}");
+        let e = parse_routes(&[route("10.1.1.0/24", "x")], ROUTER_MAC).unwrap_err();
+        assert!(e.starts_with("egress route 10.1.1.0/24:"), "{e}");
     }
 }

@@ -7,39 +7,26 @@
 use std::net::Ipv4Addr;
 
 use concast_engine::{EgressGate, FlowId};
-use serde_json::Value;
 
+use crate::config::{self, Prefix};
 use crate::linkstate::LinkState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkRoute {
-    pub prefix: Ipv4Addr,
-    pub len: u8,
+    pub net: Prefix,
     /// The state file's slot of the link direction leaving through this route's port.
     pub slot: u32,
 }
 
-impl LinkRoute {
-    fn covers(&self, dst: u32) -> bool {
-        let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) };
-        dst & mask == u32::from(self.prefix) & mask
-    }
-}
-
-/// The `egress_routes` entries with a `link_slot` (others have no emulated link to ask).
-pub fn parse_link_routes(v: &Value) -> Result<Vec<LinkRoute>, String> {
-    let list = v.as_array().ok_or("egress_routes is not a list")?;
+/// The `egress_routes` entries with a `link_slot` (others have no emulated link to ask),
+/// longest prefix first.
+pub fn parse_link_routes(list: &[config::Route]) -> Result<Vec<LinkRoute>, String> {
     let mut routes = Vec::new();
     for r in list {
-        let Some(slot) = r.get("link_slot") else { continue };
-        let slot = slot.as_u64().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| format!("egress route {r}: link_slot is not a slot number"))?;
-        let text = r.get("prefix").and_then(Value::as_str).ok_or_else(|| format!("egress route {r} has no prefix"))?;
-        let (prefix, len) = text.split_once('/').ok_or_else(|| format!("egress route {r}: prefix is not A.B.C.D/LEN"))?;
-        let prefix = prefix.parse().map_err(|_| format!("egress route {r}: bad prefix"))?;
-        let len = len.parse().ok().filter(|l| *l <= 32).ok_or_else(|| format!("egress route {r}: bad prefix length"))?;
-        routes.push(LinkRoute { prefix, len, slot });
+        let Some(slot) = r.link_slot else { continue };
+        routes.push(LinkRoute { net: r.net()?, slot });
     }
-    routes.sort_by_key(|r| std::cmp::Reverse(r.len));
+    routes.sort_by_key(|r| std::cmp::Reverse(r.net.len));
     Ok(routes)
 }
 
@@ -55,14 +42,13 @@ impl LinkGate {
     /// in the config is an error at start rather than a gate that never holds.
     pub fn new(state: LinkState, routes: Vec<LinkRoute>, origin_ns: u64) -> Result<LinkGate, String> {
         if let Some(r) = routes.iter().find(|r| r.slot >= state.slot_count()) {
-            return Err(format!("egress route {}/{}: link_slot {} but the link state file has {} slots", r.prefix, r.len, r.slot, state.slot_count()));
+            return Err(format!("egress route {}: link_slot {} but the link state file has {} slots", r.net, r.slot, state.slot_count()));
         }
         Ok(LinkGate { state, routes, origin_ns })
     }
 
     fn slot_for(&self, dst: Ipv4Addr) -> Option<u32> {
-        let dst = u32::from(dst);
-        self.routes.iter().find(|r| r.covers(dst)).map(|r| r.slot)
+        self.routes.iter().find(|r| r.net.covers(dst)).map(|r| r.slot)
     }
 }
 
@@ -82,14 +68,20 @@ mod tests {
 
     #[test]
     fn only_routes_with_a_link_slot_and_longest_prefix_first() {
-        let v = json!([
+        let routes = |v| serde_json::from_value::<Vec<config::Route>>(v).unwrap();
+        let v = routes(json!([
             {"prefix": "10.0.0.0/8", "iface": "a", "mac": "02:00:00:00:00:01", "link_slot": 1},
             {"prefix": "10.0.3.0/24", "iface": "b", "mac": "02:00:00:00:00:02", "link_slot": 4},
             {"prefix": "10.9.0.0/16", "iface": "c", "mac": "02:00:00:00:00:03"},
-        ]);
+        ]));
         let r = parse_link_routes(&v).unwrap();
-        assert_eq!(r.iter().map(|r| (r.len, r.slot)).collect::<Vec<_>>(), [(24, 4), (8, 1)]);
-        assert!(parse_link_routes(&json!([{"prefix": "10.0.0.0/8", "link_slot": "x"}])).unwrap_err().contains("link_slot"));
-        assert!(parse_link_routes(&json!([{"prefix": "10.0.0.0/33", "link_slot": 0}])).unwrap_err().contains("length"));
+        assert_eq!(r.iter().map(|r| (r.net.len, r.slot)).collect::<Vec<_>>(), [(24, 4), (8, 1)]);
+        // A slot that is not a number is refused by the typed read, before this parser.
+        assert!(serde_json::from_value::<Vec<config::Route>>(json!([{"prefix": "10.0.0.0/8", "iface": "a", "mac": "m", "link_slot": "x"}])).is_err());
+        let bad = routes(json!([{"prefix": "10.0.0.0/33", "iface": "a", "mac": "m", "link_slot": 0}]));
+        assert!(parse_link_routes(&bad).unwrap_err().contains("length"));
+        // A route without a slot is not parsed at all (it has no link to ask).
+        let none = routes(json!([{"prefix": "bad", "iface": "a", "mac": "m"}]));
+        assert_eq!(parse_link_routes(&none).unwrap(), []);
     }
 }

@@ -207,23 +207,22 @@ fn settings(a: &Args) -> Result<Settings, String> {
         (Some(dir), Some(r)) => PathBuf::from(dir).join("routers").join(format!("{r}.sock")),
         _ => PathBuf::from(format!("/run/concast/routerd-{addr}.sock")),
     });
-    // The route parsers read JSON (they also serve routerd's tests); the schema's shape has
-    // been checked above by the typed read.
-    let as_json = |r: &Vec<config::Route>| serde_json::to_value(r).expect("routes serialise");
-    let routes = cfg.egress_routes.as_ref().map(as_json);
-    let port_table = |v: &serde_json::Value| egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"));
-    let egress = match (a.egress.as_deref(), &routes) {
+    // The routes come typed from the config; the parsers check what the schema cannot
+    // (prefixes, MACs).
+    let routes = cfg.egress_routes.as_deref();
+    let port_table = |v: &[config::Route]| egress::parse_routes(v, router_mac).map_err(|e| format!("--config: {e}"));
+    let egress = match (a.egress.as_deref(), routes) {
         (Some("cpu"), _) => None,
         (Some(_), None) => return Err("--egress ports needs egress_routes in --config".into()),
         (_, Some(v)) => Some(port_table(v)?),
         (None, None) => None,
     };
     // Without direct egress (BMv2), the ports' routes still tell each link's MTU.
-    let mtu_ports = match (&egress, cfg.port_routes.as_ref().map(as_json)) {
-        (None, Some(v)) => Some(port_table(&v)?),
+    let mtu_ports = match (&egress, cfg.port_routes.as_deref()) {
+        (None, Some(v)) => Some(port_table(v)?),
         _ => None,
     };
-    let link_state = match (cfg.link_state, &routes) {
+    let link_state = match (cfg.link_state, routes) {
         (Some(path), Some(v)) => Some((PathBuf::from(path), linkgate::parse_link_routes(v).map_err(|e| format!("--config: {e}"))?))
             .filter(|(_, routes)| !routes.is_empty()),
         // BMv2 and Linux routers get no egress routes: no port to look up, so no gate.

@@ -7,39 +7,14 @@
 //! pair without pause while the CPU port is opened and read again and again on the first,
 //! which carries nothing. Any frame read is a leak. Needs root and iproute2; skips without.
 
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use concast_routerd::cpu_port::CpuPort;
 
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn enter(ns: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    assert_eq!(
-        unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) },
-        0,
-        "setns {ns}"
-    );
-}
-
-/// The namespace, deleted with its interfaces when the test ends, however it ends.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
+mod common;
+use common::{enter, no_namespaces, sh, Netns};
 
 fn ipv4_frame() -> Vec<u8> {
     let mut f = vec![0xff; 6];
@@ -54,12 +29,11 @@ fn ipv4_frame() -> Vec<u8> {
 
 #[test]
 fn frames_of_other_interfaces_never_reach_a_cpu_port_being_opened() {
-    if unsafe { libc::geteuid() } != 0 || !sh(&["ip", "-V"]) {
-        eprintln!("skipped: needs root and iproute2");
+    if let Some(why) = no_namespaces() {
+        eprintln!("skipped: {why}");
         return;
     }
-    let ns = Netns(format!("cpuport{}", std::process::id()));
-    assert!(sh(&["ip", "netns", "add", &ns.0]));
+    let ns = Netns::new("cpuport");
     for (a, b) in [("cpq0", "cpq1"), ("cpx0", "cpx1")] {
         assert!(sh(&[
             "ip", "-n", &ns.0, "link", "add", a, "type", "veth", "peer", "name", b

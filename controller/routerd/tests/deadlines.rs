@@ -13,7 +13,6 @@
 
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use concast_csp::{Config, FlowId, Selector};
@@ -24,15 +23,13 @@ use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::Params;
 use concast_wire::mplex::{HeaderRepr, RecordRepr};
 
+mod common;
+use common::spec_bytes;
+
 const ROUTER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
 const LEAD_US: u64 = 150;
-
-fn spec_bytes(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
-}
 
 /// Sender `n`'s one-record MplexPkt as a CPU-port frame: (MaxTotalDelay, DelayedSoFar, MaxLocalDelay).
 fn ack_frame(n: u8, seq: u32, delays: (u32, u32, u32)) -> Vec<u8> {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use concast_csp::{Config, FlowId, Selector};
 use concast_engine::{Engine, EngineConfig};
+use concast_routerd::config::Route;
 use concast_routerd::linkgate::{parse_link_routes, LinkGate};
 use concast_routerd::linkstate::{writer, LinkState, Slot};
 use concast_routerd::{dataplane, Router};
@@ -19,15 +20,13 @@ use concast_wire::ipv4::Params;
 use concast_wire::mplex::{HeaderRepr, RecordRepr};
 use serde_json::json;
 
+mod common;
+use common::spec_bytes;
+
 
 const ROUTER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
-
-fn spec_bytes(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
-}
 
 /// Sender `n`'s one-record MplexPkt, MaxLocalDelay 0, as a CPU-port frame.
 fn ack_frame(n: u8, max_total_delay: u32) -> Vec<u8> {
@@ -71,11 +70,12 @@ impl Lab {
         let engine = Engine::new(EngineConfig { node: ROUTER, ..EngineConfig::default() }).unwrap();
         let mut router = Router::new(ROUTER, ROUTER_MAC, [2, 0, 0, 0, 0xff, 1], Config::default(), engine, Box::new(dataplane::Static));
         if gate {
-            let routes = parse_link_routes(&json!([
+            let config: Vec<Route> = serde_json::from_value(json!([
                 {"prefix": "10.0.0.0/24", "iface": "r1-eth2", "mac": "02:00:00:00:00:09", "link_slot": 1},
                 {"prefix": "10.1.0.0/16", "iface": "r1-eth1", "mac": "02:00:00:00:00:08", "link_slot": 0},
             ]))
             .unwrap();
+            let routes = parse_link_routes(&config).unwrap();
             let g = LinkGate::new(LinkState::open(&file).unwrap(), routes, 0).unwrap();
             router.engine.set_egress_gate(Some(Box::new(g)));
         }

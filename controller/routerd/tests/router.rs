@@ -2,7 +2,6 @@
 //! bundled `sum.wasm`, frames in and out as on the CPU port. No network needed.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 
 use concast_aggregate::payload::Contribution;
 use concast_csp::{codec, Action, Body, Config, FlowId, JoinBody, Msg, Node, Role, Selector, NO_HASH};
@@ -10,6 +9,9 @@ use concast_engine::{Engine, EngineConfig};
 use concast_routerd::{dataplane, Router};
 use concast_wire::datagram::{classify, Datagram};
 use concast_wire::ipv4::Params;
+
+mod common;
+use common::spec_bytes;
 
 const ROUTER: &str = "10.0.0.1";
 const RX: &str = "10.0.0.9";
@@ -19,11 +21,6 @@ const ROUTER_MAC: [u8; 6] = [2, 0xcc, 10, 0, 0, 1];
 
 fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
-}
-
-fn spec_bytes(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
 }
 
 fn frame(datagram: &[u8]) -> Vec<u8> {

@@ -9,9 +9,6 @@
 //! running `sum.wasm` as a static flow. Needs root and iproute2; skips without.
 
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use concast_aggregate::payload::Contribution;
@@ -21,6 +18,9 @@ use concast_routerd::cpu_port::{CpuPort, RxMode};
 use concast_routerd::{dataplane, Router};
 use concast_wire::ipv4::Params;
 
+mod common;
+use common::{enter, no_namespaces, sh, spec_bytes, Netns};
+
 const ROUTER: &str = "10.0.0.1";
 const RX: &str = "10.0.0.9";
 const SOURCES: [&str; 2] = ["10.1.1.2", "10.1.2.2"];
@@ -29,24 +29,6 @@ const KEYS: u32 = 150;
 
 fn ip(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
-}
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0]).args(&args[1..]).status().map(|s| s.success()).unwrap_or(false)
-}
-
-/// The namespace, deleted with its interfaces when the test ends, however it ends.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn spec_bytes(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../build/mergespecs").join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", p.display()))
 }
 
 fn frame(datagram: &[u8]) -> Vec<u8> {
@@ -159,18 +141,16 @@ fn run(ns: &str, mode: RxMode, frames: &[Vec<u8>]) -> Run {
 
 #[test]
 fn the_ring_and_recvmmsg_give_the_same_merged_output_and_counters() {
-    if unsafe { libc::geteuid() } != 0 || !sh(&["ip", "-V"]) {
-        eprintln!("skipped: needs root and iproute2");
+    if let Some(why) = no_namespaces() {
+        eprintln!("skipped: {why}");
         return;
     }
-    let ns = Netns(format!("rxpaths{}", std::process::id()));
-    assert!(sh(&["ip", "netns", "add", &ns.0]));
+    let ns = Netns::new("rxpaths");
     assert!(sh(&["ip", "-n", &ns.0, "link", "add", "rpa0", "mtu", "9000", "type", "veth", "peer", "name", "rpa1", "mtu", "9000"]));
     for i in ["rpa0", "rpa1"] {
         assert!(sh(&["ip", "-n", &ns.0, "link", "set", i, "up"]));
     }
-    let f = std::fs::File::open(format!("/run/netns/{}", ns.0)).unwrap();
-    assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
+    enter(&ns.0);
 
     let (frames, bad) = traffic();
     let ring = run(&ns.0, RxMode::Ring, &frames);

@@ -41,7 +41,7 @@ pub mod glue;
 
 pub use spec::{AfterBuild, Host, Level, Merge, MergeSpec, OutHeader, Tag};
 
-/// The concast wire formats (`controller/wire`): a spec reads the datagram it is handed with
+/// The concast wire formats (`lib/wire`): a spec reads the datagram it is handed with
 /// `wire::ipv4::Packet::new_checked(msg)` or `wire::classify(msg)`, and builds MplexPkt
 /// bodies with `wire::mplex` / `wire::build`.
 pub use concast_wire as wire;

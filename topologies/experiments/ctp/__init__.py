@@ -26,6 +26,7 @@ from pathlib import Path as FsPath
 
 from concast import ROOT, prereq
 from concast.argtypes import hidden_alias
+from concast.progress import sayer
 
 # The paper's Table I, local area: (latency ms, sd), (bandwidth Mbit/s, sd).
 PAPER_TABLE1 = {
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         bl = blast.BlastSettings(rates_mbit=[20], secs=2.0, runs=1, merge_start_mbit=20, merge_total_mbit=10,
                                  merge_after=1.5, merge_secs=4.0, rate_mbit=100.0, seed=a.seed)
-    say = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
+    say = sayer("ctp", sys.stderr)        # standard output carries the tables
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     command = ["concast", "exp", "ctp", *(argv if argv is not None else sys.argv[1:])]
     tables, paths = a.tables.split(","), []
