@@ -165,6 +165,7 @@ class Bmv2Dataplane:
     def configure(self, owner_pid: int, owner_start: int | None) -> dict[str, Bmv2Router]:
         from concast.controller.p4.p4rt import P4RuntimeClient
         from concast.controller.p4.router import P4Router
+        from concast.controller import cpuport
         from concast.controller.p4.switch import Switch
         import subprocess
         json_path, p4info_path = self.program or (P.JSON_PATH, P.P4INFO_PATH)
@@ -179,10 +180,9 @@ class Bmv2Dataplane:
         for r in self.routers.values():
             if r.capable:
                 sw, rd = r.cpu_switch_iface, r.cpu_iface
-                for argv in (["ip", "link", "add", sw, "address", r.plan.cpu_switch_mac,
-                              "type", "veth", "peer", "name", rd, "address", r.plan.cpu_routerd_mac],
-                             ["ip", "link", "set", sw, "up"], ["ip", "link", "set", rd, "up"]):
-                    subprocess.run(argv, check=True, capture_output=True, timeout=10)
+                subprocess.run(["ip", "-batch", "-"], check=True, capture_output=True, timeout=10,
+                               text=True, input="\n".join(cpuport.veth_cmds(
+                                   sw, r.plan.cpu_switch_mac, rd, r.plan.cpu_routerd_mac)) + "\n")
                 for i in (sw, rd):   # BMv2 reads and writes whole frames: no offload
                     subprocess.run(["ethtool", "-K", i, "tx", "off", "rx", "off"],
                                    capture_output=True, timeout=10)
