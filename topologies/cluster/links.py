@@ -12,15 +12,24 @@ told the smaller MTU is fine (allow_small_mtu=True).
 
 `use_ssh_config(path)` points every ssh Cluster Edition runs (node shells, precheck, tunnels)
 at one ssh client config (keys, known hosts), so nothing is taken from ~/.ssh.
+
+Node shells are bounded (BoundedShell): Mininet waits for a command's output with no end, and
+a node whose server died never gives any (the shell's pty stays open in this process), so a
+command on it hung for good; here the wait ends, with ServerDown naming the server, as soon as
+the shell (the ssh session) has ended. ssh ends it within ServerAliveInterval x CountMax of a
+server going silent (servers.py), at once for one whose connections close.
 """
 from __future__ import annotations
 
 import itertools
 import re
+import select
 
 from mininet.examples.cluster import (ClusterCleanup, MininetCluster, RemoteLink, RemoteMixin,
                                       RemoteNode, RemoteSSHLink)
 from mininet.link import Link
+
+from concast.topologies.cluster.servers import ServerDown
 
 VXLAN_OVERHEAD = 50     # outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14
 INNER_MTU = 1500
@@ -157,5 +166,38 @@ class SshLink(RemoteSSHLink):
             del node1.rpopen
 
 
-class ClusterHost(RemoteNode):
-    """A host or router shell on its server (Cluster Edition's RemoteHost)."""
+class BoundedShell:
+    """For RemoteMixin nodes: a command's wait ends with ServerDown when the shell has."""
+
+    POLL_MS = 500   # how often a silent wait looks at the shell (not a timeout on commands)
+
+    def waitOutput(self, verbose=False, findPid=True):
+        # Mininet's own poller is registered for POLLOUT too, so it is always "ready" and
+        # its monitor(timeoutms) blocks in read(): wait for input here, with a bound.
+        poller = self.__dict__.get("_in_poller")
+        if poller is None:
+            poller = self._in_poller = select.poll()
+            poller.register(self.stdout, select.POLLIN | select.POLLPRI)
+        output = ""
+        while self.waiting:
+            if not self.readbuf and not poller.poll(self.POLL_MS):
+                if self.shell is not None and self.shell.poll() is not None:
+                    self.waiting = False
+                    raise ServerDown(self.server, f"the shell of node {self.name} ended (ssh "
+                                     f"exit {self.shell.returncode}) while it ran a command")
+                continue
+            output += self.monitor(findPid=findPid)    # input is there: read() returns
+        return output
+
+    def shell_ended(self) -> bool:
+        """Whether this node's shell (its ssh session to its server) has ended."""
+        return self.shell is None or self.shell.poll() is not None
+
+
+def remote_class(base):
+    """`base` (a Mininet node class) on a server, with a bounded shell."""
+    return type(f"Cluster{base.__name__}", (BoundedShell, RemoteMixin, base), {})
+
+
+class ClusterHost(BoundedShell, RemoteNode):
+    """A host shell on its server (Cluster Edition's RemoteHost, with a bounded shell)."""
