@@ -81,7 +81,8 @@ def net_leftovers(tag: str) -> list[str]:
     if Path(f"/run/concast/nets/{tag}.json").exists():
         left.append(f"run record {tag}")
     for d in ("/tmp", "/dev/shm"):
-        left += [f"file {d}/{f}" for f in os.listdir(d) if prefix in f or f.endswith(f"-{tag}")]
+        left += [f"file {d}/{f}" for f in os.listdir(d)
+                 if f.startswith(prefix) or f.endswith(f"-{tag}") or f"-{tag}." in f]
     me = os.getpid()
     for pid, cmd in _cmdlines().items():
         if pid != me and (f"-{tag}/" in cmd or f"{prefix}-" in cmd):

@@ -94,7 +94,7 @@ def test_down_leaves_nothing(servers, net):
             == {"lo", "eth0"}, out
         ps = servers.ssh(s, "ps -e -o comm=").stdout.split()
         assert set(ps) <= {"bash", "sshd", "ps"}, ps      # the tunnel's ssh ended too
-    assert leftovers(servers) == []                      # the servers are still all there...
+    assert leftovers(servers)          # the check sees the servers while they are there...
     removed = EmulatedServers.load(servers.state.state_dir).down()
     assert removed
     left = leftovers(servers)

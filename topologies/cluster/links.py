@@ -24,6 +24,8 @@ from __future__ import annotations
 import itertools
 import re
 import select
+import shlex
+import subprocess
 
 from mininet.examples.cluster import (ClusterCleanup, MininetCluster, RemoteLink, RemoteMixin,
                                       RemoteNode, RemoteSSHLink)
@@ -146,17 +148,26 @@ class VxlanLink(RemoteLink):
 class SshLink(RemoteSSHLink):
     """Cluster Edition's SSH-tunnel link (an Ethernet tunnel over `ssh -w`, needs PermitTunnel
     on the far server), with our ssh client config. The fallback where no VXLAN: slower (every
-    frame goes through ssh) and one link at a time per pair of servers (tap9)."""
+    frame goes through ssh) and one link at a time per pair of servers (tap9).
+
+    The tunnel's ssh runs on node1's server; it records its PID there and stop() ends it by
+    that PID and waits for it (Cluster Edition only ends our ssh to that server, after which
+    the tunnel's went some time later, or, multiplexed, stayed as a master)."""
 
     ssh_extra: list[str] = []
 
     def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        # Cluster Edition builds `ssh -n -o Tunnel=Ethernet -w 9:9 dest`; ours adds -F.
+        # Cluster Edition builds `ssh -n -o Tunnel=Ethernet -w 9:9 dest echo @`; ours adds
+        # -F, no multiplexing (the tunnel is a connection of its own), and the PID file.
+        self.pidfile = f"/run/ccs-sshlink-{intfname1}.pid"      # the server's own /run
         orig = node1.rpopen
 
         def rpopen(cmd, **opts):
             if isinstance(cmd, list) and cmd[:1] == ["ssh"]:
-                cmd = ["ssh", *self.ssh_extra, *cmd[1:]]
+                inner = ["ssh", *self.ssh_extra, "-o", "ControlMaster=no",
+                         "-o", "ControlPath=none", *cmd[1:]]
+                script = f"echo $$ > {self.pidfile}; exec {shlex.join(inner)}"
+                cmd = ["sh", "-c", shlex.quote(script)]
             return orig(cmd, **opts)
         node1.rpopen = rpopen
         try:
@@ -164,6 +175,22 @@ class SshLink(RemoteSSHLink):
                                             addr1, addr2)
         finally:
             del node1.rpopen
+
+    def stop(self) -> None:
+        tunnel = self.tunnel
+        RemoteSSHLink.stop(self)        # our ssh to node1's server, the interfaces
+        if tunnel is None:
+            return
+        try:
+            tunnel.wait(timeout=10)     # our ssh, TERMed by Cluster Edition
+        except subprocess.TimeoutExpired:
+            tunnel.kill()
+            tunnel.wait()
+        # The tunnel's ssh on node1's server, by its PID: TERM, then up to 5 s to exit.
+        script = (f"p=$(cat {self.pidfile} 2>/dev/null) || exit 0; kill $p 2>/dev/null; "
+                  "for i in $(seq 50); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; "
+                  f"kill -9 $p 2>/dev/null; rm -f {self.pidfile}")
+        self.node1.rcmd(["sh", "-c", shlex.quote(script)])
 
 
 class BoundedShell:
