@@ -55,6 +55,19 @@ def test_each_server_is_its_own_machine(servers):
     assert not Path("/tmp/ccs-mark").exists()
 
 
+def test_a_second_set_gets_its_own_names_and_subnet(servers):
+    """Two sets at once (two test runs, or a leftover) share no name and no address."""
+    from clustertools import emulated
+    with emulated(["a"]) as other:
+        mine, theirs = servers.state, other.state
+        assert mine.bridge != theirs.bridge
+        assert mine.driver_ip.rsplit(".", 1)[0] != theirs.driver_ip.rsplit(".", 1)[0]
+        assert mine.servers[0].netns != theirs.servers[0].netns
+        assert other.ssh("a", "hostname").stdout.strip() == "a"
+        assert servers.ssh("a", "ip -o -4 addr show eth0").stdout.count(mine.servers[0].ip)
+    assert servers.ssh("a", "hostname").stdout.strip() == "a"    # ours untouched
+
+
 def test_vxlan_link_carries_ping_full_mtu_and_tcp(net):
     h1, h2 = net["h1"], net["h2"]
     link = net.linksBetween(h1, h2)[0]
