@@ -49,6 +49,7 @@ class ClusterRunningNet(RunningNet):
         self._netns_made: list[tuple[str, str]] = []     # (server, netns name)
         self.forwards: SocketForwards | None = None
         self._shipped: list[str] = []       # servers that got a copy of the run directory
+        self._down: set[str] = set()        # servers found down; they stay down
         super().__init__(topo, dataplane, run_dir, quiet, emulate=False)
 
     def _start(self, quiet: bool) -> None:
@@ -213,7 +214,7 @@ class ClusterRunningNet(RunningNet):
         from concast.topologies import running
         running._live.discard(self)
         from concast.topologies.cluster.links import use_ssh_config
-        steps = [self.daemons.stop_all]
+        steps = [self._stop_daemons]
         if self.forwards is not None:
             steps.append(self.forwards.stop)
         if self.mn is not None:
@@ -233,17 +234,21 @@ class ClusterRunningNet(RunningNet):
         """Servers whose node shells have ended or that do not answer over ssh within
         `timeout` s (ssh notices a silent server within 15 s, servers.py; a killed one at
         once), sorted. Once found down, a server stays down for this network."""
-        dead = self.__dict__.setdefault("_down", set())
+        dead = self._down
         dead |= {n.server for n in (self.mn.hosts if self.mn else []) if n.shell_ended()}
         dead |= {s for s in self.servers.names
                  if s not in dead and not self.servers.alive(s, timeout=timeout)}
         return sorted(dead)
 
     def _note_down(self, server: str) -> None:
-        self.__dict__.setdefault("_down", set()).add(server)
+        self._down.add(server)
+
+    def _stop_daemons(self) -> None:
+        for s in self.daemons.stop_all():
+            self._note_down(s)
 
     def _report_down(self) -> None:
-        down = sorted(self.__dict__.get("_down", ()))
+        down = sorted(self._down)
         if down:
             print(f"concast: server(s) {', '.join(down)} do not answer; what {self.tag} had "
                   "there went with them and was not stopped from here")
