@@ -13,7 +13,8 @@ Run with the project's venv (.venv/bin/python scripts/cluster_servers.py ...), a
 import argparse
 import sys
 
-from concast.topologies.cluster.servers import STATE_DIR, ClusterError, EmulatedServers
+from concast.topologies.cluster.servers import (STATE_DIR, ClusterError, EmulatedServers,
+                                                ServerDown)
 
 
 def main(argv=None) -> int:
@@ -40,8 +41,11 @@ def main(argv=None) -> int:
         elif a.cmd == "status":
             s = EmulatedServers.load(a.state)
             for srv in s.state.servers:
-                p = s.ssh(srv.name, "hostname", check=False, timeout=10)
-                ok = p.stdout.strip() if p.returncode == 0 else f"DOWN ({p.stderr.strip()})"
+                try:
+                    p = s.ssh(srv.name, "hostname", check=False, timeout=10)
+                    ok = p.stdout.strip() if p.returncode == 0 else f"DOWN ({p.stderr.strip()})"
+                except ServerDown as e:
+                    ok = f"DOWN ({e})"
                 print(f"{srv.name}\t{srv.ip}\t{ok}")
         elif a.cmd == "ssh":
             s = EmulatedServers.load(a.state)

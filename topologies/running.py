@@ -142,19 +142,29 @@ class RunningNet:
                               intfName2=naming.port_iface(tag, ln.b, ln.port_b),
                               addr1=mac_a, addr2=mac_b, **link_opts, **params)
             mtus += [(link, mtu)] if mtu else []
-        mn.build()
-        mn.start()
+        self._bring_up(mtus)
+
+    def _bring_up(self, mtus: list) -> None:
+        """The start once every node and link is added: build, MTUs, the routers'
+        configuration (the one step a cluster does its own way), configs, the hosts."""
+        from concast.topologies import links
+        self.mn.build()
+        self.mn.start()
         for link, mtu in mtus:
             links.set_mtu(link, mtu)
-        self.routers = self.backend.configure(self.record.data["owner_pid"],
-                                              self.record.data["owner_start"])
+        self.routers = self._configure_routers()
         self._write_router_configs()
         self._write_host_configs()
-        for h in plan.hosts.values():
-            mn[h.name].cmd(
+        for h in self.plan.hosts.values():
+            self.mn[h.name].cmd(
                 "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
                 f" ip neigh replace {h.gateway} lladdr {h.gateway_mac}"
                 f" dev {naming.host_iface(h.name)} nud permanent")
+
+    def _configure_routers(self) -> dict:
+        """The data plane's routers programmed; returns their handles by name."""
+        return self.backend.configure(self.record.data["owner_pid"],
+                                      self.record.data["owner_start"])
 
     def stop(self) -> None:
         """Stop daemons, the network and every leftover of ours. Safe to call twice."""

@@ -69,3 +69,13 @@ def cpu_port():
     yield open_port
     for p in opened:
         p.close()
+
+
+@pytest.fixture(scope="module")
+def emulated_servers():
+    """Two emulated servers, a and b, for a module's cluster tests (clustertools.py): skipped
+    with the reason where sshd and namespaces cannot be had; removed after the module, and
+    anything of them left behind fails it."""
+    from clustertools import emulated
+    with emulated(["a", "b"]) as servers:
+        yield servers

@@ -2,29 +2,15 @@
 domains whole, transit links as VXLAN, every namespace on its own server, nothing left."""
 from __future__ import annotations
 
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.mininet,
-              pytest.mark.skip(reason="not yet passing: its first run (session 9) failed in the servers fixture (5 errors); issue #25 note")]
-
-STATE = Path(f"/var/tmp/ccs-testnet-{os.getpid()}")
-
+pytestmark = pytest.mark.mininet
 
 @pytest.fixture(scope="module")
-def servers():
-    from concast.topologies.cluster.servers import EmulatedServers, why_not
-    reason = why_not()
-    if reason:
-        pytest.skip(f"cannot emulate servers here: {reason}")
-    s = EmulatedServers.up(["a", "b"], STATE)
-    try:
-        yield s
-    finally:
-        s.down()
+def servers(emulated_servers):
+    return emulated_servers
 
 
 def small_net():
@@ -37,7 +23,7 @@ def small_net():
 
 @pytest.fixture(scope="module")
 def net(servers):
-    desc = small_net().servers(["a", "b"], state_dir=str(STATE))
+    desc = small_net().servers(["a", "b"], state_dir=servers.state.state_dir)
     n = desc.start()
     try:
         yield n
@@ -68,11 +54,11 @@ def test_namespaces_live_on_their_servers_only(net, servers):
     assert f"cc{net.tag}-" not in local
 
 
-def test_placement_is_saved_and_reused(net, tmp_path):
+def test_placement_is_saved_and_reused(net, servers, tmp_path):
     from concast.topologies import ConcastNet
-    desc = small_net().servers(["a", "b"], state_dir=str(STATE))
+    desc = small_net().servers(["a", "b"], state_dir=servers.state.state_dir)
     path = desc.save(tmp_path / "net.json")
-    again = ConcastNet.load(path).servers(["a", "b"])
+    again = ConcastNet.load(path).servers(["a", "b"], state_dir=servers.state.state_dir)
     assert again.cluster["placement"] == desc.cluster["placement"] == net.placement
     domains = desc.meta["domains"]
     for d in {d for d in domains.values() if d.startswith("S")}:
@@ -137,8 +123,10 @@ def concast_sums_arrive_exactly(net):
 
 def test_stop_leaves_nothing_on_the_servers(servers, net):
     """Last: stops the module's network (stop() is idempotent)."""
+    from clustertools import net_leftovers
     assert netns_on(servers, "a") and netns_on(servers, "b")
     net.stop()
+    assert net_leftovers(net.tag) == []
     for s in ("a", "b"):
         assert netns_on(servers, s) == set()
         links = servers.ssh(s, "ip -o link show").stdout

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from concast.controller.daemons import Daemon
+from concast.topologies.cluster.servers import ServerDown
 from concast.topologies.cluster.serverset import ServerSet
 
 
@@ -22,18 +23,22 @@ class ClusterDaemons:
     """Daemons' interface (start, stop, stop_all, of, running) over the servers."""
 
     def __init__(self, log_dir: Path, servers: ServerSet, placement: dict[str, str],
-                 pid_dir: Path, on_start=None) -> None:
+                 pid_dir: Path, on_start=None, prepare=None) -> None:
         self.log_dir = Path(log_dir)
         self.servers = servers
         self.placement = placement
         self.pid_dir = Path(pid_dir)        # a path on each server
         self.on_start = on_start
+        self.prepare = prepare              # called once, before the first daemon starts
         self.running: list[Daemon] = []
         self.server_of: dict[int, str] = {}     # id(Daemon) -> server
 
     def start(self, router: str, argv: list[str], name: str = "routerd",
               env: dict | None = None, netns: str | None = None) -> Daemon:
         server = self.placement[router]
+        if self.prepare is not None:
+            prepare, self.prepare = self.prepare, None
+            prepare()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{router}-{name}.log"
         pidfile = self.pid_dir / f"{router}-{name}.pid"
@@ -66,29 +71,48 @@ class ClusterDaemons:
         return 0
 
     def stop(self, daemon: Daemon, timeout: float = 3.0) -> int | None:
-        server = self.server_of.get(id(daemon))
-        if daemon.pid and server and daemon.popen.poll() is None:
-            # Its process group on its server (it leads one: sshd starts each command in
-            # a session of its own), then the ssh session ends with it.
-            for sig in ("TERM", "KILL"):
-                self.servers.run(server, ["sh", "-c", f"kill -{sig} -{daemon.pid} "
-                                          f"2>/dev/null || kill -{sig} {daemon.pid} 2>/dev/null;"
-                                          " true"], check=False, timeout=10)
-                try:
-                    daemon.popen.wait(timeout=timeout)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        if daemon.popen.poll() is None:     # the server does not answer: end our ssh
-            daemon.popen.kill()
-            daemon.popen.wait()
-        if daemon in self.running:
-            self.running.remove(daemon)
+        self._stop([daemon], timeout)
         return daemon.popen.poll()
 
-    def stop_all(self) -> None:
-        for d in list(self.running):
-            self.stop(d)
+    def stop_all(self, timeout: float = 3.0) -> list[str]:
+        """Stops every daemon, one ssh per server; returns the servers that did not answer
+        (their daemons' ssh sessions are ended here; the daemons went with the server)."""
+        return self._stop(list(self.running), timeout)
+
+    def _stop(self, daemons: list[Daemon], timeout: float) -> list[str]:
+        by_server: dict[str, list[Daemon]] = {}
+        for d in daemons:
+            by_server.setdefault(self.server_of.get(id(d), ""), []).append(d)
+        down = []
+        for server, ds in by_server.items():
+            live = [d for d in ds if d.pid and d.popen.poll() is None]
+            # Each leads a process group on its server (sshd starts each command in a
+            # session of its own): TERM the groups, then KILL what is left, by PID.
+            for sig in ("TERM", "KILL"):
+                if not live or not server:
+                    break
+                pids = " ".join(f"-{d.pid}" for d in live)
+                try:
+                    self.servers.run(server, ["sh", "-c", f"kill -{sig} {pids} 2>/dev/null; true"],
+                                     check=False, timeout=10)
+                except ServerDown as e:
+                    print(f"concast: {e}: its daemons went with it")
+                    down.append(server)
+                    break
+                deadline = time.monotonic() + timeout
+                for d in live:
+                    try:
+                        d.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+                live = [d for d in live if d.popen.poll() is None]
+            for d in ds:
+                if d.popen.poll() is None:      # the server does not answer: end our ssh
+                    d.popen.kill()
+                    d.popen.wait()
+                if d in self.running:
+                    self.running.remove(d)
+        return down
 
     def of(self, router: str) -> list[Daemon]:
         return [d for d in self.running if d.router == router]

@@ -12,15 +12,26 @@ told the smaller MTU is fine (allow_small_mtu=True).
 
 `use_ssh_config(path)` points every ssh Cluster Edition runs (node shells, precheck, tunnels)
 at one ssh client config (keys, known hosts), so nothing is taken from ~/.ssh.
+
+Node shells are bounded (BoundedShell): Mininet waits for a command's output with no end, and
+a node whose server died never gives any (the shell's pty stays open in this process), so a
+command on it hung for good; here the wait ends, with ServerDown naming the server, as soon as
+the shell (the ssh session) has ended. ssh ends it within ServerAliveInterval x CountMax of a
+server going silent (servers.py), at once for one whose connections close.
 """
 from __future__ import annotations
 
 import itertools
 import re
+import select
+import shlex
+import subprocess
 
 from mininet.examples.cluster import (ClusterCleanup, MininetCluster, RemoteLink, RemoteMixin,
                                       RemoteNode, RemoteSSHLink)
 from mininet.link import Link
+
+from concast.topologies.cluster.servers import ServerDown
 
 VXLAN_OVERHEAD = 50     # outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14
 INNER_MTU = 1500
@@ -137,17 +148,26 @@ class VxlanLink(RemoteLink):
 class SshLink(RemoteSSHLink):
     """Cluster Edition's SSH-tunnel link (an Ethernet tunnel over `ssh -w`, needs PermitTunnel
     on the far server), with our ssh client config. The fallback where no VXLAN: slower (every
-    frame goes through ssh) and one link at a time per pair of servers (tap9)."""
+    frame goes through ssh) and one link at a time per pair of servers (tap9).
+
+    The tunnel's ssh runs on node1's server; it records its PID there and stop() ends it by
+    that PID and waits for it (Cluster Edition only ends our ssh to that server, after which
+    the tunnel's went some time later, or, multiplexed, stayed as a master)."""
 
     ssh_extra: list[str] = []
 
     def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        # Cluster Edition builds `ssh -n -o Tunnel=Ethernet -w 9:9 dest`; ours adds -F.
+        # Cluster Edition builds `ssh -n -o Tunnel=Ethernet -w 9:9 dest echo @`; ours adds
+        # -F, no multiplexing (the tunnel is a connection of its own), and the PID file.
+        self.pidfile = f"/run/ccs-sshlink-{intfname1}.pid"      # the server's own /run
         orig = node1.rpopen
 
         def rpopen(cmd, **opts):
             if isinstance(cmd, list) and cmd[:1] == ["ssh"]:
-                cmd = ["ssh", *self.ssh_extra, *cmd[1:]]
+                inner = ["ssh", *self.ssh_extra, "-o", "ControlMaster=no",
+                         "-o", "ControlPath=none", *cmd[1:]]
+                script = f"echo $$ > {self.pidfile}; exec {shlex.join(inner)}"
+                cmd = ["sh", "-c", shlex.quote(script)]
             return orig(cmd, **opts)
         node1.rpopen = rpopen
         try:
@@ -156,6 +176,55 @@ class SshLink(RemoteSSHLink):
         finally:
             del node1.rpopen
 
+    def stop(self) -> None:
+        tunnel = self.tunnel
+        RemoteSSHLink.stop(self)        # our ssh to node1's server, the interfaces
+        if tunnel is None:
+            return
+        try:
+            tunnel.wait(timeout=10)     # our ssh, TERMed by Cluster Edition
+        except subprocess.TimeoutExpired:
+            tunnel.kill()
+            tunnel.wait()
+        # The tunnel's ssh on node1's server, by its PID: TERM, then up to 5 s to exit.
+        script = (f"p=$(cat {self.pidfile} 2>/dev/null) || exit 0; kill $p 2>/dev/null; "
+                  "for i in $(seq 50); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; "
+                  f"kill -9 $p 2>/dev/null; rm -f {self.pidfile}")
+        self.node1.rcmd(["sh", "-c", shlex.quote(script)])
 
-class ClusterHost(RemoteNode):
-    """A host or router shell on its server (Cluster Edition's RemoteHost)."""
+
+class BoundedShell:
+    """For RemoteMixin nodes: a command's wait ends with ServerDown when the shell has."""
+
+    POLL_MS = 500   # how often a silent wait looks at the shell (not a timeout on commands)
+
+    def waitOutput(self, verbose=False, findPid=True):
+        # Mininet's own poller is registered for POLLOUT too, so it is always "ready" and
+        # its monitor(timeoutms) blocks in read(): wait for input here, with a bound.
+        poller = self.__dict__.get("_in_poller")
+        if poller is None:
+            poller = self._in_poller = select.poll()
+            poller.register(self.stdout, select.POLLIN | select.POLLPRI)
+        output = ""
+        while self.waiting:
+            if not self.readbuf and not poller.poll(self.POLL_MS):
+                if self.shell is not None and self.shell.poll() is not None:
+                    self.waiting = False
+                    raise ServerDown(self.server, f"the shell of node {self.name} ended (ssh "
+                                     f"exit {self.shell.returncode}) while it ran a command")
+                continue
+            output += self.monitor(findPid=findPid)    # input is there: read() returns
+        return output
+
+    def shell_ended(self) -> bool:
+        """Whether this node's shell (its ssh session to its server) has ended."""
+        return self.shell is None or self.shell.poll() is not None
+
+
+def remote_class(base):
+    """`base` (a Mininet node class) on a server, with a bounded shell."""
+    return type(f"Cluster{base.__name__}", (BoundedShell, RemoteMixin, base), {})
+
+
+class ClusterHost(BoundedShell, RemoteNode):
+    """A host shell on its server (Cluster Edition's RemoteHost, with a bounded shell)."""

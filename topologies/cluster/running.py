@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-import time
 from pathlib import Path
 
 from concast.controller.routes import all_routes
@@ -25,21 +24,15 @@ from concast.netmodel import naming
 from concast.topologies import links as emu_links
 from concast.topologies.cluster import placement as placing
 from concast.topologies.cluster.daemons import ClusterDaemons, SocketForwards
+from concast.topologies.cluster.servers import ServerDown
 from concast.topologies.cluster.serverset import ServerSet
 from concast.topologies.running import RunningNet
+
+__all__ = ["ClusterRunningNet", "NotOnClusterYet", "ServerDown"]
 
 
 class NotOnClusterYet(RuntimeError):
     pass
-
-
-class ServerDown(RuntimeError):
-    """A server stopped answering during the run."""
-
-
-def _remote_class(base):
-    from mininet.examples.cluster import RemoteMixin
-    return type(f"Cluster{base.__name__}", (RemoteMixin, base), {})
 
 
 class ClusterRunningNet(RunningNet):
@@ -56,15 +49,17 @@ class ClusterRunningNet(RunningNet):
         self._netns_made: list[tuple[str, str]] = []     # (server, netns name)
         self.forwards: SocketForwards | None = None
         self._shipped: list[str] = []       # servers that got a copy of the run directory
+        self._down: set[str] = set()        # servers found down; they stay down
         super().__init__(topo, dataplane, run_dir, quiet, emulate=False)
 
     def _start(self, quiet: bool) -> None:
-        from mininet.examples.cluster import MininetCluster, RemoteHost
+        from mininet.examples.cluster import MininetCluster
         from mininet.log import setLogLevel
 
         from concast.controller.dataplanes import backend
         from concast.controller.linux.dataplane import _node_class
-        from concast.topologies.cluster.links import VxlanLink, use_ssh_config
+        from concast.topologies.cluster.links import (ClusterHost, VxlanLink, remote_class,
+                                                      use_ssh_config)
         if quiet:
             setLogLevel("error")
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -80,14 +75,17 @@ class ClusterRunningNet(RunningNet):
                                 cluster={**srv.describe(), "placement": self.placement},
                                 cluster_daemons=[])
         self.record.save()
+        # The configs go to the servers just before the first daemon starts (they are
+        # final by then); daemons are the only readers of them there.
         self.daemons = ClusterDaemons(self.run_dir / "logs", srv, self.placement,
-                                      self.run_dir / "pids", on_start=self._record_remote)
+                                      self.run_dir / "pids", on_start=self._record_remote,
+                                      prepare=self._ship_run_dir)
         self.forwards = SocketForwards(srv, self.run_dir / "fwd")
         use_ssh_config(srv.ssh_config)
         self.mn = mn = MininetCluster(servers=srv.names, serverIP=srv.ips, user=srv.user,
-                                      link=VxlanLink, host=RemoteHost, controller=None,
+                                      link=VxlanLink, host=ClusterHost, controller=None,
                                       topo=None, build=False, autoSetMacs=False)
-        router_cls = _remote_class(_node_class())
+        router_cls = remote_class(_node_class())
         nodes = {}
 
         def at(name):
@@ -117,20 +115,13 @@ class ClusterRunningNet(RunningNet):
                               addr1=plan.routers[ln.a].port(ln.port_a).mac,
                               addr2=plan.routers[ln.b].port(ln.port_b).mac)
             mtus += [(link, mtu)] if mtu else []
-        mn.build()
-        mn.start()
-        for link, mtu in mtus:
-            emu_links.set_mtu(link, mtu)
+        self._bring_up(mtus)
+
+    def _configure_routers(self) -> dict:
+        """The one start step done differently: LinuxRouter.program()'s commands, each
+        run on the router's server (the namespace names exist only there)."""
         self._program_routers()
-        self.routers = self.backend.routers
-        self._write_router_configs()
-        self._write_host_configs()
-        self._ship_run_dir()
-        for h in plan.hosts.values():
-            mn[h.name].cmd(
-                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1;"
-                f" ip neigh replace {h.gateway} lladdr {h.gateway_mac}"
-                f" dev {naming.host_iface(h.name)} nud permanent")
+        return self.backend.routers
 
     def _attach(self, node: str, netns: str, pid: int) -> None:
         """A /run/netns name for the node's namespace, on its server (PID is the server's)."""
@@ -214,57 +205,78 @@ class ClusterRunningNet(RunningNet):
         return super().start_concast(*args, hosts=hosts, routers=routers, **kwargs)
 
     def stop(self) -> None:
+        """Stops daemons, forwards, nodes and links, namespace names and the servers' copies
+        of the run directory. A server that does not answer is reported and left out;
+        nothing here waits on it beyond ssh's bounded timeouts."""
         if self._stopped:
             return
         self._stopped = True
         from concast.topologies import running
         running._live.discard(self)
         from concast.topologies.cluster.links import use_ssh_config
-        steps = [self.daemons.stop_all]
+        steps = [self._stop_daemons]
         if self.forwards is not None:
             steps.append(self.forwards.stop)
         if self.mn is not None:
-            steps += [self._forget_dead, self.mn.stop]
+            steps.append(self._stop_nodes)
         steps += [self._delete_netns, self._remove_shipped]
         for step in steps:
             try:
                 step()
             except Exception as e:
                 print(f"concast: while stopping {self.tag}: {step.__qualname__}: {e}")
+        self._report_down()
         use_ssh_config(None)
         self.record.remove()
 
     # --- servers that die --------------------------------------------------------------------
     def servers_down(self, timeout: float = 5) -> list[str]:
-        """Servers whose node shells have ended or that do not answer over ssh (a dead
-        server is noticed by ssh within ~6 s: ServerAliveInterval 2, CountMax 3)."""
-        dead = {self.placement[n.name] for n in (self.mn.hosts if self.mn else [])
-                if n.shell is not None and n.shell.poll() is not None}
+        """Servers whose node shells have ended or that do not answer over ssh within
+        `timeout` s (ssh notices a silent server within 15 s, servers.py; a killed one at
+        once), sorted. Once found down, a server stays down for this network."""
+        dead = self._down
+        dead |= {n.server for n in (self.mn.hosts if self.mn else []) if n.shell_ended()}
         dead |= {s for s in self.servers.names
                  if s not in dead and not self.servers.alive(s, timeout=timeout)}
         return sorted(dead)
 
+    def _note_down(self, server: str) -> None:
+        self._down.add(server)
+
+    def _stop_daemons(self) -> None:
+        for s in self.daemons.stop_all():
+            self._note_down(s)
+
+    def _report_down(self) -> None:
+        down = sorted(self._down)
+        if down:
+            print(f"concast: server(s) {', '.join(down)} do not answer; what {self.tag} had "
+                  "there went with them and was not stopped from here")
+
     def ping(self, src: str, dst: str, count: int = 1, timeout: float = 2):
         node = self.mn[src]
-        if node.shell is None or node.shell.poll() is not None:
-            raise ServerDown(f"server {self.placement[src]} of {src} is gone "
-                             f"(its shell ended: {self.servers_down()} down)")
+        if node.shell_ended():
+            self._note_down(node.server)
+            raise ServerDown(node.server, f"the shell of {src} has ended")
         return super().ping(src, dst, count, timeout)
 
-    def _forget_dead(self) -> None:
-        """Before Mininet's stop: nodes on dead servers, and links touching them, are left
-        out (their shells are gone; waiting on them would hang)."""
-        dead = set(self.servers_down())
-        if not dead:
-            return
-        print(f"concast: server(s) {', '.join(dead)} do not answer; their nodes are gone with "
-              "them and are not stopped from here")
-        gone = {n for n in self.mn.hosts if self.placement.get(n.name) in dead}
-        for n in gone:
-            n.shell = None
-        self.mn.links = [ln for ln in self.mn.links
-                         if ln.intf1.node not in gone and ln.intf2.node not in gone]
-        self.mn.hosts = [n for n in self.mn.hosts if n not in gone]
+    def _stop_nodes(self) -> None:
+        """Mininet's stop (links, then node shells) without its waits on the dead: links
+        and nodes on servers found down are skipped, and a server that dies meanwhile
+        (ServerDown from a node's bounded shell) joins them."""
+        mn, dead = self.mn, set(self.servers_down())
+        for link in mn.links:
+            ends = {link.intf1.node.server, link.intf2.node.server}
+            if ends & dead:
+                continue
+            try:
+                link.stop()
+            except ServerDown as e:
+                dead.add(e.server)
+                self._note_down(e.server)
+        for node in mn.hosts:
+            node.terminate()        # our end of its ssh session; bounded for the dead too
+        mn.links, mn.hosts = [], []
         self._netns_made = [(s, n) for s, n in self._netns_made if s not in dead]
         self._shipped = [s for s in self._shipped if s not in dead]
 
@@ -273,18 +285,22 @@ class ClusterRunningNet(RunningNet):
         for s, ns in self._netns_made:
             by_server.setdefault(s, []).append(ns)
         for s, names in by_server.items():
-            if not self.servers.alive(s):
-                print(f"concast: server {s} does not answer: its namespaces "
-                      f"{', '.join(names[:4])}... are left to it")
-                continue
-            self.servers.run(s, ["ip", "-force", "-batch", "-"], check=False,
-                             stdin="".join(f"netns del {n}\n" for n in names))
+            try:
+                self.servers.run(s, ["ip", "-force", "-batch", "-"], check=False, timeout=60,
+                                 stdin="".join(f"netns del {n}\n" for n in names))
+            except ServerDown as e:
+                print(f"concast: {e}: its namespaces {', '.join(names[:4])}... are left to it")
+                self._note_down(s)
         self._netns_made = []
 
     def _remove_shipped(self) -> None:
         """The servers' copies of the run directory (the driver keeps its own, logs too)."""
         for s in self._shipped:
-            self.servers.run(s, ["rm", "-rf", str(self.run_dir)], check=False, timeout=30)
+            try:
+                self.servers.run(s, ["rm", "-rf", str(self.run_dir)], check=False, timeout=30)
+            except ServerDown as e:
+                print(f"concast: {e}: its copy of {self.run_dir} is left to it")
+                self._note_down(s)
         self._shipped = []
 
     def describe_placement(self) -> str:
@@ -294,10 +310,3 @@ class ClusterRunningNet(RunningNet):
         per = ", ".join(f"{s}: {r} routers + {h} hosts" for s, (r, h) in counts.items())
         return f"{per}; {len(self.crossing)} links cross servers (VXLAN)"
 
-
-def wait_servers(servers: ServerSet, timeout: float = 10) -> list[str]:
-    """The servers that do not answer over ssh within `timeout` (each)."""
-    deadline = time.monotonic() + timeout
-    down = [s for s in servers.names if not servers.alive(s, timeout=max(1, deadline -
-                                                                          time.monotonic()))]
-    return down

@@ -1,8 +1,10 @@
 """Emulated servers on one machine, for testing Mininet Cluster Edition (docs/cluster.md).
 
-Each "server" is a set of namespaces of its own: a named network namespace (`ccs-NAME`), and
+Each "server" is a set of namespaces of its own: a named network namespace (`ccsK-NAME`), and
 inside it new mount, PID and UTS namespaces with private /tmp, /run and /dev/shm and its own
-hostname. Its only way in is its own sshd (generated host key, root login by a generated key
+hostname. K numbers the set: each set claims its own bridge `ccsbrK` and subnet 10.251.K.0/24,
+so two sets (two test runs at once, or a leftover of a killed one) never share a name or an
+address. Its only way in is its own sshd (generated host key, root login by a generated key
 pair, PermitTunnel yes) listening on its own address on a bridge in the root namespace. So a
 command that forgets its server runs in the wrong namespaces and fails visibly.
 
@@ -16,19 +18,23 @@ the state directory. Nothing is killed by name.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STATE_DIR = Path("/var/tmp/ccs-cluster")    # not /tmp: the servers' /tmp is private
 PREFIX = "ccs"                              # every name we make starts with it
-SUBNET = "10.251.0"                         # driver .1, servers .11, .12, ...
+SUBNETS = "10.251"                          # set K: 10.251.K.0/24, driver .1, servers .11, ...
+MAX_SETS = 250
+PRIVATE = ("/tmp", "/run", "/dev/shm")      # what each server has of its own
+SSHD_WAIT = 30.0                            # seconds a new server's sshd has to answer
 # The underlay MTU. VXLAN over IPv4 adds 50 bytes (outer IP 20, UDP 8, VXLAN 8, inner
 # Ethernet 14), so 1550 on the servers' links keeps a 1500-byte MTU inside (topologies/cluster/links.py).
 UNDERLAY_MTU = 1550
@@ -65,6 +71,14 @@ class ClusterState:
 
 class ClusterError(RuntimeError):
     pass
+
+
+class ServerDown(ClusterError):
+    """A server stopped answering (its shells ended, ssh fails or times out)."""
+
+    def __init__(self, server: str, what: str) -> None:
+        super().__init__(f"server {server}: {what}")
+        self.server = server
 
 
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -117,13 +131,15 @@ def _ssh_config(state: Path, st: ClusterState) -> str:
         f"    UserKnownHostsFile {state / 'known_hosts'}",
         "    StrictHostKeyChecking yes",
         "    BatchMode yes",
-        "    ConnectTimeout 5",
+        "    ConnectTimeout 10",
         # One connection per server, shared by every command and node shell: a new ssh
         # handshake per command made a 14-node network take a minute to start.
         "    ControlMaster auto",
         f"    ControlPath {state / 'cm-%C'}",
         "    ControlPersist 30",
-        "    ServerAliveInterval 2",          # a server that dies is noticed within seconds
+        # A server that stops answering is noticed within 15 s (one that is killed at once:
+        # its connections close); long enough that a loaded machine is not taken for dead.
+        "    ServerAliveInterval 5",
         "    ServerAliveCountMax 3",
         "    LogLevel ERROR",
         "",
@@ -133,22 +149,55 @@ def _ssh_config(state: Path, st: ClusterState) -> str:
 
 # The init of each server's namespaces: private /tmp, /run, /dev/shm, its hostname (and an
 # /etc/hosts naming it and the other servers: sudo looks its own name up), its sshd.
+# Shared paths (the checkout, when it lives under /tmp: every server has the same checkout at
+# the same path, docs/cluster.md) are bound aside before the private tmpfs cover them, then
+# moved back to the same path.
 # bash is PID 1 of the new PID namespace: it reaps orphans (daemons started over ssh) and, on
 # TERM, stops sshd; when it exits the kernel kills whatever is left in the namespace.
 _INIT = r"""
 set -e
+name="$1" sshd_config="$2" hosts="$3" hold="$4"
+shift 4
 mount --make-rprivate /
+i=0; for p in "$@"; do mkdir -p "$hold/$i"; mount --bind "$p" "$hold/$i"; i=$((i+1)); done
 mount -t tmpfs -o mode=1777 ccs-tmp /tmp
 mount -t tmpfs -o mode=0755 ccs-run /run
 mount -t tmpfs -o mode=1777 ccs-shm /dev/shm
+i=0; for p in "$@"; do mkdir -p "$p"; mount --move "$hold/$i" "$p"; i=$((i+1)); done
 mkdir -p /run/sshd
-mount --bind "$3" /etc/hosts
-hostname "$1"
+mount --bind "$hosts" /etc/hosts
+hostname "$name"
 ip link set lo up
-/usr/sbin/sshd -D -e -f "$2" &
+/usr/sbin/sshd -D -e -f "$sshd_config" &
 trap 'kill -TERM $! 2>/dev/null' TERM INT
 wait
 """
+
+
+def _private(path: Path) -> bool:
+    """Whether `path` is hidden from the servers by their private /tmp, /run, /dev/shm."""
+    return any(path == Path(d) or Path(d) in path.parents for d in PRIVATE)
+
+
+def default_share() -> list[Path]:
+    """The checkout, if the servers would not see it otherwise (a clone under /tmp, as CI
+    makes): the daemons' binaries and the tests' helper scripts are read from it there."""
+    from concast import tools
+    return [tools.CHECKOUT] if tools.CHECKOUT and _private(tools.CHECKOUT) else []
+
+
+def _in_use(subnet: str) -> bool:
+    """An address or route of the driver's already in subnet.0/24 (another set, a leftover)."""
+    net = ipaddress.ip_network(f"{subnet}.0/24")
+    addrs = _run("ip", "-o", "-4", "addr", "show").stdout
+    if any(ipaddress.ip_interface(a).network.overlaps(net)
+           for a in re.findall(r"\binet (\S+)", addrs)):
+        return True
+    for line in _run("ip", "-4", "route", "show").stdout.splitlines():
+        dst = line.split()[0] if line.split() else "default"
+        if dst != "default" and ipaddress.ip_network(dst, strict=False).overlaps(net):
+            return True
+    return False
 
 
 class EmulatedServers:
@@ -157,8 +206,10 @@ class EmulatedServers:
 
     # --- making ----------------------------------------------------------------------
     @classmethod
-    def up(cls, names: list[str], state_dir: Path | str = STATE_DIR, subnet: str = SUBNET,
-           mtu: int = UNDERLAY_MTU, timeout: float = 10.0) -> "EmulatedServers":
+    def up(cls, names: list[str], state_dir: Path | str = STATE_DIR, mtu: int = UNDERLAY_MTU,
+           timeout: float = SSHD_WAIT, share: list[Path] | None = None) -> "EmulatedServers":
+        """Makes the servers; `share`: driver paths every server sees at the same path
+        (default: the checkout, if it is under /tmp, /run or /dev/shm)."""
         reason = why_not()
         if reason:
             raise ClusterError(reason)
@@ -169,35 +220,56 @@ class EmulatedServers:
         bad = [n for n in names if not n.isalnum() or len(n) > 10]
         if bad or not names or len(set(names)) != len(names):
             raise ClusterError(f"server names must be distinct, alphanumeric, <= 10 chars: {names}")
+        share = [Path(p).resolve() for p in (default_share() if share is None else share)]
+        share = [p for p in share if _private(p)]
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)
-        bridge = f"{PREFIX}br{zlib.crc32(str(state_dir).encode()) % 1000}"
-        st = ClusterState(str(state_dir), bridge, f"{subnet}.1", mtu)
+        st = ClusterState(str(state_dir), "", "", mtu)
         self = cls(st)
         try:
-            self._make(names, subnet, timeout)
+            subnet = self._claim()
+            self._make(names, subnet, timeout, share)
         except BaseException:
             self.down()
             raise
         return self
 
+    def _claim(self) -> str:
+        """Claims set number K: its bridge (`ip link add` fails if another set has it, so two
+        sets made at once cannot both get K) and its subnet, which must be unused."""
+        st = self.state
+        for k in range(MAX_SETS):
+            bridge, subnet = f"{PREFIX}br{k}", f"{SUBNETS}.{k}"
+            if _run("ip", "link", "add", bridge, "type", "bridge", check=False).returncode:
+                continue
+            st.bridge = bridge      # ours now: down() removes it
+            self._save()
+            if not _in_use(subnet):
+                st.driver_ip = f"{subnet}.1"
+                self._save()
+                return subnet
+            _run("ip", "link", "del", bridge, check=False)
+            st.bridge = ""
+        raise ClusterError(f"no free set of emulated servers: bridges {PREFIX}br0..{MAX_SETS - 1} "
+                           f"or subnets {SUBNETS}.0-{MAX_SETS - 1}.0/24 all in use")
+
     def _save(self) -> None:
         d = asdict(self.state)
         (Path(self.state.state_dir) / "servers.json").write_text(json.dumps(d, indent=1) + "\n")
 
-    def _make(self, names: list[str], subnet: str, timeout: float) -> None:
+    def _make(self, names: list[str], subnet: str, timeout: float, share: list[Path]) -> None:
         st, state = self.state, Path(self.state.state_dir)
+        k = st.bridge[len(PREFIX) + 2:]
         self._save()
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ccs-driver",
              "-f", str(state / "id_ed25519"))
         (state / "authorized_keys").write_text((state / "id_ed25519.pub").read_text())
-        _run("ip", "link", "add", st.bridge, "type", "bridge")
         _run("ip", "link", "set", st.bridge, "mtu", str(st.mtu), "up")
         _run("ip", "addr", "add", f"{st.driver_ip}/24", "dev", st.bridge)
         known = []
         hosts = "".join(f"{subnet}.{11 + i}\t{n}\n" for i, n in enumerate(names))
         for i, name in enumerate(names):
-            srv = Server(name, f"{subnet}.{11 + i}", f"{PREFIX}-{name}", f"{PREFIX}{i}-{name}"[:15])
+            srv = Server(name, f"{subnet}.{11 + i}", f"{PREFIX}{k}-{name}", f"{PREFIX}{k}v{i}")
             st.servers.append(srv)
             self._save()
             (state / name).mkdir()
@@ -217,7 +289,8 @@ class EmulatedServers:
             p = subprocess.Popen(
                 ["ip", "netns", "exec", srv.netns, "unshare", "--mount", "--uts", "--pid",
                  "--fork", "--kill-child", "--mount-proc", "bash", "-c", _INIT, "ccs-init", name,
-                 str(state / name / "sshd_config"), str(state / name / "hosts")],
+                 str(state / name / "sshd_config"), str(state / name / "hosts"),
+                 str(state / name / "hold"), *map(str, share)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
             log.close()
@@ -229,17 +302,31 @@ class EmulatedServers:
         st_cfg = _ssh_config(state, st)
         st.ssh_config.write_text(st_cfg)
         self._save()
-        deadline = time.monotonic() + timeout
         for srv in st.servers:
-            while True:
-                p = self.ssh(srv.name, "true", check=False, timeout=5)
-                if p.returncode == 0:
-                    break
-                if time.monotonic() > deadline:
-                    log = (state / srv.name / "init.log").read_text(errors="replace")
-                    raise ClusterError(f"server {srv.name}: sshd does not answer on {srv.ip}: "
-                                       f"{p.stderr.strip()} {log.strip()}")
-                time.sleep(0.2)
+            self._wait_sshd(srv, timeout)
+
+    def _wait_sshd(self, srv: Server, timeout: float) -> None:
+        """Until the server's sshd takes a login (it listens some time after its init
+        starts; nothing announces it), at most `timeout` s; else which server, and why."""
+        state = Path(self.state.state_dir)
+        deadline = time.monotonic() + timeout
+        while True:
+            if not _is_ours(srv.pid):
+                log = (state / srv.name / "init.log").read_text(errors="replace")
+                raise ClusterError(f"server {srv.name}: its init exited: {log.strip()}")
+            left = deadline - time.monotonic()
+            try:
+                p = self.ssh(srv.name, "true", check=False, timeout=max(1.0, left))
+            except ServerDown:
+                p = None
+            if p is not None and p.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                log = (state / srv.name / "init.log").read_text(errors="replace")
+                why = p.stderr.strip() if p is not None else "ssh timed out"
+                raise ClusterError(f"server {srv.name}: sshd does not answer on {srv.ip} within "
+                                   f"{timeout:.0f} s: {why} {log.strip()}")
+            time.sleep(0.2)
 
     # --- using -----------------------------------------------------------------------
     @classmethod
@@ -257,8 +344,11 @@ class EmulatedServers:
         return ["ssh", "-F", str(self.state.ssh_config), name]
 
     def ssh(self, name: str, command: str, check: bool = True, timeout: float = 30):
-        p = subprocess.run(self.ssh_cmd(name) + [command], capture_output=True, text=True,
-                           timeout=timeout, stdin=subprocess.DEVNULL)
+        try:
+            p = subprocess.run(self.ssh_cmd(name) + [command], capture_output=True, text=True,
+                               timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ServerDown(name, f"ssh {command!r} did not finish within {timeout:.0f} s")
         if check and p.returncode != 0:
             raise ClusterError(f"ssh {name} {command!r}: rc {p.returncode}: {p.stderr.strip()}")
         return p
@@ -268,6 +358,14 @@ class EmulatedServers:
         """Remove exactly what up() made (as recorded); returns what was removed."""
         st, done = self.state, []
         for srv in st.servers:
+            # The driver's shared connection to it (ControlMaster) first: it would otherwise
+            # linger up to ControlPersist after its server is gone.
+            if st.ssh_config.exists():
+                try:
+                    subprocess.run(self.ssh_cmd(srv.name) + ["-O", "exit"], capture_output=True,
+                                   timeout=5, stdin=subprocess.DEVNULL)
+                except subprocess.TimeoutExpired:
+                    pass
             # Killing the init (PID 1 of the server's PID namespace) kills every process in
             # it; unshare, its parent, then exits.
             if srv.init_pid and _is_ours(srv.pid):
@@ -285,7 +383,7 @@ class EmulatedServers:
                 done.append(f"netns {srv.netns}")
             if _run("ip", "link", "del", srv.veth, check=False).returncode == 0:
                 done.append(f"veth {srv.veth}")
-        if _run("ip", "link", "del", st.bridge, check=False).returncode == 0:
+        if st.bridge and _run("ip", "link", "del", st.bridge, check=False).returncode == 0:
             done.append(f"bridge {st.bridge}")
         if Path(st.state_dir).exists():
             shutil.rmtree(st.state_dir)

@@ -15,7 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from concast.topologies.cluster.servers import STATE_DIR, ClusterError, EmulatedServers
+from concast.topologies.cluster.servers import (STATE_DIR, ClusterError, EmulatedServers,
+                                                ServerDown)
 
 
 def parse(text: str) -> list[str]:
@@ -71,8 +72,15 @@ class ServerSet:
 
     def run(self, name: str, argv: list[str], stdin: str | None = None, check: bool = True,
             timeout: float = 120) -> str:
-        p = subprocess.run(self.argv(name, argv), input=stdin, capture_output=True, text=True,
-                           timeout=timeout)
+        """`argv` on server `name`; its output. ServerDown if ssh cannot reach the server
+        (exit 255) or the command does not finish within `timeout` s."""
+        try:
+            p = subprocess.run(self.argv(name, argv), input=stdin, capture_output=True,
+                               text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ServerDown(name, f"{' '.join(argv[:4])}... did not finish within {timeout:g} s")
+        if p.returncode == 255 and name != "localhost":
+            raise ServerDown(name, f"ssh: {p.stderr.strip() or 'exit 255'}")
         if check and p.returncode != 0:
             raise ClusterError(f"on {name}: {' '.join(argv[:6])}...: "
                                f"{p.stderr.strip() or p.stdout.strip() or p.returncode}")
