@@ -109,9 +109,6 @@ pub(crate) struct Flow {
     ordered: bool,
     /// CPU time charged against `Limits::cpu_per_second`.
     cpu: crate::budget::CpuAccount,
-    /// ABI v2: the batch table's (tag, result) pairs of the run being accounted (kept to
-    /// reuse its allocation).
-    entries: Vec<(u64, u32)>,
 }
 
 impl Flow {
@@ -130,7 +127,6 @@ impl Flow {
             ident: 0,
             last_logs: Vec::new(),
             cpu: Default::default(),
-            entries: Vec::new(),
         }
     }
 
@@ -445,27 +441,12 @@ impl Flow {
         slot: i32,
         env: &mut Env,
     ) -> Result<(), (&'static str, Fault)> {
-        // The table is read in one go: no guest code runs while the run is accounted.
-        let mut entries = std::mem::take(&mut self.entries);
-        self.sb().entries(from, to, &mut entries);
-        let r = self.account_entries(from, &entries, slot, env);
-        self.entries = entries;
-        r
-    }
-
-    fn account_entries(
-        &mut self,
-        from: usize,
-        entries: &[(u64, u32)],
-        slot: i32,
-        env: &mut Env,
-    ) -> Result<(), (&'static str, Fault)> {
-        let to = from + entries.len();
-        for (e, &(tag, result)) in (from..to).zip(entries) {
+        for e in from..to {
             let index = self.cx().layout[e] as usize;
             if self.cx().pending.was_taken(index) {
                 continue;
             }
+            let (tag, result) = self.sb().entry(e);
             let why = match tag {
                 abi::TAG_PASS => {
                     self.forward_index(env, Unmerged::Passed, index);

@@ -137,11 +137,6 @@ pub(crate) trait Sandbox: Send {
     fn entry(&mut self, _i: usize) -> (u64, u32) {
         (0, 0)
     }
-    /// ABI v2: entries `from..to` of the table, into `out` (cleared first).
-    fn entries(&mut self, from: usize, to: usize, out: &mut Vec<(u64, u32)>) {
-        out.clear();
-        out.extend((from..to).map(|i| self.entry(i)));
-    }
     /// ABI v2: gives entry `i` its tag and marks it `TAG_KNOWN`.
     fn set_known(&mut self, _i: usize, _tag: u64) {}
     /// ABI v2: the entry the spec says it is working on.
@@ -261,18 +256,6 @@ impl WasmSandbox {
     }
 }
 
-/// Entry `i` of the batch table at `area`: (tag, result). `init` checked that the whole
-/// area is inside memory, and memory never shrinks.
-#[inline]
-fn read_entry(mem: &[u8], area: usize, i: usize) -> (u64, u32) {
-    use abi::batch;
-    let e = area + batch::TABLE + i * batch::ENTRY_LEN;
-    let tag = u64::from_le_bytes(mem[e + batch::TAG..e + batch::TAG + 8].try_into().expect("8"));
-    let result =
-        u32::from_le_bytes(mem[e + batch::RESULT..e + batch::RESULT + 4].try_into().expect("4"));
-    (tag, result)
-}
-
 impl Sandbox for WasmSandbox {
     fn ctx(&mut self) -> &mut FlowCtx {
         self.store.data_mut()
@@ -332,14 +315,14 @@ impl Sandbox for WasmSandbox {
             .map_err(|e| Fault::from_wasmtime(e, &self.cpu.describe()))
     }
     fn entry(&mut self, i: usize) -> (u64, u32) {
-        let area = self.store.data().batch_area.expect("a batched spec");
-        read_entry(self.memory.data(&self.store), area, i)
-    }
-    fn entries(&mut self, from: usize, to: usize, out: &mut Vec<(u64, u32)>) {
+        use abi::batch;
         let area = self.store.data().batch_area.expect("a batched spec");
         let mem = self.memory.data(&self.store);
-        out.clear();
-        out.extend((from..to).map(|i| read_entry(mem, area, i)));
+        let e = area + batch::TABLE + i * batch::ENTRY_LEN;
+        let tag = u64::from_le_bytes(mem[e + batch::TAG..e + batch::TAG + 8].try_into().expect("8"));
+        let result =
+            u32::from_le_bytes(mem[e + batch::RESULT..e + batch::RESULT + 4].try_into().expect("4"));
+        (tag, result)
     }
     fn set_known(&mut self, i: usize, tag: u64) {
         use abi::batch;
