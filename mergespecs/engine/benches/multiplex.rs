@@ -17,9 +17,6 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use concast_engine::sdk::wire::build::MplexBuilder;
-use concast_engine::sdk::wire::ipv4::Params;
-use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::{Engine, EngineConfig, FlowConfig, FlowId, Outputs, SpecRef};
 use concast_spec_multiplex::Multiplex;
 
@@ -32,26 +29,7 @@ const SENDERS: usize = 4_096;
 
 /// A sender's one-record MplexPkt carrying a 20-byte TCP header.
 fn one_record(sender: usize, delays: (u32, u32)) -> Vec<u8> {
-    let src = Ipv4Addr::new(10, 1 + (sender >> 8) as u8, sender as u8, 1);
-    let header = HeaderRepr {
-        initial_ttl: 64,
-        max_total_delay: delays.0,
-        delayed_so_far: 0,
-        max_local_delay: delays.1,
-    };
-    let mut buf = vec![0u8; 128];
-    let mut b = MplexBuilder::new(&mut buf, &Params::new(src, R, 254), 1, &header).unwrap();
-    b.push(&RecordRepr {
-        src,
-        ttl: 64,
-        protocol: 6,
-        tos: 0,
-        payload: &[0x50; 20],
-    })
-    .unwrap();
-    let n = b.finish_bundle().unwrap();
-    buf.truncate(n);
-    buf
+    bursty::mplex_input::one_record(sender, R, 1, delays, &[0x50; 20])
 }
 
 /// Datagrams bundled per second, and records per forwarded bundle.

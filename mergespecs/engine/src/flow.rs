@@ -11,6 +11,7 @@ use crate::fault::{Fault, Quarantine};
 use crate::host::{FlowCtx, Phase, StateCall, TimerOp};
 use crate::ipv4::{self, FlowId};
 use crate::output::{OutputKind, Outputs, Unmerged};
+use crate::pending::Span;
 use crate::sandbox::Sandbox;
 use crate::spec::SpecRef;
 use crate::states::{StateTable, TimerPos};
@@ -520,18 +521,9 @@ impl Flow {
     ) -> Result<(), (&'static str, Fault)> {
         match result {
             abi::merge::MERGED => {
-                let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+                let cx = self.cx();
                 let span = cx.pending.span(cx.layout[e] as usize);
-                self.states.hold(slot, cx.pending.bytes(span));
-                self.counters.merged += 1;
-                if self.states.held_bytes() > env.limits.held_bytes {
-                    return Err((
-                        "engine",
-                        Fault::HeldBytes {
-                            limit: env.limits.held_bytes,
-                        },
-                    ));
-                }
+                self.hold(slot, span, env)?;
             }
             abi::merge::DROP => self.counters.dropped += 1,
             other => {
@@ -543,6 +535,23 @@ impl Flow {
         }
         if self.cx().pending.current_index() == Some(self.cx().layout[e] as usize) {
             self.current_loose = false;
+        }
+        Ok(())
+    }
+
+    /// A datagram merged into `slot`: the state holds it (for fail-open) within the flow's
+    /// held-bytes limit. The one place v1 and v2 merges are counted.
+    fn hold(&mut self, slot: u32, span: Span, env: &Env) -> Result<(), (&'static str, Fault)> {
+        let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
+        self.states.hold(slot, cx.pending.bytes(span));
+        self.counters.merged += 1;
+        if self.states.held_bytes() > env.limits.held_bytes {
+            return Err((
+                "engine",
+                Fault::HeldBytes {
+                    limit: env.limits.held_bytes,
+                },
+            ));
         }
         Ok(())
     }
@@ -649,35 +658,13 @@ impl Flow {
         env: &mut Env,
         first_try: bool,
     ) -> Result<(), (&'static str, Fault)> {
-        let (slot, created) = match self.states.find(tag) {
-            Some(slot) => (slot, false),
-            None => {
-                let limit = env.limits.states;
-                let slot = self
-                    .states
-                    .open(tag, limit)
-                    .ok_or(("engine", Fault::TooManyStates { limit }))?;
-                self.counters.states_created += 1;
-                self.state_call(slot, StateCall::New, env, |sb| sb.state_new(slot, tag))?;
-                (slot, true)
-            }
-        };
+        let (slot, created) = self.find_or_open(tag, env)?;
         let result = self.state_call(slot, StateCall::Merge, env, |sb| sb.merge(slot, len))?;
         match result {
             abi::merge::MERGED => {
-                let cx = self.sandbox.as_deref_mut().expect("not quarantined").ctx();
-                let span = cx.pending.current().expect("current");
-                self.states.hold(slot, cx.pending.bytes(span));
+                let span = self.cx().pending.current().expect("current");
                 self.current_loose = false;
-                self.counters.merged += 1;
-                if self.states.held_bytes() > env.limits.held_bytes {
-                    return Err((
-                        "engine",
-                        Fault::HeldBytes {
-                            limit: env.limits.held_bytes,
-                        },
-                    ));
-                }
+                self.hold(slot, span, env)?;
             }
             abi::merge::DROP => {
                 self.counters.dropped += 1;

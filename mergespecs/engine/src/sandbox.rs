@@ -4,7 +4,7 @@
 //! `flow.rs` interprets it, so both paths share one per-datagram algorithm.
 
 use concast_sdk::abi;
-use wasmtime::{Instance, InstancePre, Memory, Store, TypedFunc};
+use wasmtime::{Instance, InstancePre, Memory, Module, ModuleExport, Store, TypedFunc};
 
 use crate::config::CpuLimit;
 use crate::cpu::{arm, install};
@@ -13,12 +13,85 @@ use crate::host::{FlowCtx, Phase};
 
 /// A compiled, validated module, ready to instantiate per flow.
 pub(crate) struct WasmSpec {
+    /// Imports resolved against the linker once, at load.
     pub pre: InstancePre<FlowCtx>,
     /// The ABI version the module declared (1 until validation has asked).
     pub version: u32,
+    /// Where each export sits in the module, looked up once by name at load.
+    exports: ExportIndex,
+}
+
+/// The module's exports by index ([`ModuleExport`]): a flow fetches them from its instance
+/// without a string lookup.
+struct ExportIndex {
+    memory: Option<ModuleExport>,
+    init: Option<ModuleExport>,
+    flags: Option<ModuleExport>,
+    get_tag: Option<ModuleExport>,
+    state_new: Option<ModuleExport>,
+    merge: Option<ModuleExport>,
+    run: Option<ModuleExport>,
+    done: Option<ModuleExport>,
+    build: Option<ModuleExport>,
+    timeout: Option<ModuleExport>,
+    state_free: Option<ModuleExport>,
+}
+
+impl ExportIndex {
+    fn of(module: &Module) -> ExportIndex {
+        let at = |name: &str| module.get_export_index(name);
+        ExportIndex {
+            memory: at("memory"),
+            init: at("concast_init"),
+            flags: at("concast_flags"),
+            get_tag: at("concast_get_tag"),
+            state_new: at("concast_state_new"),
+            merge: at("concast_merge"),
+            run: at("concast_run"),
+            done: at("concast_done"),
+            build: at("concast_build"),
+            timeout: at("concast_timeout"),
+            state_free: at("concast_state_free"),
+        }
+    }
+}
+
+/// The function at `export` typed as `P -> R`; `Ok(None)` when the module has no such export.
+fn func<P: wasmtime::WasmParams, R: wasmtime::WasmResults>(
+    store: &mut Store<FlowCtx>,
+    instance: &Instance,
+    export: Option<&ModuleExport>,
+    name: &str,
+) -> wasmtime::Result<Option<TypedFunc<P, R>>> {
+    let Some(export) = export else { return Ok(None) };
+    let f = instance
+        .get_module_export(&mut *store, export)
+        .and_then(wasmtime::Extern::into_func)
+        .ok_or_else(|| wasmtime::format_err!("export `{name}` is not a function"))?;
+    Ok(Some(f.typed(&*store)?))
+}
+
+/// As [`func`], for an export the ABI requires.
+fn required<P: wasmtime::WasmParams, R: wasmtime::WasmResults>(
+    store: &mut Store<FlowCtx>,
+    instance: &Instance,
+    export: Option<&ModuleExport>,
+    name: &str,
+) -> wasmtime::Result<TypedFunc<P, R>> {
+    func(store, instance, export, name)?
+        .ok_or_else(|| wasmtime::format_err!("failed to find function export `{name}`"))
 }
 
 impl WasmSpec {
+    pub(crate) fn new(pre: InstancePre<FlowCtx>) -> WasmSpec {
+        let exports = ExportIndex::of(pre.module());
+        WasmSpec {
+            pre,
+            version: abi::VERSION_1,
+            exports,
+        }
+    }
+
     /// The one way a Store is made for a spec: the flow's context as its data and its memory
     /// limiter, the CPU limit installed and armed for the start function; then instantiated.
     pub(crate) fn instantiate(
@@ -118,36 +191,30 @@ impl WasmSandbox {
             move |e: wasmtime::Error| (Fault::from_wasmtime(e, &cpu.describe()), call)
         };
         let (mut store, instance) = spec.instantiate(ctx, cpu).map_err(fail("instantiation"))?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
+        let at = &spec.exports;
+        let memory = at
+            .memory
+            .as_ref()
+            .and_then(|e| instance.get_module_export(&mut store, e))
+            .and_then(wasmtime::Extern::into_memory)
             .ok_or((Fault::Abi("no memory export".into()), "instantiation"))?;
         store.data_mut().memory = Some(memory);
-        let typed = |store: &mut Store<FlowCtx>, name: &str| instance.get_func(&mut *store, name);
+        let s = &mut store;
+        let i = &instance;
         let exports = (|| -> wasmtime::Result<Exports> {
             Ok(Exports {
-                get_tag: typed(&mut store, "concast_get_tag")
-                    .map(|f| f.typed(&store))
-                    .transpose()?,
-                state_new: instance.get_typed_func(&mut store, "concast_state_new")?,
-                merge: typed(&mut store, "concast_merge")
-                    .map(|f| f.typed(&store))
-                    .transpose()?,
-                run: typed(&mut store, "concast_run")
-                    .map(|f| f.typed(&store))
-                    .transpose()?,
-                done: instance.get_typed_func(&mut store, "concast_done")?,
-                build: instance.get_typed_func(&mut store, "concast_build")?,
-                timeout: typed(&mut store, "concast_timeout")
-                    .map(|f| f.typed(&store))
-                    .transpose()?,
-                state_free: typed(&mut store, "concast_state_free")
-                    .map(|f| f.typed(&store))
-                    .transpose()?,
+                get_tag: func(s, i, at.get_tag.as_ref(), "concast_get_tag")?,
+                state_new: required(s, i, at.state_new.as_ref(), "concast_state_new")?,
+                merge: func(s, i, at.merge.as_ref(), "concast_merge")?,
+                run: func(s, i, at.run.as_ref(), "concast_run")?,
+                done: required(s, i, at.done.as_ref(), "concast_done")?,
+                build: required(s, i, at.build.as_ref(), "concast_build")?,
+                timeout: func(s, i, at.timeout.as_ref(), "concast_timeout")?,
+                state_free: func(s, i, at.state_free.as_ref(), "concast_state_free")?,
             })
         })()
         .map_err(fail("instantiation"))?;
-        let init: TypedFunc<(), i32> = instance
-            .get_typed_func(&mut store, "concast_init")
+        let init: TypedFunc<(), i32> = required(s, i, at.init.as_ref(), "concast_init")
             .map_err(fail("instantiation"))?;
 
         store.data_mut().begin_call(Phase::Init);
@@ -167,12 +234,13 @@ impl WasmSandbox {
         if batched {
             store.data_mut().batch_area = Some(msg_ptr);
         }
-        let flags = match instance.get_typed_func::<(), i32>(&mut store, "concast_flags") {
-            Ok(f) => {
+        // A `concast_flags` of another type is ignored, as a missing one is.
+        let flags = match func::<(), i32>(&mut store, &instance, at.flags.as_ref(), "concast_flags") {
+            Ok(Some(f)) => {
                 arm(&mut store, cpu);
                 f.call(&mut store, ()).map_err(fail("concast_flags"))?
             }
-            Err(_) => 0,
+            _ => 0,
         };
         Ok((
             WasmSandbox {

@@ -324,12 +324,11 @@ pub(crate) fn compile(
         }
     }
 
-    let mut spec = WasmSpec {
-        pre: linker
+    let mut spec = WasmSpec::new(
+        linker
             .instantiate_pre(&module)
             .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?,
-        version: abi::VERSION_1,
-    };
+    );
     let abi_version = declared_abi_version(&spec, limits)?;
     let needed = if abi_version == abi::VERSION_2 {
         abi::REQUIRED_EXPORTS_V2

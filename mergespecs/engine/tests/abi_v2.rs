@@ -4,15 +4,13 @@
 //! constants are pinned here, in the doc and in the C header.
 
 mod common;
+mod mplex_input;
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use common::*;
+use mplex_input::one_record;
 use concast_engine::sdk::abi;
-use concast_engine::sdk::wire::build::MplexBuilder;
-use concast_engine::sdk::wire::ipv4::Params;
-use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::{
     CpuLimit, EgressGate, Engine, EngineConfig, Fault, FlowId, Limits, OutputKind, Outputs,
     Unmerged,
@@ -157,35 +155,12 @@ fn mplex_input(seed: u64, delays: (u32, u32)) -> Vec<(u64, Vec<Vec<u8>>)> {
             let batch = (0..n)
                 .map(|_| {
                     sender = (sender + 1 + rng.below(3) as usize) % 300;
-                    one_record(sender, delays, 20 + rng.below(40) as usize)
+                    one_record(sender, R, 7, delays, &vec![0x50; 20 + rng.below(40) as usize])
                 })
                 .collect();
             (now, batch)
         })
         .collect()
-}
-
-fn one_record(sender: usize, delays: (u32, u32), payload: usize) -> Vec<u8> {
-    let src = Ipv4Addr::new(10, 1 + (sender >> 8) as u8, sender as u8, 1);
-    let header = HeaderRepr {
-        initial_ttl: 64,
-        max_total_delay: delays.0,
-        delayed_so_far: 0,
-        max_local_delay: delays.1,
-    };
-    let mut buf = vec![0u8; 256];
-    let mut b = MplexBuilder::new(&mut buf, &Params::new(src, R, 254), 7, &header).unwrap();
-    b.push(&RecordRepr {
-        src,
-        ttl: 64,
-        protocol: 6,
-        tos: 0,
-        payload: &vec![0x50; payload],
-    })
-    .unwrap();
-    let n = b.finish_bundle().unwrap();
-    buf.truncate(n);
-    buf
 }
 
 #[test]

@@ -9,13 +9,13 @@
 
 use std::net::Ipv4Addr;
 
-use concast_engine::sdk::wire::build::MplexBuilder;
-use concast_engine::sdk::wire::ipv4::Params;
-use concast_engine::sdk::wire::mplex::{HeaderRepr, RecordRepr};
 use concast_engine::sdk::wire::{classify, Datagram};
 use std::sync::{Arc, Mutex};
 
 use concast_engine::{EgressGate, Engine, EngineConfig, FlowConfig, FlowId, OutputKind, Outputs, SpecRef};
+
+#[path = "../mplex_input/mod.rs"]
+pub mod mplex_input;
 
 pub const R: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 
@@ -53,30 +53,11 @@ pub fn trace(senders: u16, duration_us: u64) -> Vec<Ack> {
 
 /// Sender `s`'s one-record MplexPkt (its hostd's encapsulation) of a 20-byte TCP ACK.
 pub fn packet(sender: u16, seq: u32, delays: (u32, u32)) -> Vec<u8> {
-    let src = Ipv4Addr::new(10, 1 + (sender >> 8) as u8, sender as u8, 1);
-    let header = HeaderRepr {
-        initial_ttl: 64,
-        max_total_delay: delays.0,
-        delayed_so_far: 0,
-        max_local_delay: delays.1,
-    };
     let mut tcp = [0x50u8; 20];
     tcp[..2].copy_from_slice(&40_000u16.to_be_bytes()); // one connection per sender
     tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
     tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-    let mut buf = vec![0u8; 128];
-    let mut b = MplexBuilder::new(&mut buf, &Params::new(src, R, 254), 1, &header).unwrap();
-    b.push(&RecordRepr {
-        src,
-        ttl: 64,
-        protocol: 6,
-        tos: 0,
-        payload: &tcp,
-    })
-    .unwrap();
-    let n = b.finish_bundle().unwrap();
-    buf.truncate(n);
-    buf
+    mplex_input::one_record(sender.into(), R, 1, delays, &tcp)
 }
 
 /// What one run did.
