@@ -1,4 +1,5 @@
-"""tcpdump inside a host's namespace, written to a pcap, read back with Scapy."""
+"""A packet capture inside a host's namespace, read back with Scapy: tcpdump into a pcap, or,
+for a path ending in .pcapng, dumpcap (Wireshark's capture engine) into a pcapng."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 class Capture:
     """`with Capture(host, "rx-eth0", path, "ip proto 17") as cap: ...; cap.packets()`.
-    Entering returns once tcpdump is listening, so nothing sent after it is missed."""
+    Entering returns once the capture is listening, so nothing sent after it is missed."""
 
     def __init__(self, host, iface: str, path: Path, bpf: str = "", snaplen: int = 0,
                  extra: tuple[str, ...] = ()) -> None:
@@ -18,27 +19,39 @@ class Capture:
         self.snaplen = snaplen
         self.extra = tuple(extra)       # more tcpdump options, e.g. ("-Q", "in")
         self.proc: subprocess.Popen | None = None
-        self.kernel_drops: int | None = None     # tcpdump's own count, once stopped
+        self.kernel_drops: int | None = None     # the capture tool's own count, once stopped
+        self.pcapng = self.path.suffix == ".pcapng"
 
     def start(self, timeout: float = 10.0) -> "Capture":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # --immediate-mode: otherwise packets sit in the ring until a 1 s block timeout
-        # and a capture stopped sooner loses them.
-        argv = ["tcpdump", "-i", self.iface, "-n", "-U", "--immediate-mode", "-Z", "root",
-                "-w", str(self.path)]
-        if self.snaplen:
-            argv += ["-s", str(self.snaplen)]
-        argv += self.extra
-        if self.bpf:
-            argv.append(self.bpf)
+        if self.pcapng:
+            # dumpcap writes each packet as it comes (readable while the capture runs)
+            argv = ["dumpcap", "-i", self.iface, "-q", "-w", str(self.path)]
+            if self.snaplen:
+                argv += ["-s", str(self.snaplen)]
+            argv += self.extra
+            if self.bpf:
+                argv += ["-f", self.bpf]
+            ready, tool = b"Capturing on", "dumpcap"
+        else:
+            # --immediate-mode: otherwise packets sit in the ring until a 1 s block timeout
+            # and a capture stopped sooner loses them.
+            argv = ["tcpdump", "-i", self.iface, "-n", "-U", "--immediate-mode", "-Z", "root",
+                    "-w", str(self.path)]
+            if self.snaplen:
+                argv += ["-s", str(self.snaplen)]
+            argv += self.extra
+            if self.bpf:
+                argv.append(self.bpf)
+            ready, tool = b"listening on", "tcpdump"
         self.proc = self.host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         seen = b""
-        while b"listening on" not in seen:
+        while ready not in seen:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
                 self.stop()
-                raise RuntimeError(f"tcpdump on {self.iface} did not start: {seen.decode()!r}")
+                raise RuntimeError(f"{tool} on {self.iface} did not start: {seen.decode()!r}")
             ready, _, _ = select.select([self.proc.stderr], [], [], left)
             if ready:
                 seen += self.proc.stderr.read1(4096)
@@ -58,7 +71,8 @@ class Capture:
             except (OSError, ValueError):
                 tail = ""
             self.proc.stderr.close()
-            m = re.search(r"(\d+) packets? dropped by kernel", tail)
+            m = (re.search(r"received/dropped on interface .*?: \d+/(\d+)", tail) if self.pcapng
+                 else re.search(r"(\d+) packets? dropped by kernel", tail))
             self.kernel_drops = int(m.group(1)) if m else None
 
     def packets(self):

@@ -148,7 +148,7 @@ def add_interactive_options(p: argparse.ArgumentParser) -> None:
                         "linkemu (the concast link emulator, docs/linkemu.md), or auto: netem "
                         "where this kernel has it, else linkemu (default auto)")
     i.add_argument("--pcap", metavar="all|HOST,R1-R2,...",
-                   help="capture every packet on these links into DIR/NAME.pcap, for `concast "
+                   help="capture every packet on these links into DIR/NAME.pcapng, for `concast "
                         "decode --pcap`: a host's link by the host's name, a link between "
                         "routers as R1-R2; all: every link (default none)")
     i.add_argument("--pcap-dir", metavar="DIR",
@@ -331,13 +331,13 @@ def _node_with(net, label: str, iface: str):
 
 
 def start_captures(net, which: str | None, folder: str | None = None) -> list:
-    """tcpdump on the chosen links (--pcap all|HOST,R1-R2,...) into folder/LABEL.pcap."""
+    """A capture on each chosen link (--pcap all|HOST,R1-R2,...) into folder/LABEL.pcapng."""
     if not which:
         return []
     points = capture_points(net.plan, net.tag, which)
     from concast.topologies.capture import Capture
     where = Path(folder).resolve() if folder else net.run_dir / "pcap"
-    caps = [Capture(_node_with(net, label, iface), iface, where / f"{label}.pcap").start()
+    caps = [Capture(_node_with(net, label, iface), iface, where / f"{label}.pcapng").start()
             for label, iface in points]
     print(f"capturing on {', '.join(label for label, _ in points)} into {where}", flush=True)
     return caps

@@ -135,5 +135,5 @@ def test_the_prompt_the_banner_and_a_typed_sum(tmp_path, dataplane):
             recv.wait()
         term.close()
     assert term.proc.returncode == 0
-    for name in ("rx.pcap", "r1-r2.pcap"):
+    for name in ("rx.pcapng", "r1-r2.pcapng"):
         assert (tmp_path / "pcaps" / name).stat().st_size > 24, name     # more than a header
