@@ -84,7 +84,7 @@ def net(request, tmp_path_factory):
     finally:
         n.stop()
     if ROWS[dataplane]:
-        write_table(TABLE[dataplane], HEADER + (["where the data plane lost them"]
+        write_table(TABLE[dataplane], HEADER + (["lost where (r2's kernel counters); fragments at rx"]
                                                 if dataplane == "linux" else []),
                     ROWS[dataplane])
 
@@ -135,7 +135,9 @@ def linux_view(net) -> dict:
     return {"counters": router(net, "r2")["counters"], "ports": lr.ports(),
             "tc_drops": tc_action_drops(net, "r2"),
             "ip": snmp_ip(_ns_text(net, lr.netns, ["cat", "/proc/net/snmp"])),
-            "s5": host_iface_stats(net, "s5")}
+            "s5": host_iface_stats(net, "s5"),
+            # where the fragments end: rx's reassembly (they never complete)
+            "rx_ip": snmp_ip(net["rx"].cmd("cat /proc/net/snmp"))}
 
 
 VIEWS = {"ovs": ovs_view, "linux": linux_view}
@@ -232,7 +234,10 @@ def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, r
                      dp_lost, sock_lost, f"{whole} of {len(rounds)}",
                      f"{j['lost_contributions']} of {j['sent_contributions']}",
                      "yes" if tcp_ok else "NO", "yes" if alive else "NO"]
-                    + ([", ".join(f"{k} {n}" for k, n in where.items()) or "–"]
+                    + ([(", ".join(f"{k} {n}" for k, n in where.items()) or "none")
+                        + "; rx reassembly: " + ", ".join(
+                            f"{k} {v1['rx_ip'].get(k, 0) - v0['rx_ip'].get(k, 0)}"
+                            for k in ("ReasmReqds", "ReasmFails", "ReasmTimeout"))]
                        if dp == "linux" else []))
 
     assert alive, "routerd on r2 stopped answering"
