@@ -100,3 +100,12 @@ def test_without_multiplexing_nothing_is_booked_and_without_a_plan_nothing_happe
     assert out["acks_lost_routerd_kill"] == 0
     assert faults.settle(None, {"acks_unaccounted": 3}, "on", R_BEFORE, R_AFTER) == {}
 
+
+
+def test_the_summary_names_the_kills_and_their_cost():
+    rows = [{"routerd_killed": 2, "acks_lost_routerd_kill": 8, "kill_bypass_ms": 243.2},
+            {"routerd_killed": 2, "acks_lost_routerd_kill": 0, "kill_bypass_ms": 198.0},
+            {"mode": "on"}]
+    line = faults.summary(rows)
+    assert "in 2 runs (4 kills, bypassed within 243 ms): 8 ACKs lost" in line
+    assert faults.summary([{"mode": "on"}]) is None

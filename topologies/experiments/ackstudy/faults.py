@@ -156,3 +156,16 @@ def max_bundle(sizes_before: dict, sizes_after: dict) -> int:
     """The largest bundle (records per MplexPkt) R received between two snapshots."""
     grown = [int(k) for k, n in sizes_after.items() if n - sizes_before.get(k, 0) > 0]
     return max(grown, default=0)
+
+
+def summary(rows: list[dict]) -> str | None:
+    """One line for the study's summary: the kills and what they cost (None without)."""
+    killed = [r for r in rows if r.get("routerd_killed")]
+    if not killed:
+        return None
+    lost = sum(r.get("acks_lost_routerd_kill", 0) for r in killed)
+    bypass = max(r.get("kill_bypass_ms", 0) for r in killed)
+    return (f"routerd killed in {len(killed)} runs ({sum(r['routerd_killed'] for r in killed)} "
+            f"kills, bypassed within {bypass:.0f} ms): {lost} ACKs lost to the kills "
+            f"(acks_lost_routerd_kill: booked only within the bound its dead routers allow; "
+            f"anything beyond stays unaccounted and fails the run)")
