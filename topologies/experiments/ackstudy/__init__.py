@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from concast import prereq, provenance, tools
-from concast.topologies.experiments.ackstudy import meta, paper, report, runner, settings
+from concast.topologies.experiments.ackstudy import faults, meta, paper, report, runner, settings
 
 
 def missing_prerequisites() -> str | None:
@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{'' if s.keep_unfaithful or faithful == len(rows) else ' (Table 1 counts only those)'}; "
         f"ACK books balanced in {len(rows) - len(unbalanced)} of {len(rows)} runs; "
         f"peak memory +{mem.as_dict()['added_mib']} MiB; wrote {out}")
+    kills = faults.summary(rows)                       # --kill-routerd (faults.py)
+    if kills:
+        say(kills)
     for r in unbalanced:
         say(f"  {r['env']} seed {r['seed']} {r['delay_ms']:g} ms: {r['acks_captured']} ACKs "
             f"captured, {r['records_at_r']} at R, lost on links (queue/loss/down) "

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from concast.argtypes import add_dataplane, comma_list, hidden_alias
 from concast.topologies.experiments.ackstudy import paper
+from concast.topologies.experiments.ackstudy.faults import KillPlan, parse_plan
 
 ENVS = ("low-loss", "high-loss")
 
@@ -54,6 +55,8 @@ class Settings:
     # kept, and rerun up to this many times
     keep_unfaithful: bool = False
     retry_unfaithful: int = 0
+    # a crash in every run (faults.py): routerd on N routers killed T s into the fetches
+    kill_routerd: KillPlan | None = None
     quick: bool = False
 
     @property
@@ -127,13 +130,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "they are in runs.csv, drawn hollow, and left out of the table)")
     p.add_argument("--retry-unfaithful", type=int, metavar="N",
                    help="rerun a run that broke a fidelity bound up to N times (default 0)")
+    p.add_argument("--kill-routerd", type=parse_plan, metavar="N@T",
+                   help="in every run, kill -9 routerd on N routers carrying the multiplex "
+                        "flow (seeded choice) T seconds into the page fetches; their "
+                        "diversion is removed at once and routerd restarted after the run "
+                        "(docs/reliability.md)")
 
 
 def from_args(ns: argparse.Namespace) -> Settings:
     s = quick() if ns.quick else full()
     for key in ("clients", "stub_nodes", "stubs_per_transit", "transit_nodes", "topology",
                 "topo_seed", "envs", "seeds", "modes", "tcp_flows", "udp_flows", "udp_mbps",
-                "page_bytes", "tcp_cc", "dataplane", "cross_tcp_to"):
+                "page_bytes", "tcp_cc", "dataplane", "cross_tcp_to", "kill_routerd"):
         v = getattr(ns, key, None)
         if v is not None:
             setattr(s, key, v)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from concast.progress import sayer
-from concast.topologies.experiments.ackstudy import fidelity, mplexctl
+from concast.topologies.experiments.ackstudy import faults, fidelity, mplexctl
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
 
@@ -191,6 +191,7 @@ class Testbed:
         late_before = self.lateness_by_class(emu_before["links"])
         links_before = link_totals(emu_before["links"])
         engines_before = self.engine_counters()
+        killer = faults.arm(self, engines_before)          # --kill-routerd (faults.py)
         res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
                             size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
                             read_back=False)
@@ -215,6 +216,7 @@ class Testbed:
         # Bundles still open at the end hold ACKs that have not reached R (yet).
         row["routers_open_states_end"] = sum(e.get("open_states", 0)
                                              for e in engines_after.values())
+        row.update(faults.settle(killer, row, mode, before[SERVER], after[SERVER]))
         return row
 
     def engine_counters(self) -> dict[str, dict]:
