@@ -32,7 +32,7 @@ class Capture:
             argv += self.extra
             if self.bpf:
                 argv += ["-f", self.bpf]
-            ready, tool = b"Capturing on", "dumpcap"
+            token, tool = b"Capturing on", "dumpcap"
         else:
             # --immediate-mode: otherwise packets sit in the ring until a 1 s block timeout
             # and a capture stopped sooner loses them.
@@ -43,11 +43,11 @@ class Capture:
             argv += self.extra
             if self.bpf:
                 argv.append(self.bpf)
-            ready, tool = b"listening on", "tcpdump"
+            token, tool = b"listening on", "tcpdump"
         self.proc = self.host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         seen = b""
-        while ready not in seen:
+        while token not in seen:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
                 self.stop()
@@ -55,6 +55,8 @@ class Capture:
             ready, _, _ = select.select([self.proc.stderr], [], [], left)
             if ready:
                 seen += self.proc.stderr.read1(4096)
+        if self.pcapng and self.path.exists():
+            self.path.chmod(0o644)      # dumpcap makes it 0600; tcpdump's are readable too
         return self
 
     def stop(self) -> None:
