@@ -2,8 +2,8 @@
 //! the events, and holds each data segment's send barrier until the algorithm's window has
 //! room and its sending period has elapsed. A retransmission timeout whose first advancing ACK
 //! echoes a timestamp older than the retransmission was spurious (the original arrived; Eifel
-//! detection, RFC 3522): the window the timeout took is given back and recovery ends (the
-//! response of RFC 4015 in part: the algorithm's own ssthresh stays lowered).
+//! detection, RFC 3522): the window the timeout took is given back, recovery ends, and the
+//! algorithm undoes its own response (`Ccc::on_spurious_timeout`; RFC 4015 §2).
 use std::collections::{HashSet, VecDeque};
 
 use super::cchost::CcHost;
@@ -140,6 +140,7 @@ impl Micro for WindowedCongestion {
                     if echo != 0 && (rtx.wrapping_sub(echo) as i32) > 0 {
                         cx.stats.spurious_timeouts += 1;
                         cx.shared.in_recovery = false;
+                        self.host.cc.on_spurious_timeout(&mut self.host.ctl);
                         self.host.on_event(ev, arg, cx);
                         self.host.ctl.cwnd = self.host.ctl.cwnd.max(cwnd);
                         self.host.publish(cx);
