@@ -153,6 +153,9 @@ pub struct Shared {
     pub perf: crate::cc::monitor::PerfMon,
     /// The application's messages for its own algorithm, until the host takes them.
     pub cc_local: Vec<Vec<u8>>,
+    /// Segments declared lost that Retransmit leaves to Windowed Congestion to resend inside
+    /// its window, oldest first (`micro/retransmit.rs`).
+    pub rtx_pending: VecDeque<SegId>,
 }
 
 impl Shared {

@@ -83,6 +83,11 @@ pub trait Ccc: Send {
     /// Segments declared lost, as inclusive (first, last) ranges.
     fn on_loss(&mut self, _c: &mut CcCtl, _losses: &[(u32, u32)]) {}
     fn on_timeout(&mut self, _c: &mut CcCtl) {}
+    /// Not one of the paper's callbacks: the timeout just reported was spurious (Eifel
+    /// detection in `micro::ccwin`, RFC 3522), so undo what `on_timeout`, and any loss
+    /// response since, did to the algorithm's own state (RFC 4015 §2); the host gives the
+    /// window back itself. Called before the `on_ack` of the ACK that showed it.
+    fn on_spurious_timeout(&mut self, _c: &mut CcCtl) {}
     fn on_pkt_sent(&mut self, _c: &mut CcCtl, _seq: u32) {}
     fn on_pkt_received(&mut self, _c: &mut CcCtl, _seq: u32) {}
     fn process_custom_msg(&mut self, _c: &mut CcCtl, _msg: &[u8]) {}

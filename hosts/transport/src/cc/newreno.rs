@@ -4,11 +4,13 @@ use super::{reno_increase, CcCtl, Ccc};
 pub struct NewReno {
     pub ssthresh: f64,
     recover: Option<u32>,
+    /// ssthresh before the first of a run of timeouts, until an ACK advances (for the undo).
+    before_timeout: Option<f64>,
 }
 
 impl Default for NewReno {
     fn default() -> Self {
-        NewReno { ssthresh: f64::INFINITY, recover: None }
+        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None }
     }
 }
 
@@ -18,6 +20,7 @@ impl Ccc for NewReno {
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, ack: u32) {
+        self.before_timeout = None;
         match self.recover {
             Some(r) if ack < r => {} // partial ack: stay in recovery, window unchanged
             Some(_) => {
@@ -37,9 +40,20 @@ impl Ccc for NewReno {
     }
 
     fn on_timeout(&mut self, c: &mut CcCtl) {
+        self.before_timeout.get_or_insert(self.ssthresh);
         self.ssthresh = (c.cwnd / 2.0).max(2.0);
         c.cwnd = 1.0;
         self.recover = None;
+    }
+
+    fn on_spurious_timeout(&mut self, _c: &mut CcCtl) {
+        // dupacks after the timeout found the holes of the recovery the timeout cut into and
+        // halved a window of 1 to ssthresh 2: without this the flow grew from 2 segments by
+        // one per RTT (issue #23, 110 ms RTT)
+        if let Some(s) = self.before_timeout.take() {
+            self.ssthresh = s;
+            self.recover = None;
+        }
     }
 }
 
@@ -66,5 +80,29 @@ mod tests {
         a.on_timeout(&mut c);
         assert_eq!(c.cwnd, 1.0);
         assert!((a.ssthresh - 2.25).abs() < 0.1);
+    }
+
+    #[test]
+    fn a_spurious_timeout_is_undone_with_the_losses_declared_after_it() {
+        // in recovery at 500 (halved from 1000), a timeout, then dupacks declare holes lost
+        // while the window is 1: ssthresh would end at 2
+        let (mut a, mut c) = (NewReno::default(), ctl());
+        c.cwnd = 1000.0;
+        lose(&mut a, &mut c);
+        assert_eq!((c.cwnd, a.ssthresh), (500.0, 500.0));
+        a.on_timeout(&mut c);
+        lose(&mut a, &mut c);
+        assert_eq!(a.ssthresh, 2.0);
+        a.on_spurious_timeout(&mut c);
+        assert_eq!(a.ssthresh, 500.0, "the ssthresh before the timeout");
+        c.cwnd = 500.0; // the host gives the window back
+        ack_round(&mut a, &mut c);
+        assert!(c.cwnd > 500.0 && c.cwnd < 502.0, "congestion avoidance from 500, not recovery's exit to 2: {}", c.cwnd);
+        // an advancing ACK in between: a later undo has nothing to restore
+        a.on_timeout(&mut c);
+        let s = a.ssthresh;
+        ack_round(&mut a, &mut c);
+        a.on_spurious_timeout(&mut c);
+        assert_eq!(a.ssthresh, s);
     }
 }

@@ -2,12 +2,12 @@
 //! the events, and holds each data segment's send barrier until the algorithm's window has
 //! room and its sending period has elapsed. A retransmission timeout whose first advancing ACK
 //! echoes a timestamp older than the retransmission was spurious (the original arrived; Eifel
-//! detection, RFC 3522): the window the timeout took is given back and recovery ends (the
-//! response of RFC 4015 in part: the algorithm's own ssthresh stays lowered).
+//! detection, RFC 3522): the window the timeout took is given back, recovery ends, and the
+//! algorithm undoes its own response (`Ccc::on_spurious_timeout`; RFC 4015 §2).
 use std::collections::{HashSet, VecDeque};
 
 use super::cchost::CcHost;
-use crate::attr::{ACK, TS};
+use crate::attr::{ACK, SEQ, TS};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, SegId, TimerId};
 use crate::segtable::IdBuildHasher;
@@ -41,8 +41,25 @@ impl WindowedCongestion {
         }
     }
 
+    /// The oldest segment declared lost that is still unacknowledged and not resent yet,
+    /// dropping the others (acked selectively since, or queued twice).
+    fn next_rtx(&self, cx: &mut Cx) -> Option<SegId> {
+        while let Some(id) = cx.shared.rtx_pending.front().copied() {
+            let seq = cx.seg(id).and_then(|s| s.attrs.get(SEQ)).map(|q| q as u32);
+            if seq.is_some_and(|q| cx.shared.unacked.get(&q) == Some(&id)) && !self.inflight.contains(&id) {
+                return Some(id);
+            }
+            cx.shared.rtx_pending.pop_front();
+        }
+        None
+    }
+
+    /// Sends what the window and the pacing allow: retransmissions first (RFC 6675 §5: they
+    /// count in the pipe as new data does), then held new segments.
     fn release(&mut self, cx: &mut Cx) {
-        while let Some(id) = self.held.front().copied() {
+        loop {
+            let rtx = self.next_rtx(cx);
+            let Some(id) = rtx.or_else(|| self.held.front().copied()) else { return };
             if self.inflight.len() as f64 >= self.host.ctl.cwnd.max(1.0).floor() {
                 return;
             }
@@ -65,9 +82,15 @@ impl WindowedCongestion {
                 // bank a burst
                 self.last_slot = due.max(now - period);
             }
-            self.held.pop_front();
             self.inflight.insert(id);
-            cx.release(id, Barrier::Send);
+            if rtx.is_some() {
+                cx.shared.rtx_pending.pop_front();
+                cx.stats.retransmits += 1;
+                cx.raise(Event::SendSegment, Arg::seg(id));
+            } else {
+                self.held.pop_front();
+                cx.release(id, Barrier::Send);
+            }
         }
     }
 }
@@ -117,6 +140,7 @@ impl Micro for WindowedCongestion {
                     if echo != 0 && (rtx.wrapping_sub(echo) as i32) > 0 {
                         cx.stats.spurious_timeouts += 1;
                         cx.shared.in_recovery = false;
+                        self.host.cc.on_spurious_timeout(&mut self.host.ctl);
                         self.host.on_event(ev, arg, cx);
                         self.host.ctl.cwnd = self.host.ctl.cwnd.max(cwnd);
                         self.host.publish(cx);

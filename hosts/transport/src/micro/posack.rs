@@ -19,6 +19,9 @@ pub const BATCH_ACK_SEGS: u32 = 64;
 pub struct PositiveAck {
     cum: u32,
     ooo: Runs,
+    /// The latest out-of-order arrivals, latest first (`sack::MAX_BLOCKS` of them): their
+    /// runs lead the SACK blocks.
+    recent: Vec<u32>,
     pending: u32,
     timer: Option<TimerId>,
 }
@@ -32,7 +35,7 @@ impl PositiveAck {
         let mut a = Segment::new(Kind::Ack, cx.shared.conn);
         a.attrs.set(ACK, self.ack_value());
         let mut blocks = Vec::new();
-        self.ooo.encode_blocks(self.cum, &mut blocks);
+        self.ooo.encode_blocks(self.cum, &self.recent, &mut blocks);
         a.payload = blocks.into();
         cx.send_control(a);
         self.pending = 0;
@@ -57,6 +60,9 @@ impl PositiveAck {
             }
         } else if seq > self.cum && self.ooo.len() < cx.cfg.recv_wnd_segs as usize {
             self.ooo.insert(seq);
+            self.recent.retain(|q| *q != seq);
+            self.recent.insert(0, seq);
+            self.recent.truncate(sack::MAX_BLOCKS);
         }
         self.pending += 1;
         let due = if cx.shared.batching { BATCH_ACK_SEGS } else { cx.shared.ack_interval };

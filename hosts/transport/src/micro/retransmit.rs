@@ -1,6 +1,8 @@
 //! Retransmit: resends a segment declared lost, and keeps one retransmission timer on the
 //! oldest unacknowledged segment; when it fires that segment times out (SEGMENT TIMEOUT) and
-//! is resent, and the session enters recovery so partial ACKs resend the rest.
+//! is resent, and the session enters recovery so partial ACKs resend the rest. With Windowed
+//! Congestion a segment declared lost is queued (`Shared::rtx_pending`) and resent when its
+//! window has room, ahead of new data; the timed-out segment goes at once.
 use crate::attr::ACK;
 use crate::composite::MicroId;
 use crate::event::{Arg, Event, TimerId};
@@ -48,8 +50,15 @@ impl Micro for Retransmit {
             }
             Event::SegmentLost => {
                 if let Some(id) = arg.seg.filter(|id| cx.seg(*id).is_some()) {
-                    cx.stats.retransmits += 1;
-                    cx.raise(Event::SendSegment, Arg::seg(id));
+                    if cx.composite.has(MicroId::WindowedCongestion) {
+                        // resent when the window has room, as RFC 6675 §5 counts
+                        // retransmissions in the pipe: all at once, hundreds of holes' worth
+                        // overflowed the queue that had just dropped them (issue #23)
+                        cx.shared.rtx_pending.push_back(id);
+                    } else {
+                        cx.stats.retransmits += 1;
+                        cx.raise(Event::SendSegment, Arg::seg(id));
+                    }
                 }
             }
             Event::SegmentTimeout => self.arm(cx), // after the RTO has been backed off

@@ -4,15 +4,23 @@
 //!
 //! Wire format of an Ack segment's payload: up to `MAX_BLOCKS` blocks of 8 bytes, each the
 //! offset of a run's first segment from the cumulative ACK (u32, big-endian) and the run's
-//! length in segments (u32, big-endian), nearest run first. Offsets are relative, so they
-//! need no ISN mapping; a payload that is not a whole number of blocks, or a block reaching
-//! past what was sent, is malformed and ignored (the ACK attribute still counts).
+//! length in segments (u32, big-endian). Offsets are relative, so they need no ISN mapping; a
+//! payload that is not a whole number of blocks, or a block reaching past what was sent, is
+//! malformed and ignored (the ACK attribute still counts).
+//!
+//! Which runs: as RFC 2018 §4 orders TCP's SACK blocks, the run holding the segment that
+//! arrived last comes first, then the runs of the other latest arrivals (`RECENT_BLOCKS` in
+//! all), then the runs nearest the cumulative ACK. Naming only the nearest runs hid every
+//! arrival beyond the 16th hole: with hundreds of scattered holes (two slow starts
+//! overflowing one drop-tail queue) the sender learnt of 16 holes per round trip and a
+//! recovery took seconds at 110 ms RTT (issue #23; tests/burst_recovery.rs).
 use std::collections::BTreeMap;
 
-/// Blocks per Ack: 128 bytes of payload; 16 holes repaired per round trip, each as long as
-/// it may be.
+/// Blocks per Ack: 128 bytes of payload.
 pub const MAX_BLOCKS: usize = 16;
 pub const BLOCK: usize = 8;
+/// Of the blocks, how many name the runs of the latest arrivals (the rest the nearest runs).
+pub const RECENT_BLOCKS: usize = 8;
 
 /// Sequence numbers above the cumulative ACK that have arrived, as runs `start -> end`
 /// (end exclusive).
@@ -81,9 +89,32 @@ impl Runs {
         b
     }
 
-    /// The nearest `MAX_BLOCKS` runs as an Ack payload.
-    pub fn encode_blocks(&self, cum: u32, out: &mut Vec<u8>) {
-        for (s, e) in self.runs.range(cum..).take(MAX_BLOCKS) {
+    /// The run holding `q`, as (start, end).
+    pub fn run_of(&self, q: u32) -> Option<(u32, u32)> {
+        self.runs.range(..=q).next_back().filter(|(_, e)| q < **e).map(|(s, e)| (*s, *e))
+    }
+
+    /// Up to `MAX_BLOCKS` runs as an Ack payload: those holding the `recent` arrivals (latest
+    /// first, at most `RECENT_BLOCKS` of them), then the nearest; each run once.
+    pub fn encode_blocks(&self, cum: u32, recent: &[u32], out: &mut Vec<u8>) {
+        let mut chosen: Vec<(u32, u32)> = Vec::with_capacity(MAX_BLOCKS);
+        for r in recent.iter().filter_map(|q| self.run_of(*q)).filter(|r| r.0 >= cum) {
+            if chosen.len() == RECENT_BLOCKS {
+                break;
+            }
+            if !chosen.contains(&r) {
+                chosen.push(r);
+            }
+        }
+        for r in self.runs.range(cum..).map(|(s, e)| (*s, *e)) {
+            if chosen.len() == MAX_BLOCKS {
+                break;
+            }
+            if !chosen.contains(&r) {
+                chosen.push(r);
+            }
+        }
+        for (s, e) in chosen {
             out.extend_from_slice(&(s - cum).to_be_bytes());
             out.extend_from_slice(&(e - s).to_be_bytes());
         }
@@ -122,9 +153,13 @@ mod tests {
         assert!(!r.insert(11));
         assert_eq!(r.len(), 6);
         let mut w = Vec::new();
-        r.encode_blocks(5, &mut w);
+        r.encode_blocks(5, &[], &mut w);
         // runs 10..13, 40..42, 200..201 as (offset from 5, length)
         assert_eq!(w, [0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 35, 0, 0, 0, 2, 0, 0, 0, 195, 0, 0, 0, 1]);
+        // the latest arrival's run first (RFC 2018 §4), each run once
+        let mut w2 = Vec::new();
+        r.encode_blocks(5, &[200, 41, 40], &mut w2);
+        assert_eq!(decode_blocks(5, &w2, 201), Some(vec![(200, 201), (40, 42), (10, 13)]));
         assert_eq!(decode_blocks(5, &w, 201), Some(vec![(10, 13), (40, 42), (200, 201)]));
         assert_eq!(decode_blocks(5, &w, 200), None, "a block past what was sent");
         assert_eq!(decode_blocks(5, &w[..7], 1000), None, "not whole blocks");
@@ -149,11 +184,16 @@ mod tests {
             let bits = (0..32u32).filter(|i| set.contains(&(cum + 1 + i))).fold(0u32, |b, i| b | 1 << i);
             prop_assert_eq!(r.bitmap(cum), bits);
             let mut w = Vec::new();
-            r.encode_blocks(cum, &mut w);
+            let recent: Vec<u32> = set.iter().rev().take(12).copied().collect();
+            r.encode_blocks(cum, &recent, &mut w);
             let blocks = decode_blocks(cum, &w, 1000).unwrap();
             let covered: Vec<u32> = blocks.iter().flat_map(|(a, b)| *a..*b).collect();
             prop_assert!(covered.iter().all(|q| set.contains(q) && *q >= cum));
             prop_assert!(blocks.len() <= MAX_BLOCKS);
+            prop_assert_eq!(blocks.len(), r.runs.len().min(MAX_BLOCKS), "as many runs as fit, none twice");
+            if let Some(last) = recent.first() {
+                prop_assert_eq!(blocks.first().map(|b| b.0 <= *last && *last < b.1), Some(true));
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::report::{self, Tally};
+use crate::trace::Trace;
 use crate::{ClientArgs, Common, Mode};
 
 /// Bytes a bulk sender hands the session between pumps.
@@ -79,6 +80,7 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, set_rate: Optio
     let mut tallies: HashMap<SocketAddr, Tally> = HashMap::new();
     let (mut done, mut refused_seen) = (0, 0);
     let idle_us = (idle * 1e6) as u64;
+    let mut trace = Trace::from_env("server");
     let finish = |srv: &mut Server, t: &mut HashMap<SocketAddr, Tally>, a: SocketAddr, why: &str| {
         let tally = t.remove(&a).unwrap_or_default();
         let stats = srv.sessions.remove(&a).map(|s| stats_json(&s.stats()));
@@ -122,6 +124,7 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, set_rate: Optio
                 rate_sent = true;
             }
         }
+        trace.pumped(srv.now(), srv.sessions.iter().map(|(a, s)| (a.to_string(), s)));
         // a flow is over when its session has heard nothing for `idle` (keep-alives count),
         // not when it has delivered nothing: a starved flow is still a flow
         let now = srv.now();
@@ -158,12 +161,13 @@ fn open(a: &ClientArgs) -> Result<(Conn, Composite), String> {
 }
 
 /// Pump until the session closes (or `limit` passes); true when it closed.
-fn drain_close(conn: &mut Conn, limit: Duration) -> Result<bool, String> {
+fn drain_close(conn: &mut Conn, limit: Duration, trace: &mut Trace) -> Result<bool, String> {
     let now = conn.now();
     conn.session.close(now);
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         let outs = conn.pump(Duration::from_millis(10)).map_err(|e| e.to_string())?;
+        trace.pumped(conn.now(), [("client".to_string(), &conn.session)]);
         if outs.iter().any(|o| matches!(o, Output::Closed(_))) || conn.session.is_closed() {
             return Ok(true);
         }
@@ -197,7 +201,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                     conn.pump(Duration::from_millis(1)).map_err(|e| e.to_string())?;
                 }
             }
-            let closed = drain_close(&mut conn, Duration::from_secs(120))?;
+            let closed = drain_close(&mut conn, Duration::from_secs(120), &mut Trace::none())?;
             let secs = t0.elapsed().as_secs_f64();
             report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6,
                 "closed": closed, "sha256": report::hex(&hash.finalize())}));
@@ -206,6 +210,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             // handed over as Bytes: the session slices it, and copies it only into datagrams
             let buf = Bytes::from(vec![0x5a; a.c.size]);
             let mut sent = 0u64;
+            let mut trace = Trace::from_env("client");
             while t0.elapsed().as_secs_f64() < a.secs {
                 // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
                 // out before more are cut; wait for the network only when the session takes no more
@@ -220,8 +225,9 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 let took = took > 0;
                 let wait = if took { Duration::ZERO } else { Duration::from_millis(1) };
                 conn.pump(wait).map_err(|e| e.to_string())?;
+                trace.pumped(conn.now(), [("client".to_string(), &conn.session)]);
             }
-            let closed = drain_close(&mut conn, Duration::from_secs(60))?;
+            let closed = drain_close(&mut conn, Duration::from_secs(60), &mut trace)?;
             let secs = t0.elapsed().as_secs_f64();
             report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed}));
         }
@@ -238,7 +244,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 }
                 if back { rtts.push(t.elapsed()) } else { lost += 1 }
             }
-            drain_close(&mut conn, Duration::from_secs(5))?;
+            drain_close(&mut conn, Duration::from_secs(5), &mut Trace::none())?;
             report::merge(&mut out, json!({"size": a.c.size, "lost": lost, "rtt": report::rtt_summary(rtts)}));
         }
         Mode::Stream => {
@@ -253,7 +259,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 let wait = due.saturating_duration_since(Instant::now()).min(Duration::from_millis(5));
                 conn.pump(wait).map_err(|e| e.to_string())?;
             }
-            drain_close(&mut conn, Duration::from_secs(10))?;
+            drain_close(&mut conn, Duration::from_secs(10), &mut Trace::none())?;
             report::merge(&mut out, json!({"sent": seq, "size": a.c.size, "rate": a.rate}));
         }
         Mode::Mtp => unreachable!("--mode mtp is handled in main"),

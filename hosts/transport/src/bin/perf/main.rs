@@ -4,6 +4,7 @@
 mod ctp;
 mod kernel;
 mod report;
+mod trace;
 
 /// `--mode mtp`: the MTP tool's server and fetcher, one JSON line each.
 mod mtp_mode {
