@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from concast import tools
+from concast import ROOT, tools
 from concast.hosts import Client, aggregate, routerd
 
 # Found by the one lookup (concast.tools: $CONCAST_BIN, PATH, the checkout's build).
@@ -44,6 +44,18 @@ def missing_builds() -> str | None:
         if not path.exists():
             return f"{path} is not built (cargo build --release; make specs)"
     return None
+
+
+def quick_ack_study(out: Path, *args: str) -> subprocess.CompletedProcess:
+    """`concast exp ack-study --quick ARGS --out OUT`, as a user runs it from the checkout;
+    skips the test when the binaries or the multiplex spec are not built."""
+    why = missing_builds() or (None if tools.spec_or_build_path("multiplex").exists()
+                               else f"{tools.spec_or_build_path('multiplex')} is not built (make specs)")
+    if why:
+        pytest.skip(why)
+    return subprocess.run([PYTHON, "-m", "concast.cli", "exp", "ack-study", "--quick", *args,
+                           "--out", str(out)], capture_output=True, text=True, timeout=900,
+                          cwd=str(ROOT))
 
 
 def start_routerd(net, routers: list[str] | None = None) -> dict:

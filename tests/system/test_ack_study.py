@@ -7,29 +7,18 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 
 import pytest
 
-from concast import ROOT, tools
-from hostdtools import PYTHON, missing_builds
+from hostdtools import quick_ack_study
 
 pytestmark = pytest.mark.mininet
-
-SKIP = missing_builds() or (
-    None if tools.spec_or_build_path("multiplex").exists()
-    else f"{tools.spec_or_build_path('multiplex')} is not built (make specs)")
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    if SKIP:
-        pytest.skip(SKIP)
     out = tmp_path_factory.mktemp("ack-study")
-    r = subprocess.run([PYTHON, "-m", "concast.cli", "exp", "ack-study", "--quick",
-                        "--out", str(out)], capture_output=True, text=True, timeout=900,
-                       cwd=str(ROOT))
-    return r, out
+    return quick_ack_study(out), out
 
 
 def rows(out):

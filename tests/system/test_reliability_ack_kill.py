@@ -7,30 +7,18 @@ bound the dead routers allow."""
 from __future__ import annotations
 
 import csv
-import subprocess
 
 import pytest
-from hostdtools import PYTHON, missing_builds
+from hostdtools import quick_ack_study
 
-from concast import ROOT, tools
 
 pytestmark = pytest.mark.mininet
-
-SKIP = missing_builds() or (
-    None if tools.spec_or_build_path("multiplex").exists()
-    else f"{tools.spec_or_build_path('multiplex')} is not built (make specs)")
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    if SKIP:
-        pytest.skip(SKIP)
     out = tmp_path_factory.mktemp("ack-kill")
-    r = subprocess.run([PYTHON, "-m", "concast.cli", "exp", "ack-study", "--quick",
-                        "--envs", "low-loss", "--delays", "10", "--kill-routerd", "2@0.2",
-                        "--out", str(out)], capture_output=True, text=True, timeout=900,
-                       cwd=str(ROOT))
-    return r, out
+    return quick_ack_study(out, "--envs", "low-loss", "--delays", "10", "--kill-routerd", "2@0.2"), out
 
 
 def test_pages_intact_and_books_balanced_with_the_kills_losses_under_their_cause(study):
