@@ -10,7 +10,6 @@
 - client.py:    Client, the JSON-lines protocol of hostd's API socket (docs/hostd.md)
 - aggregate.py: the payload of the bundled aggregate specs (sum, count, min, max)
 - locate.py:    which socket belongs to a host or router of a running network
-- routerd.py:   one question to routerd's management socket
 - capture.py:   waiting until a sender's multiplex flow captures
 - ctp.py:       the host transport's C ABI through ctypes (CTP composites)
 - mtp.py:       MTP transactions (MtpServer, MtpClient) through the same C ABI

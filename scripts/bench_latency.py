@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 from concast import tools
-from concast.hosts import routerd
+from concast.controller import routerdmgmt as routerd
 from concast.topologies import line
 
 ROUTERD = tools.binary_or_build_path("concast-routerd")

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from concast import tools
 from concast.netns import Scratch
-from concast.hosts import routerd
+from concast.controller import routerdmgmt as routerd
 
 ROUTERD = tools.binary_or_build_path("concast-routerd")
 BLAST = tools.binary_or_build_path("concast-blast")

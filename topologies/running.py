@@ -348,7 +348,7 @@ class RunningNet:
         every one answers on its socket. Raises TimeoutError naming the ones that did not
         (see their logs). The one way the tests, benchmarks and experiments start them."""
         from concast import tools
-        from concast.hosts import routerd
+        from concast.controller import routerdmgmt as routerd
         from concast.hosts.client import Client
         common = ["--config", "{config}", "--hold", f"{hold:g}"]
         rd = self.start_routerd([str(tools.rust_binary("concast-routerd")), *common,

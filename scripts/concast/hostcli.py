@@ -349,7 +349,8 @@ def cmd_host(ns: argparse.Namespace) -> int:
 
 
 def cmd_router(ns: argparse.Namespace) -> int:
-    from concast.hosts import locate, routerd
+    from concast.controller import routerdmgmt as routerd
+    from concast.hosts import locate
     try:
         path = locate.routerd_socket(ns.target, ns.run)
     except locate.NotFound as e:

@@ -301,7 +301,7 @@ def judge_rounds(rounds, sums: dict[int, int], counts: dict[int, int],
 
 def routerd_answers(net, router: str) -> bool:
     """A routerd answers on the router's socket (a killed one may have left the file)."""
-    from concast.hosts import routerd
+    from concast.controller import routerdmgmt as routerd
     try:
         routerd.query(net.routerd_socket(router), "status", timeout=1.0)
         return True

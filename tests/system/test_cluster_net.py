@@ -66,7 +66,7 @@ def test_placement_is_saved_and_reused(net, servers, tmp_path):
 
 
 def test_routerd_and_hostd_run_on_their_servers(net, servers):
-    from concast.hosts import routerd
+    from concast.controller import routerdmgmt as routerd
     from concast.hosts.client import Client
     rd, hd = net.start_concast(hold=3, timeout=90)
     assert set(hd) == set(net.plan.hosts) and rd

@@ -16,7 +16,7 @@ import pytest
 from hostdtools import HOLD, kill, wait_for
 from reliability import routerd_answers, write_table
 
-from concast.hosts import routerd
+from concast.controller import routerdmgmt as routerd
 from concast.topologies.experiments import mplex
 
 pytestmark = pytest.mark.mininet

@@ -71,7 +71,7 @@ class Killer:
         return self
 
     def _fire(self) -> None:
-        from concast.hosts import routerd
+        from concast.controller import routerdmgmt as routerd
         pool = sorted(self.candidates)
         self.victims = self.rng.sample(pool, min(self.plan.routers, len(pool)))
         before = {}

@@ -225,7 +225,7 @@ class Testbed:
         with the bundles it holds open (`open_states`) and the frames the kernel dropped
         at its CPU port (`cpu_port_kernel_drops`, every kind; `concast router stats`), to
         tell where ACKs that neither R nor a link accounts for went."""
-        from concast.hosts import routerd
+        from concast.controller import routerdmgmt as routerd
         out = {}
         for r in self.net.plan.routers:
             sock = self.net.routerd_socket(r)

@@ -122,7 +122,7 @@ class Testbed:
         return out
 
     def router_counters(self) -> dict[str, dict]:
-        from concast.hosts import routerd
+        from concast.controller import routerdmgmt as routerd
         return {r: routerd.query(self.net.routerd_socket(r), "stats")["counters"]
                 for r in self.net.routers}
 
