@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from concast import ROOT, tools
-from concast.hosts import Client, aggregate, routerd
+from concast.controller import routerdmgmt as routerd
+from concast.hosts import Client, aggregate
 
 # Found by the one lookup (concast.tools: $CONCAST_BIN, PATH, the checkout's build).
 ROUTERD = tools.binary_or_build_path("concast-routerd")
