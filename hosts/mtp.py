@@ -119,6 +119,20 @@ def _load() -> ctypes.CDLL:
     return _lib
 
 
+def generated(n: int) -> bytes:
+    """The bytes of the server's generated object `size:N` (docs/transport.md: byte i is the
+    low byte of splitmix64's output for i), computed here in Python so that a fetched object
+    can be checked against something that is not the server's own Rust code."""
+    m = (1 << 64) - 1
+    out = bytearray(n)
+    for i in range(n):
+        x = (i + 0x9E3779B97F4A7C15) & m
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        out[i] = (x ^ (x >> 31)) & 0xFF
+    return bytes(out)
+
+
 def _ms(seconds: float | None, what: str) -> int:
     """Seconds to the ABI's milliseconds; None is 0 (the default)."""
     if seconds is None:

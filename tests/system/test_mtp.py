@@ -13,6 +13,7 @@ import time
 import pytest
 
 from concast import perf, tools
+from concast.hosts import mtp
 from concast.perfpath import B_ADDR, Path
 
 
@@ -100,23 +101,11 @@ def test_mtping_ping_times_size_only_transactions(tmp_path):
         assert r["stats"]["replies"] == 5
 
 
-def _pattern(n: int) -> bytes:
-    """size:N's bytes as docs/transport.md defines them (a 64-bit mix of each byte's index)."""
-    m = (1 << 64) - 1
-    out = bytearray(n)
-    for i in range(n):
-        x = (i + 0x9E3779B97F4A7C15) & m
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        out[i] = (x ^ (x >> 31)) & 0xFF
-    return bytes(out)
-
-
 def test_concast_perf_mode_mtp_from_python_through_loss():
     from concast import perf
     r = perf.measure(mode="mtp", proto="ctp", size=200_000, secs=2.0, loss=0.05)
     assert not r["errors"], r["errors"]
     (c,) = r["client"]
     assert c["role"] == "get" and c["objects"] >= 1 and c["all_same"], c
-    assert c["sha256"] == hashlib.sha256(_pattern(200_000)).hexdigest()
+    assert c["sha256"] == hashlib.sha256(mtp.generated(200_000)).hexdigest()
     assert c["stats"]["repeats"] > 0 and c["bytes"] == 200_000 * c["objects"]

@@ -22,18 +22,6 @@ def pattern_bytes(n: int) -> bytes:
     return out[:n]
 
 
-def generated(n: int) -> bytes:
-    """size:N's bytes as docs/transport.md defines them (tests/system/test_mtp.py's _pattern)."""
-    m = (1 << 64) - 1
-    out = bytearray(n)
-    for i in range(n):
-        x = (i + 0x9E3779B97F4A7C15) & m
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        out[i] = (x ^ (x >> 31)) & 0xFF
-    return bytes(out)
-
-
 BIG = pattern_bytes(MB)
 SMALL = pattern_bytes(700)[::-1]
 
@@ -80,7 +68,7 @@ def test_files_of_a_directory_and_generated_objects(tmp_path):
     with mtp.MtpServer("127.0.0.1:0", dir=tmp_path) as srv, mtp.MtpClient(link="ethernet") as cli:
         addr = f"127.0.0.1:{srv.port}"
         assert cli.get(addr, "file.bin", timeout=20) == body
-        assert cli.get(addr, "size:4000", timeout=20) == generated(4000)
+        assert cli.get(addr, "size:4000", timeout=20) == mtp.generated(4000)
         with pytest.raises(mtp.MtpRefused, match="not a plain file name"):
             cli.get(addr, "../etc/passwd", timeout=20)
         assert cli.stats()["link"] == "ethernet"
@@ -129,7 +117,7 @@ def test_get_many_fetches_at_once_and_reports_each_failure(server):
         with pytest.raises(mtp.MtpError, match="no names"):
             cli.get_many(addr, [])
     assert len(got) == 4
-    assert got[0] == BIG and got[2] == SMALL and got[3] == generated(3000)
+    assert got[0] == BIG and got[2] == SMALL and got[3] == mtp.generated(3000)
     assert isinstance(got[1], mtp.MtpRefused) and got[1].code == mtp.E_REFUSED
     assert 'no object named "nothing"' in str(got[1])
     assert (st["gets"], st["done"], st["failed"]) == (4, 3, 1)
