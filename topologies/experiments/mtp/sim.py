@@ -119,19 +119,12 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _write_csv(rows: list[dict], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def save(res: dict, record: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "sim-printed.csv", out / "sim-sweep.csv", out / "sim.png", out / "sim-meta.json",
              out / "sim-table.md"]
-    _write_csv(res["printed"], paths[0])
-    _write_csv(res["sweep"], paths[1])
+    results.write_csv(res["printed"], paths[0])
+    results.write_csv(res["sweep"], paths[1])
     plot(res, paths[2])
     results.write_meta(record, "sim", paths[3])
     paths[4].write_text(table(res) + "\n")
