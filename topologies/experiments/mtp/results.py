@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 from concast import provenance
 
 
 def new_folder(base: Path, scenario: str) -> Path:
-    """base/<scenario>-<UTC time>-<revision>, new for every run."""
-    return provenance.run_folder(base, prefix=scenario)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out, n = base / f"{scenario}-{stamp}", 1
+    while out.exists():
+        n += 1
+        out = base / f"{scenario}-{stamp}-{n}"
+    out.mkdir(parents=True)
+    return out
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
