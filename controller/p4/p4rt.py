@@ -139,8 +139,8 @@ class P4RuntimeClient:
         self._requests: queue.Queue = queue.Queue()
         self._responses: queue.Queue = queue.Queue()
         self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
-        self._reader = threading.Thread(target=self._read_stream, daemon=True)
-        self._reader.start()
+        self._stream_thread = threading.Thread(target=self._read_stream, daemon=True)
+        self._stream_thread.start()
         self._arbitrate(timeout)
 
     # -- stream channel -----------------------------------------------------------------
