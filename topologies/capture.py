@@ -27,23 +27,18 @@ class Capture:
         if self.pcapng:
             # dumpcap writes each packet as it comes (readable while the capture runs)
             argv = ["dumpcap", "-i", self.iface, "-q", "-w", str(self.path)]
-            if self.snaplen:
-                argv += ["-s", str(self.snaplen)]
-            argv += self.extra
-            if self.bpf:
-                argv += ["-f", self.bpf]
             token, tool = b"Capturing on", "dumpcap"
         else:
             # --immediate-mode: otherwise packets sit in the ring until a 1 s block timeout
             # and a capture stopped sooner loses them.
             argv = ["tcpdump", "-i", self.iface, "-n", "-U", "--immediate-mode", "-Z", "root",
                     "-w", str(self.path)]
-            if self.snaplen:
-                argv += ["-s", str(self.snaplen)]
-            argv += self.extra
-            if self.bpf:
-                argv.append(self.bpf)
             token, tool = b"listening on", "tcpdump"
+        if self.snaplen:
+            argv += ["-s", str(self.snaplen)]          # the same option in both tools
+        argv += self.extra
+        if self.bpf:
+            argv += ["-f", self.bpf] if self.pcapng else [self.bpf]
         self.proc = self.host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         seen = b""
