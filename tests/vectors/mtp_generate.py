@@ -70,6 +70,14 @@ def vectors() -> list[dict]:
               REPLY, b'no object named "x"', flags=ERROR, length=19, stamp=1),
         valid("reply_empty_object", "an object of 0 bytes: END at offset 0",
               REPLY, flags=END, offset=0, length=0, total=0, stamp=5),
+        valid("request_response_limit",
+              "a subrequest with a response limit (ch. V Mechanisms): up to 8192 bytes from 4096, "
+              "in datagrams of at most 1024 (the Total field of a request)",
+              REQUEST, NAME, offset=4096, length=1024, namelen=len(NAME), total=8192, stamp=11),
+        valid("reply_server_limit",
+              "one datagram of a limited request's response, announcing the server's response "
+              "limit of 2500 bytes per request (the Name length field of a reply)",
+              REPLY, PAYLOAD, offset=5120, length=16, namelen=2500, total=100000, stamp=11),
     ]
     good_req = header(REQUEST, length=1400, namelen=len(NAME), stamp=1) + NAME
     bad = [
@@ -80,10 +88,12 @@ def vectors() -> list[dict]:
         ("bad_type", header(3, length=0), "type", "type 3 is not defined"),
         ("request_with_end", header(REQUEST, flags=END, length=10), "flags", "END only in replies"),
         ("reply_reserved_flag", header(REPLY, flags=0x10, length=0), "flags", "flag 0x10 is reserved"),
-        ("request_with_total", header(REQUEST, length=10, total=5), "field", "a request carries no total"),
+        ("request_limit_without_size", header(REQUEST, length=0, total=5), "field",
+         "a response limit needs a datagram size (Length) above 0"),
         ("request_name_too_long", header(REQUEST, length=10, namelen=1025) + b"n" * 1025, "field",
          "names are at most 1024 bytes"),
-        ("reply_with_namelen", header(REPLY, namelen=1, length=0) + b"x", "field", "a reply carries no name"),
+        ("reply_server_limit_no_body", header(REPLY, namelen=1, length=0) + b"x", "length",
+         "a reply's Name length is the server's limit, not a name: the byte after is extra"),
         ("stream_with_total", header(REPLY, flags=STREAM, length=0, total=9), "field",
          "a streamed reply has total 0"),
         ("reply_truncated", header(REPLY, length=16, total=100000, offset=1400) + PAYLOAD[:15], "length",

@@ -54,10 +54,11 @@ fn lossless_fetch_is_exact_and_needs_no_repeat() {
     let st = n.client.stats();
     assert_eq!((st.repeats, st.timeouts, st.forged, st.duplicates), (0, 0, 0, 0), "{st:?}");
     // the dissertation's datagram size starts at 1024 and doubles toward the 1400 ceiling as the
-    // window passes 16 datagrams, so the count of requests is not a fixed quotient: each
-    // request was answered once and none asked for bytes asked for before
-    assert_eq!(st.requests, st.replies, "{st:?}");
-    assert!(st.requests >= 1_000_000u64.div_ceil(1400) && st.requests <= 1_000_000u64.div_ceil(1024), "{st:?}");
+    // window passes 16 datagrams, so the count of replies is not a fixed quotient; a request
+    // fetches up to a window of them (ch. V "Mechanisms"): the first, the initial window's
+    // 104 (half of 212992 bytes over 1024), so at least 103 fewer requests than replies
+    assert!(st.replies >= 1_000_000u64.div_ceil(1400) && st.replies <= 1_000_000u64.div_ceil(1024), "{st:?}");
+    assert!(st.requests + 103 <= st.replies, "{st:?}");
     assert_freed(&n);
 }
 
@@ -100,7 +101,8 @@ fn one_lost_reply_is_repeated_after_three_later_answers_without_a_timeout() {
 #[test]
 fn a_lost_last_reply_is_repeated_by_the_flowtimeout() {
     let mut n = net(6);
-    // 10 requests: the last reply (0-based 9) is lost and nothing later can reveal it
+    // one request fetches the 14 datagrams of 1024 bytes (ch. V "Mechanisms"); the tenth is
+    // lost, and only the repeat interval reveals it
     n.down.drop_nth = vec![9];
     n.client.request(0, b"size:14000", RequestOpts::default()).unwrap();
     assert!(n.run_until(60_000_000, all_done));
@@ -263,8 +265,13 @@ fn abort_frees_the_transaction_in_every_mode() {
 #[test]
 fn duplicate_truncated_and_forged_replies_are_counted_and_dropped() {
     let mut n = net(12);
+    // a rate, so that the replies of one request reach the client one after another and
+    // those still on the wire arrive after the copies injected now
+    n.down.rate_bps = Some(100e6);
+    n.down.queue_pkts = 10_000;
     let tx = n.client.request(0, b"size:300000", RequestOpts::default()).unwrap();
-    n.run_until(60_000_000, |n| n.replies_sent.len() >= 50);
+    // 50 replies taken (a request of the dissertation's fetches many: sent is not taken)
+    n.run_until(60_000_000, |n| n.client.stats().replies >= 50);
     let at = n.now;
     let sent = n.replies_sent[..40].to_vec();
     for (i, r) in sent.iter().enumerate() {
@@ -309,17 +316,23 @@ fn reordered(cc: &str) {
         Some(Output::Transmit(d)) => d,
         o => panic!("{o:?}"),
     };
-    c.on_datagram(1_000, &s.handle(&first).unwrap());
+    // the dissertation's first request fetches a window of datagrams (ch. V "Mechanisms");
+    // the comparison windows' first asks for one, then more once the size is known
+    let mut replies = s.handle(&first);
+    c.on_datagram(1_000, &replies.remove(0));
     let mut reqs = Vec::new();
     while let Some(Output::Transmit(d)) = c.poll() {
         reqs.push(d);
     }
-    assert!(reqs.len() >= 4, "{}", reqs.len());
-    for r in reqs.iter().rev() {
-        c.on_datagram(2_000, &s.handle(r).unwrap());
+    for r in &reqs {
+        replies.extend(s.handle(r));
+    }
+    assert!(replies.len() >= 4, "{}", replies.len());
+    for r in replies.iter().rev() {
+        c.on_datagram(2_000, r);
     }
     let st = c.stats();
-    assert_eq!(st.reordered, reqs.len() as u64 - 1, "{st:?}");
+    assert_eq!(st.reordered, replies.len() as u64 - 1, "{st:?}");
     assert!(st.forged == 0 && st.duplicates == 0, "{st:?}");
     if cc == "mtp-cubic" {
         // the oldest were declared lost by later answers, yet their late answers are taken

@@ -84,9 +84,11 @@ def mtp_error(raw: bytes) -> str | None:
     allowed = NOPAYLOAD if kind == REQUEST else NOPAYLOAD | END | STREAM | ERROR
     if flags & ~allowed:
         return "flags"
-    if kind == REQUEST and (total != 0 or namelen > MAX_NAME):
+    # a request's total is its response limit (needs a datagram size); a reply's namelen is
+    # the server's response limit (docs/transport.md, "The exchange")
+    if kind == REQUEST and ((total != 0 and length == 0) or namelen > MAX_NAME):
         return "field"
-    if kind == REPLY and (namelen != 0 or (flags & STREAM and total != 0)):
+    if kind == REPLY and flags & STREAM and total != 0:
         return "field"
     if kind == REQUEST:
         want = namelen

@@ -214,12 +214,13 @@ pub fn run_mtp(m: Model, messages: u64, repeat_floor_us: u64, cc: &str, seed: u6
             match o {
                 Output::Transmit(req) => {
                     r.requested += 1;
-                    let Some(resp) = server.handle(&req) else { continue };
-                    let payload = resp.len().saturating_sub(HEADER_LEN);
-                    let (at, dropped) = bb.insert(now, payload);
-                    if !dropped {
-                        order += 1;
-                        wire.push(Reverse((at, order, resp, now, payload)));
+                    for resp in server.handle(&req) {
+                        let payload = resp.len().saturating_sub(HEADER_LEN);
+                        let (at, dropped) = bb.insert(now, payload);
+                        if !dropped {
+                            order += 1;
+                            wire.push(Reverse((at, order, resp, now, payload)));
+                        }
                     }
                 }
                 Output::Failed { reason, .. } => return Err(reason),

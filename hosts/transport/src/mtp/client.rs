@@ -181,11 +181,16 @@ pub struct ClientStats {
 
 /// One request (a transaction's offset), possibly sent several times.
 struct Pending {
+    /// Bytes it asks for: one datagram's, or (a `multi` transaction) its response limit.
     len: u32,
-    /// Every send still answerable: stamp, time, length asked, send number.
-    sends: Vec<(u32, u64, u32, u64)>,
+    /// Every send still answerable: stamp, time, length asked per datagram, send number, and
+    /// the extent (response limit) of that send.
+    sends: Vec<(u32, u64, u32, u64, u32)>,
     in_flight: bool,
     sendno: u64,
+    /// When it is declared lost unless a reply to it comes first (a `multi` request: each
+    /// reply moves it a repeat interval on).
+    due: u64,
 }
 
 struct Tx {
@@ -215,6 +220,11 @@ struct Tx {
     server_limit: Option<u32>,
     /// Prefix length at the last update callback.
     reported: u32,
+    /// Requests carry a response limit and fetch up to a window of datagrams each (ch. V
+    /// "Mechanisms"): the dissertation's window, payload wanted, not streamed or single.
+    multi: bool,
+    /// Every byte ever asked for: a request for some of them again is a repeat.
+    asked: Ranges,
 }
 
 pub struct Client {
@@ -447,6 +457,7 @@ impl Client {
                 None => f,
             }
         });
+        let multi = flow.is_some() && !opts.size_only && !opts.in_order;
         let tx = Tx {
             name: name.to_vec(),
             opts,
@@ -466,6 +477,8 @@ impl Client {
             transit: 0,
             server_limit: None,
             reported: 0,
+            multi,
+            asked: Ranges::new(),
             stopping: None,
             finish_at: None,
         };
@@ -556,7 +569,7 @@ impl Client {
                 break;
             }
             self.deadlines.pop();
-            if self.is_current(sendno, id, off) {
+            if self.is_current(at, sendno, id, off) {
                 self.stats.timeouts += 1;
                 let sent_at = self.txs[&id].pending[&off].sends.last().map_or(0, |s| s.1);
                 let silent = self.last_reply_at < sent_at;
@@ -571,11 +584,11 @@ impl Client {
         self.pump(now);
     }
 
-    fn is_current(&self, sendno: u64, id: u32, off: u32) -> bool {
+    fn is_current(&self, at: u64, sendno: u64, id: u32, off: u32) -> bool {
         self.txs
             .get(&id)
             .and_then(|t| t.pending.get(&off))
-            .is_some_and(|p| p.in_flight && p.sendno == sendno)
+            .is_some_and(|p| p.in_flight && p.sendno == sendno && p.due == at)
     }
 
     /// A request declared lost: out of flight, its bytes back on the to-do list, the window
@@ -588,6 +601,28 @@ impl Client {
         t.in_flight -= 1;
         self.in_flight -= 1;
         self.by_send.remove(&sendno);
+        if t.multi {
+            // what of its extent has not come is lost (ch. V "Data Loss and Recovery"): out of
+            // transit, back on the subrequest list, and told to the window as lost bytes
+            let end = off.saturating_add(len).min(t.total.unwrap_or(u32::MAX));
+            let mut missing = Ranges::new();
+            if end > off {
+                missing.insert(off, end);
+            }
+            missing.remove_covered(&t.got);
+            let n: u64 = missing.iter().map(|(s, e)| (e - s) as u64).sum();
+            t.transit = transit_of(t);
+            if !t.finishing {
+                for (s, e) in missing.iter() {
+                    t.todo.insert(s, e);
+                }
+            }
+            if let Some(f) = t.flow.as_mut() {
+                f.lost(n as usize);
+            }
+            self.settle(now, id);
+            return;
+        }
         if !t.finishing {
             let end = off.saturating_add(len).min(t.total.unwrap_or(u32::MAX));
             t.todo.insert(off, end);
@@ -646,6 +681,7 @@ impl Client {
         }
         match self.check(&h, body.len()) {
             Verdict::Accept(sent_at, sent_no) => self.accept(now, &h, body, sent_at, sent_no),
+            Verdict::Part(key, sent_at) => self.accept_part(now, &h, body, key, sent_at),
             Verdict::Duplicate => {
                 // a response all the same: the transaction is not silent (ch. V, expiry)
                 self.stats.duplicates += 1;
@@ -665,6 +701,9 @@ impl Client {
         let Some(t) = self.txs.get(&h.txid) else {
             return if self.ended_set.contains_key(&h.txid) { Verdict::Stale } else { Verdict::Forged };
         };
+        if t.multi {
+            return check_part(t, h, body_len);
+        }
         let Some(p) = t.pending.get(&h.offset) else {
             let end = h.offset.saturating_add(h.length as u32);
             if t.got.covers(h.offset, end.max(h.offset + 1)) {
@@ -672,7 +711,7 @@ impl Client {
             }
             return if t.total.is_some_and(|n| h.offset >= n) { Verdict::Stale } else { Verdict::Forged };
         };
-        let Some(&(_, at, asked, no)) = p.sends.iter().find(|s| s.0 == h.stamp) else { return Verdict::Forged };
+        let Some(&(_, at, asked, no, _)) = p.sends.iter().find(|s| s.0 == h.stamp) else { return Verdict::Forged };
         if h.flags & F_ERROR != 0 {
             return Verdict::Accept(at, no);
         }
@@ -697,21 +736,116 @@ impl Client {
         Verdict::Accept(at, no)
     }
 
+    /// A reply's refusal, or an object too large: ends the transaction with `Failed`.
+    fn refused(&mut self, h: &Header, body: &[u8]) -> bool {
+        let reason = if h.flags & F_ERROR != 0 {
+            String::from_utf8_lossy(body).into_owned()
+        } else if h.flags & F_STREAM == 0 && h.total > self.cfg.max_object {
+            format!("object of {} bytes is larger than max_object {}", h.total, self.cfg.max_object)
+        } else {
+            return false;
+        };
+        self.end(h.txid);
+        self.out.push_back(Output::Failed { tx: h.txid, reason });
+        true
+    }
+
+    /// One reply datagram of a `multi` request (ch. V "Mechanisms"): its bytes leave transit
+    /// and tell the window (per datagram, as a one-datagram request's would); the server's
+    /// response limit bounds later subrequests and trims this one; a request whose extent has
+    /// all come ends, and one still waiting is given a repeat interval from now.
+    fn accept_part(&mut self, now: u64, h: &Header, body: &[u8], key: u32, sent_at: u64) {
+        self.stats.replies += 1;
+        self.last_reply_at = now;
+        self.ft.sample(now.saturating_sub(sent_at) as f64);
+        if self.refused(h, body) {
+            return;
+        }
+        let id = h.txid;
+        let expire = self.cfg.expire_us;
+        let t = self.txs.get_mut(&id).expect("checked");
+        t.expire_at = now + t.opts.expire_us.unwrap_or(expire);
+        let n = h.length as u32;
+        let end = h.offset + n;
+        if let Some(l) = h.server_limit() {
+            t.server_limit = Some(t.server_limit.map_or(l, |x| x.min(l)));
+            let p = t.pending.get_mut(&key).expect("checked");
+            if p.in_flight && l < p.len {
+                // the server sends no more than its limit: the rest of the extent is asked
+                // for again by later subrequests (ch. V, "Mechanisms")
+                let cut = (key.saturating_add(l), key.saturating_add(p.len));
+                p.len = l;
+                t.asked.remove(cut.0, cut.1);
+                if !t.finishing {
+                    t.todo.insert(cut.0, cut.1);
+                    t.todo.remove_covered(&t.got);
+                }
+                self.stats.server_limited += 1;
+            }
+        }
+        if let Some(f) = t.flow.as_mut() {
+            f.received(n as usize, now.saturating_sub(sent_at));
+        }
+        if h.offset < t.high {
+            self.stats.reordered += 1;
+        }
+        t.high = t.high.max(end);
+        if t.total.is_none() {
+            t.total = Some(h.total);
+            t.todo.truncate(h.total);
+            // extents past the end will not come: trimmed, or dropped when they start past it
+            let past: Vec<u32> = t.pending.iter().filter(|(&k, p)| k.saturating_add(p.len) > h.total).map(|(&k, _)| k).collect();
+            for k in past {
+                if k < h.total {
+                    t.pending.get_mut(&k).expect("listed").len = h.total - k;
+                } else if k != key {
+                    let q = t.pending.remove(&k).expect("listed");
+                    if q.in_flight {
+                        t.in_flight -= 1;
+                        self.in_flight -= 1;
+                        self.by_send.remove(&q.sendno);
+                    }
+                }
+            }
+        }
+        if h.flags & F_NOPAYLOAD != 0 {
+            t.suppressed = true;
+        } else if n > 0 {
+            if t.buf.len() < end as usize {
+                t.buf.resize(end as usize, 0);
+            }
+            t.buf[h.offset as usize..end as usize].copy_from_slice(body);
+            t.got.insert(h.offset, end);
+            t.todo.remove(h.offset, end);
+        }
+        // done with this request once its extent (to the end) has all come
+        let total = t.total.unwrap_or(u32::MAX);
+        let p = t.pending.get_mut(&key).expect("checked");
+        let stop = key.saturating_add(p.len).min(total);
+        let whole = key >= total || t.suppressed || t.got.covers(key, stop);
+        if whole {
+            let p = t.pending.remove(&key).expect("checked");
+            if p.in_flight {
+                t.in_flight -= 1;
+                self.in_flight -= 1;
+                self.by_send.remove(&p.sendno);
+            }
+        } else if p.in_flight {
+            let ft = t.flow.as_ref().map_or(self.cfg.repeat_us, |f| f.repeat_us);
+            p.due = now + ft;
+            self.deadlines.push(Reverse((p.due, p.sendno, id, key)));
+        }
+        t.transit = transit_of(t);
+        self.deliver(id);
+        self.settle(now, id);
+    }
+
     fn accept(&mut self, now: u64, h: &Header, body: &[u8], sent_at: u64, sent_no: u64) {
         self.stats.replies += 1;
         self.last_reply_at = now;
         self.ft.sample(now.saturating_sub(sent_at) as f64);
         let id = h.txid;
-        let refuse = if h.flags & F_ERROR != 0 {
-            Some(String::from_utf8_lossy(body).into_owned())
-        } else if h.flags & F_STREAM == 0 && h.total > self.cfg.max_object {
-            Some(format!("object of {} bytes is larger than max_object {}", h.total, self.cfg.max_object))
-        } else {
-            None
-        };
-        if let Some(reason) = refuse {
-            self.end(id);
-            self.out.push_back(Output::Failed { tx: id, reason });
+        if self.refused(h, body) {
             return;
         }
         let t = self.txs.get_mut(&id).expect("checked");
@@ -910,31 +1044,47 @@ impl Client {
             None if tx.opts.single => (self.cfg.max_size as u32, self.ft.get_us()),
             None => (self.size.size as u32, self.ft.get_us()),
         };
+        // a multi request asks for what the window has room for (ch. V "Mechanisms": the
+        // subrequest's extent keeps transit within the window), in datagrams of the flow's size
+        let multi = tx.multi && !suppressed;
+        let extent = match &tx.flow {
+            Some(f) if multi => f.window.saturating_sub(tx.transit).max(1).min(u32::MAX as usize) as u32,
+            _ => size,
+        };
+        let extent = tx.server_limit.map_or(extent, |l| extent.min(l));
         let size = tx.server_limit.map_or(size, |l| size.min(l));
         self.sendno += 1;
         let (sendno, stamp) = (self.sendno, (self.sendno as u32).wrapping_add(self.stamp_base));
         let t = self.txs.get_mut(&id).expect("ready");
         let (s, e) = t.todo.first().expect("ready");
-        let len = size.min(e - s);
+        let len = extent.min(e - s);
+        let per = size.min(len).min(u16::MAX as u32);
         t.todo.remove(s, s + len);
-        let mut h = Header::request(id, t.opts.channel, s, len as u16, t.name.len() as u16);
+        let mut h = Header::request(id, t.opts.channel, s, per as u16, t.name.len() as u16);
         h.stamp = stamp;
+        if multi {
+            h.total = len;
+        }
         if suppressed || t.opts.size_only {
             h.flags = F_NOPAYLOAD;
         }
-        let p = t.pending.entry(s).or_insert(Pending { len, sends: Vec::new(), in_flight: false, sendno });
-        if !p.sends.is_empty() {
+        let due = now + ft;
+        let again = t.asked.covered(s, s + len) > 0;
+        t.asked.insert(s, s + len);
+        let p = t.pending.entry(s).or_insert(Pending { len, sends: Vec::new(), in_flight: false, sendno, due });
+        if !p.sends.is_empty() || again {
             self.stats.repeats += 1;
         }
         p.len = len;
-        p.sends.push((stamp, now, len, sendno));
+        p.sends.push((stamp, now, per, sendno, len));
         p.in_flight = true;
         p.sendno = sendno;
+        p.due = due;
         t.in_flight += 1;
         t.transit += len as usize;
         self.in_flight += 1;
         self.by_send.insert(sendno, (id, s));
-        self.deadlines.push(Reverse((now + ft, sendno, id, s)));
+        self.deadlines.push(Reverse((due, sendno, id, s)));
         self.stats.requests += 1;
         self.out.push_back(Output::Transmit(wire::datagram(&h, &t.name)));
         self.cc.on_pkt_sent(&mut self.ctl, sendno as u32);
@@ -954,11 +1104,60 @@ fn ready(t: &Tx, now: u64) -> bool {
         && !t.todo.is_empty()
         && t.hold_until <= now
         // until its size is known, at most SPECULATE requests for an object that is not streamed
-        && (t.total.is_some() || t.in_flight < if t.opts.size_only { 1 } else { SPECULATE } || t.opts.in_order)
+        && (t.total.is_some() || t.in_flight < if t.opts.size_only || t.multi { 1 } else { SPECULATE } || t.opts.in_order)
+}
+
+/// Bytes asked for by the requests in flight and not yet here (glossary "transit").
+fn transit_of(t: &Tx) -> usize {
+    let total = t.total.unwrap_or(u32::MAX);
+    t.pending
+        .iter()
+        .filter(|(_, p)| p.in_flight)
+        .map(|(&k, p)| {
+            let e = k.saturating_add(p.len).min(total);
+            e.saturating_sub(k).saturating_sub(t.got.covered(k, e)) as usize
+        })
+        .sum()
+}
+
+/// Whether a reply answers part of a `multi` request: the request nearest below its offset
+/// that sent its stamp, the offset on a datagram boundary of that send, within its extent, at
+/// most one datagram's size, and (as for any reply) agreeing with the total and its end flag.
+fn check_part(t: &Tx, h: &Header, body_len: usize) -> Verdict {
+    let n = h.length as u32;
+    let end = h.offset.saturating_add(n);
+    let found = t.pending.range(..=h.offset).rev().take(256).find_map(|(&k, p)| p.sends.iter().find(|s| s.0 == h.stamp).map(|s| (k, *s)));
+    let Some((key, (_, at, per, _, extent))) = found else {
+        if t.got.covers(h.offset, end.max(h.offset + 1)) {
+            return Verdict::Duplicate;
+        }
+        return if t.total.is_some_and(|tot| h.offset >= tot) { Verdict::Stale } else { Verdict::Forged };
+    };
+    if h.flags & F_ERROR != 0 {
+        return Verdict::Part(key, at);
+    }
+    let off = h.offset - key;
+    let ends = h.flags & F_END != 0;
+    let aligned = per > 0 && off % per == 0 && (off < extent || (off == 0 && n == 0));
+    if h.flags & F_STREAM != 0 || !aligned || n > per || off + n > extent.max(n) || (n == 0 && !ends) {
+        return Verdict::Forged;
+    }
+    if h.flags & F_NOPAYLOAD == 0 && body_len != n as usize {
+        return Verdict::Forged;
+    }
+    if t.total.is_some_and(|tot| tot != h.total) || ends != (h.offset as u64 + n as u64 >= h.total as u64) {
+        return Verdict::Forged;
+    }
+    if n > 0 && h.flags & F_NOPAYLOAD == 0 && t.got.covers(h.offset, end) {
+        return Verdict::Duplicate;
+    }
+    Verdict::Part(key, at)
 }
 
 enum Verdict {
     Accept(u64, u64),
+    /// A reply to part of a `multi` request: the request's offset, when that send left.
+    Part(u32, u64),
     Duplicate,
     Stale,
     Forged,

@@ -66,6 +66,21 @@ impl Ranges {
         }
     }
 
+    /// How many bytes of `[s, e)` the set holds.
+    pub fn covered(&self, s: u32, e: u32) -> u32 {
+        let mut n = 0;
+        if s >= e {
+            return 0;
+        }
+        for (&a, &b) in self.m.range(..e).rev() {
+            if b <= s {
+                break;
+            }
+            n += b.min(e) - a.max(s);
+        }
+        n
+    }
+
     /// Whether every byte of `[s, e)` is in the set.
     pub fn covers(&self, s: u32, e: u32) -> bool {
         s >= e || self.m.range(..=s).next_back().is_some_and(|(_, &re)| re >= e)
@@ -106,6 +121,10 @@ mod tests {
             for w in v.windows(2) { prop_assert!(w[0].1 < w[1].0); }
             let p = bits.iter().take_while(|b| **b).count() as u32;
             prop_assert_eq!(r.prefix(), p);
+            for (s, e) in [(0u32, 259u32), (17, 90), (100, 101), (60, 60), (250, 255)] {
+                let want = bits[s as usize..e as usize].iter().filter(|b| **b).count() as u32;
+                prop_assert_eq!(r.covered(s, e), want, "[{}, {})", s, e);
+            }
         }
     }
 }

@@ -107,71 +107,105 @@ impl<R: Responder> Server<R> {
 
     /// `handle` for a server that knows how many requests wait behind this one: past
     /// `shed_above` it drops the request unanswered (the client's repeat recovers it).
-    pub fn handle_with_backlog(&mut self, d: &[u8], backlog: usize) -> Option<Vec<u8>> {
+    pub fn handle_with_backlog(&mut self, d: &[u8], backlog: usize) -> Vec<Vec<u8>> {
         if self.shed_above.is_some_and(|m| backlog > m) {
             self.stats.shed += 1;
-            return None;
+            return Vec::new();
         }
         self.handle(d)
     }
 
-    /// One datagram in, at most one reply out.
-    pub fn handle(&mut self, d: &[u8]) -> Option<Vec<u8>> {
+    /// One datagram in, its replies out (none for a datagram that is not a request). A request
+    /// with a response limit (ch. V "Mechanisms") gets up to that many bytes, never more than
+    /// the server's own limit, in datagrams of at most its Length, each announcing the server's
+    /// limit; one without (limit 0) gets one datagram, as before the limit existed.
+    pub fn handle(&mut self, d: &[u8]) -> Vec<Vec<u8>> {
         let (h, name) = match wire::decode(d) {
             Ok((h, b)) if h.kind == Kind::Request => (h, b),
             _ => {
                 self.stats.malformed += 1;
-                return None;
+                return Vec::new();
             }
         };
         self.stats.requests += 1;
         let want_payload = h.flags & F_NOPAYLOAD == 0;
-        let len = (h.length as usize).min(MAX_PAYLOAD).min(self.limit.unwrap_or(usize::MAX));
-        let q = Query { channel: h.channel, name, offset: h.offset, len, want_payload };
+        let size = (h.length as usize).min(MAX_PAYLOAD);
+        let multi = h.total > 0 && want_payload;
+        let server_limit = self.limit.unwrap_or(usize::MAX);
+        let extent = if multi { h.total as usize } else { size }.min(server_limit);
+        // one datagram's payload: the request's Length, or (limit 0) the whole extent
+        let size = if multi { size } else { extent };
+        let q = Query { channel: h.channel, name, offset: h.offset, len: extent, want_payload };
         let mut r = Header { kind: Kind::Reply, flags: 0, namelen: 0, total: 0, length: 0, ..h };
-        let body = match self.responder.respond(&q) {
+        if multi {
+            // the server's limit as the reply can carry it: a larger one announces 65535 (a
+            // bound the client may keep to, never one it must exceed)
+            r.namelen = self.limit.map_or(0, |l| l.min(u16::MAX as usize) as u16);
+        }
+        let out = match self.responder.respond(&q) {
             Answer::Refuse(why) => {
                 self.stats.refused += 1;
                 r.flags = F_ERROR;
                 let mut b = why.into_bytes();
                 b.truncate(MAX_PAYLOAD.min(u16::MAX as usize));
                 r.length = b.len() as u16;
-                b
+                vec![wire::datagram(&r, &b)]
             }
             Answer::Size(total) => {
-                let n = (total as u64).saturating_sub(h.offset as u64).min(len as u64);
+                let n = (total as u64).saturating_sub(h.offset as u64).min(size as u64);
                 r.total = total;
                 r.length = n as u16;
                 r.flags = F_NOPAYLOAD | if h.offset as u64 + n >= total as u64 { F_END } else { 0 };
-                Vec::new()
+                vec![wire::datagram(&r, &[])]
             }
             Answer::Bytes { total, mut data } => {
-                data.truncate(len);
-                r.length = data.len() as u16;
-                match total {
-                    Some(t) => {
-                        r.total = t;
-                        if h.offset as u64 + data.len() as u64 >= t as u64 {
-                            r.flags |= F_END;
-                        }
-                    }
-                    None => r.flags |= F_STREAM,
-                }
+                data.truncate(extent);
                 if !want_payload {
-                    r.flags |= F_NOPAYLOAD;
+                    r.flags = F_NOPAYLOAD;
+                    r.length = data.len().min(size) as u16;
                     data.clear();
                 }
-                data
+                let mut out = Vec::new();
+                let mut at = 0usize;
+                loop {
+                    let n = if want_payload { (data.len() - at).min(size.max(1)) } else { 0 };
+                    let mut c = r;
+                    c.offset = h.offset.saturating_add(at as u32);
+                    if want_payload {
+                        c.length = n as u16;
+                    }
+                    match total {
+                        Some(t) => {
+                            c.total = t;
+                            if c.offset as u64 + c.length as u64 >= t as u64 {
+                                c.flags |= F_END;
+                            }
+                        }
+                        None => c.flags |= F_STREAM,
+                    }
+                    out.push(wire::datagram(&c, &data[at..at + n]));
+                    at += n;
+                    if at >= data.len() || c.flags & F_END != 0 {
+                        break;
+                    }
+                }
+                out
             }
         };
-        self.stats.replies += 1;
-        Some(wire::datagram(&r, &body))
+        self.stats.replies += out.len() as u64;
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one reply a request without a response limit gets.
+    fn one(mut r: Vec<Vec<u8>>) -> Vec<u8> {
+        assert_eq!(r.len(), 1, "one reply");
+        r.pop().unwrap()
+    }
 
     fn req(name: &[u8], offset: u32, len: u16, flags: u8) -> Vec<u8> {
         let mut h = Header::request(7, 1, offset, len, name.len() as u16);
@@ -189,30 +223,30 @@ mod tests {
     #[test]
     fn answers_from_the_request_alone_and_marks_the_end() {
         let mut s = Server::new(Objects::default());
-        let (h, p) = wire::decode(&s.handle(&req(b"size:3000", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        let (h, p) = wire::decode(&one(s.handle(&req(b"size:3000", 0, 1400, 0)))).map(|(h, p)| (h, p.to_vec())).unwrap();
         assert_eq!((h.txid, h.stamp, h.total, h.length, h.flags, h.channel), (7, 99, 3000, 1400, 0, 1));
         assert_eq!(p, pattern(0, 1400));
-        let last = s.handle(&req(b"size:3000", 2800, 1400, 0)).unwrap();
+        let last = one(s.handle(&req(b"size:3000", 2800, 1400, 0)));
         let (h, p) = wire::decode(&last).unwrap();
         assert_eq!((h.length, h.flags, p.len()), (200, F_END, 200));
-        let past = s.handle(&req(b"size:3000", 5000, 1400, 0)).unwrap();
+        let past = one(s.handle(&req(b"size:3000", 5000, 1400, 0)));
         assert_eq!(wire::decode(&past).unwrap().0.flags, F_END);
         // a second server (a restart) gives the same bytes for the same request
         let mut s2 = Server::new(Objects::default());
-        assert_eq!(s2.handle(&req(b"size:3000", 2800, 1400, 0)).unwrap(), last);
+        assert_eq!(one(s2.handle(&req(b"size:3000", 2800, 1400, 0))), last);
     }
 
     #[test]
     fn suppressed_payload_gets_the_header_only_and_unknown_names_are_refused() {
         let mut s = Server::new(Objects::default());
-        let d = s.handle(&req(b"size:3000", 0, 1400, F_NOPAYLOAD)).unwrap();
+        let d = one(s.handle(&req(b"size:3000", 0, 1400, F_NOPAYLOAD)));
         assert_eq!(d.len(), wire::HEADER_LEN);
         let (h, _) = wire::decode(&d).unwrap();
         assert_eq!((h.flags, h.length, h.total), (F_NOPAYLOAD, 1400, 3000));
-        let (h, why) = wire::decode(&s.handle(&req(b"nope", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        let (h, why) = wire::decode(&s.handle(&req(b"nope", 0, 1400, 0))[0]).map(|(h, p)| (h, p.to_vec())).unwrap();
         assert_eq!(h.flags, F_ERROR);
         assert!(String::from_utf8(why).unwrap().contains("no object named"));
-        assert!(s.handle(&[0xC9, 0x12, 0, 0]).is_none());
+        assert!(s.handle(&[0xC9, 0x12, 0, 0]).is_empty());
         assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1, shed: 0 });
     }
 
@@ -220,7 +254,7 @@ mod tests {
     fn ch5_server_response_limit_caps_each_reply() {
         let mut s = Server::new(Objects::default());
         s.limit = Some(600);
-        let (h, p) = wire::decode(&s.handle(&req(b"size:3000", 0, 1400, 0)).unwrap()).map(|(h, p)| (h, p.to_vec())).unwrap();
+        let (h, p) = wire::decode(&one(s.handle(&req(b"size:3000", 0, 1400, 0)))).map(|(h, p)| (h, p.to_vec())).unwrap();
         assert_eq!((h.length, h.flags, p), (600, 0, pattern(0, 600)));
     }
 
@@ -228,8 +262,46 @@ mod tests {
     fn ch5_server_overload_drops_requests_past_its_backlog() {
         let mut s = Server::new(Objects::default());
         s.shed_above = Some(8);
-        assert!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 8).is_some());
-        assert!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 9).is_none());
+        assert_eq!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 8).len(), 1);
+        assert!(s.handle_with_backlog(&req(b"size:3000", 0, 1400, 0), 9).is_empty());
         assert_eq!((s.stats.shed, s.stats.replies), (1, 1));
+    }
+
+    fn req_limit(name: &[u8], offset: u32, size: u16, limit: u32) -> Vec<u8> {
+        let mut h = Header::request(7, 1, offset, size, name.len() as u16);
+        h.total = limit;
+        h.stamp = 99;
+        wire::datagram(&h, name)
+    }
+
+    #[test]
+    fn ch5_mechanisms_one_request_fetches_up_to_its_response_limit_in_datagrams_of_its_size() {
+        let mut s = Server::new(Objects::default());
+        let r = s.handle(&req_limit(b"size:10000", 1000, 1024, 5000));
+        let got: Vec<(u32, u16, u8, u16)> = r.iter().map(|d| wire::decode(d).map(|(h, _)| (h.offset, h.length, h.flags, h.namelen)).unwrap()).collect();
+        assert_eq!(got, [(1000, 1024, 0, 0), (2024, 1024, 0, 0), (3048, 1024, 0, 0), (4072, 1024, 0, 0), (5096, 904, 0, 0)]);
+        for d in &r {
+            let (h, p) = wire::decode(d).unwrap();
+            assert_eq!((h.txid, h.stamp, h.total), (7, 99, 10000));
+            assert_eq!(p, pattern(h.offset as u64, h.length as usize));
+        }
+        // the object's end comes first: END on the last datagram, nothing past it
+        let r = s.handle(&req_limit(b"size:10000", 8000, 1024, 60000));
+        let last = wire::decode(r.last().unwrap()).unwrap().0;
+        assert_eq!((r.len(), last.offset, last.length, last.flags), (2, 9024, 976, F_END));
+        assert_eq!(s.stats.replies, 7);
+    }
+
+    #[test]
+    fn ch5_mechanisms_server_limit_caps_a_request_and_travels_in_every_reply() {
+        let mut s = Server::new(Objects::default());
+        s.limit = Some(2500);
+        let r = s.handle(&req_limit(b"size:10000", 0, 1024, 8192));
+        let got: Vec<(u32, u16, u16)> = r.iter().map(|d| wire::decode(d).map(|(h, _)| (h.offset, h.length, h.namelen)).unwrap()).collect();
+        assert_eq!(got, [(0, 1024, 2500), (1024, 1024, 2500), (2048, 452, 2500)]);
+        assert_eq!(wire::decode(&r[0]).unwrap().0.server_limit(), Some(2500));
+        // a request without a limit gets today's single reply and no announcement
+        let (h, _) = wire::decode(&one(s.handle(&req(b"size:10000", 0, 1024, 0)))).unwrap();
+        assert_eq!((h.length, h.server_limit()), (1024, None));
     }
 }

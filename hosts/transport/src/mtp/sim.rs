@@ -85,7 +85,7 @@ impl<R: Responder> Net<R> {
             if !to_server {
                 self.client.on_datagram(self.now, &d);
             } else if !self.server_down {
-                if let Some(r) = self.server.handle(&d) {
+                for r in self.server.handle(&d) {
                     self.replies_sent.push(r.clone());
                     self.put(false, r);
                 }

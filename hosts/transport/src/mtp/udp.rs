@@ -152,7 +152,7 @@ pub fn serve_server<R: Responder>(sock: &UdpSocket, mut server: Server<R>, stop:
         match sock.recv_from(&mut buf) {
             Ok((n, from)) => {
                 last = Some(Instant::now());
-                if let Some(r) = server.handle(&buf[..n]) {
+                for r in server.handle(&buf[..n]) {
                     let _ = sock.send_to(&r, from);
                 }
             }

@@ -27,9 +27,12 @@ pub enum Kind {
     Reply = 2,
 }
 
-/// The fixed header. `length`: request, bytes wanted; reply, payload bytes (the bytes that
-/// would have been sent when the payload is suppressed). `namelen` is the request's name
-/// length (0 in a reply). `total`: reply, the object's size (0 while streamed; 0 in a request).
+/// The fixed header. `length`: request, bytes wanted per reply datagram; reply, payload bytes
+/// (the bytes that would have been sent when the payload is suppressed). `namelen`: request,
+/// its name's length; reply, the server's response limit per request (ch. V "Mechanisms",
+/// `limit_of_reply`; 0: none). `total`: reply, the object's size (0 while streamed); request,
+/// its response limit (ch. V "Mechanisms": the bytes the server may send for it in all, in
+/// datagrams of at most `length`; 0: one datagram of `length`, as before the limit existed).
 /// `stamp`: set by the client on every send, echoed by the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -76,6 +79,20 @@ impl std::error::Error for WireError {}
 impl Header {
     pub fn request(txid: u32, channel: u8, offset: u32, length: u16, namelen: u16) -> Header {
         Header { kind: Kind::Request, flags: 0, channel, txid, offset, length, namelen, total: 0, stamp: 0 }
+    }
+
+    /// A request's response limit (ch. V "Mechanisms"): the bytes it may fetch in all.
+    pub fn response_limit(&self) -> usize {
+        match self.kind {
+            Kind::Request if self.total > 0 => self.total as usize,
+            Kind::Request => self.length as usize,
+            Kind::Reply => 0,
+        }
+    }
+
+    /// A reply's announcement of the server's own response limit per request (0: none).
+    pub fn server_limit(&self) -> Option<u32> {
+        (self.kind == Kind::Reply && self.namelen > 0).then_some(self.namelen as u32)
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -137,9 +154,10 @@ pub fn decode(d: &[u8]) -> Result<(Header, &[u8]), WireError> {
         return Err(WireError::Flags(h.flags));
     }
     match kind {
-        Kind::Request if h.total != 0 => return Err(WireError::Field("request with a nonzero total")),
+        Kind::Request if h.total != 0 && h.length == 0 => {
+            return Err(WireError::Field("request with a response limit and a datagram size of 0"))
+        }
         Kind::Request if h.namelen as usize > MAX_NAME => return Err(WireError::Field("name longer than 1024 bytes")),
-        Kind::Reply if h.namelen != 0 => return Err(WireError::Field("reply with a nonzero name length")),
         Kind::Reply if h.flags & F_STREAM != 0 && h.total != 0 => {
             return Err(WireError::Field("streamed reply with a nonzero total"))
         }
