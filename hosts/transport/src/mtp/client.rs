@@ -353,6 +353,10 @@ impl Client {
         }
     }
 
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
     /// A transaction's flow state (the dissertation's window), if it has one.
     pub fn flow(&self, id: u32) -> Option<&Flow> {
         self.txs.get(&id)?.flow.as_ref()
@@ -988,7 +992,10 @@ impl Client {
                 self.send_one(now, id);
                 continue;
             }
-            if self.in_flight as f64 >= self.ctl.cwnd.floor().max(1.0) {
+            // the shared window too stays within the receive buffer (the dissertation's cap on a
+            // LAN, ch. V "Window Adjustment"): past it, replies overflow the socket's queue
+            let rcvbuf_cap = (self.cfg.rcvbuf / self.size.size.max(1)).max(1) as f64;
+            if self.in_flight as f64 >= self.ctl.cwnd.floor().min(rcvbuf_cap).max(1.0) {
                 return;
             }
             if self.next_send_at > now && self.next_ready_peek(now) {

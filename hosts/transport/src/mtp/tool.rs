@@ -156,5 +156,6 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
               "mbit_s": bytes as f64 * 8.0 / 1e6 / secs, "sha256": hash, "all_same": same,
               "window": ep.client.window(), "mean_window": mean_window,
               "mean_in_flight": mean_in_flight, "flowtimeout_us": ep.client.flowtimeout_us(),
-              "datagram_size": ep.client.datagram_size(), "stats": stats_json(&ep.client.stats())}))
+              "datagram_size": ep.client.datagram_size(), "stats": stats_json(&ep.client.stats()),
+              "kernel_rcvbuf": ep.kernel_rcvbuf, "rcvbuf_drops": ep.overflow_drops(), "watch_cuts": ep.watch_cuts}))
 }
