@@ -54,7 +54,9 @@ def test_a_multi_datagram_and_a_single_datagram_object_arrive_byte_exact(server)
     assert s["transit_bytes"] is not None and s["transit_bytes"] >= 0, s
     assert s["repeat_interval_us"] >= 500_000, s  # the floor (ch. V)
     c = s["counters"]
-    assert c["replies"] >= MB // 1400 and c["requests"] >= c["replies"], c
+    # a request fetches up to a window of datagrams (ch. V "Mechanisms"): the first, the
+    # initial window's 104 (half of 212992 bytes over 1024)
+    assert c["replies"] >= MB // 1400 and c["requests"] + 100 <= c["replies"], c
     assert s["losses"] == c["timeouts"] + c["fast_repeats"]
     assert (after["gets"], after["done"], after["failed"]) == (3, 3, 0)
     assert after["bytes"] == MB + 2 * len(SMALL)
