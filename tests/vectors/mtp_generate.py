@@ -18,7 +18,7 @@ OUT = Path(__file__).with_name("mtp.json")
 
 MAGIC, VERSION = 0xC9, 1
 REQUEST, REPLY = 1, 2
-NOPAYLOAD, END, STREAM, ERROR = 0x01, 0x02, 0x04, 0x08
+NOPAYLOAD, END, STREAM, ERROR, CHANNEL = 0x01, 0x02, 0x04, 0x08, 0x10
 TXID = 0x1A2B3C4D
 
 
@@ -78,6 +78,14 @@ def vectors() -> list[dict]:
               "one datagram of a limited request's response, announcing the server's response "
               "limit of 2500 bytes per request (the Name length field of a reply)",
               REPLY, PAYLOAD, offset=5120, length=16, namelen=2500, total=100000, stamp=11),
+        valid("request_nameless", "a subrequest without its name: its channel names the object "
+              "(ch. V Payload Suppression)", REQUEST, channel=9, offset=8192, length=1024, total=4096,
+              stamp=12),
+        valid("reply_channel", "the channel names the object: later subrequests may leave the name out",
+              REPLY, PAYLOAD, flags=CHANNEL, channel=9, offset=1024, length=16, total=100000, stamp=12),
+        valid("reply_channel_error", "a name-less request whose channel names nothing (ERR_APP_CHANNEL): "
+              "ERROR and CHANNEL", REPLY, b"channel 4 names no object", flags=ERROR | CHANNEL, channel=4,
+              length=25, stamp=13),
     ]
     good_req = header(REQUEST, length=1400, namelen=len(NAME), stamp=1) + NAME
     bad = [
@@ -87,7 +95,7 @@ def vectors() -> list[dict]:
         ("bad_version", header(REQUEST, version=2, length=1, namelen=0), "version", "version 2"),
         ("bad_type", header(3, length=0), "type", "type 3 is not defined"),
         ("request_with_end", header(REQUEST, flags=END, length=10), "flags", "END only in replies"),
-        ("reply_reserved_flag", header(REPLY, flags=0x10, length=0), "flags", "flag 0x10 is reserved"),
+        ("reply_reserved_flag", header(REPLY, flags=0x20, length=0), "flags", "flag 0x20 is reserved"),
         ("request_limit_without_size", header(REQUEST, length=0, total=5), "field",
          "a response limit needs a datagram size (Length) above 0"),
         ("request_name_too_long", header(REQUEST, length=10, namelen=1025) + b"n" * 1025, "field",

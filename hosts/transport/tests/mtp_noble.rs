@@ -221,3 +221,39 @@ fn ch5_data_loss_and_recovery_a_lost_datagram_of_a_large_request_is_asked_for_al
     assert_eq!((st.requests, st.repeats, st.timeouts, st.window_cuts), (2, 1, 1, 1), "{st:?}");
     assert!(n.now >= noble::REPEAT_FLOOR_US);
 }
+
+#[test]
+fn ch5_payload_suppression_subrequests_go_without_the_name_once_the_server_offers_a_channel() {
+    // the server names "size:300000" by channel 9 (ch. V "Payload Suppression"): after the
+    // first reply every subrequest is the bare header, on the server's channel ("Channel
+    // Identifiers"); the object arrives whole
+    let mut objects = Objects::default();
+    objects.channels.insert(9, b"size:300000".to_vec());
+    let c = Client::new(ClientConfig { seed: 31, ..Default::default() }).unwrap();
+    let mut n = Net::new(c, Server::new(objects), 31);
+    n.client.request(0, b"size:300000", RequestOpts::default()).unwrap();
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    assert_eq!(Sha256::digest(&done(&n)[0].1), Sha256::digest(pattern(0, 300_000)));
+    let (st, sv) = (n.client.stats(), n.server.stats.clone());
+    assert!(st.requests > 1 && sv.by_channel == st.requests - 1 && sv.channel_errors == 0, "{st:?} {sv:?}");
+    // every reply carried the object's channel
+    assert!(n.replies_sent.iter().all(|r| r[3] == 9));
+}
+
+#[test]
+fn ch5_payload_suppression_a_channel_error_makes_the_client_send_the_name_again() {
+    // the server forgets its channels mid-transfer (a busy server's cache, ch. V): name-less
+    // subrequests get the channel error, and the client asks again with the name
+    let mut objects = Objects::default();
+    objects.channels.insert(9, b"size:300000".to_vec());
+    let c = Client::new(ClientConfig { seed: 32, ..Default::default() }).unwrap();
+    let mut n = Net::new(c, Server::new(objects), 32);
+    n.client.request(0, b"size:300000", RequestOpts::default()).unwrap();
+    assert!(n.run_until(60_000_000, |n| n.server.stats.by_channel >= 20));
+    n.server.responder.channels.clear();
+    assert!(n.run_until(60_000_000, |n| n.client.active() == 0));
+    assert_eq!(Sha256::digest(&done(&n)[0].1), Sha256::digest(pattern(0, 300_000)));
+    let st = n.client.stats();
+    assert!(st.channel_errors >= 1 && st.channel_errors == n.server.stats.channel_errors, "{st:?}");
+    assert_eq!((st.repeats, st.timeouts), (0, 0), "a channel error is no loss: {st:?}");
+}

@@ -16,8 +16,8 @@ MAGIC, VERSION = 0xC9, 1
 REQUEST, REPLY = 1, 2
 HEADER_LEN = 24
 MAX_NAME = 1024
-NOPAYLOAD, END, STREAM, ERROR = 0x01, 0x02, 0x04, 0x08
-FLAG_NAMES = ["NOPAYLOAD", "END", "STREAM", "ERROR"]
+NOPAYLOAD, END, STREAM, ERROR, CHANNEL = 0x01, 0x02, 0x04, 0x08, 0x10
+FLAG_NAMES = ["NOPAYLOAD", "END", "STREAM", "ERROR", "CHANNEL"]
 ERRORS = ("short", "magic", "version", "type", "flags", "field", "length")
 
 
@@ -81,7 +81,7 @@ def mtp_error(raw: bytes) -> str | None:
     kind = vt & 0x0F
     if kind not in (REQUEST, REPLY):
         return "type"
-    allowed = NOPAYLOAD if kind == REQUEST else NOPAYLOAD | END | STREAM | ERROR
+    allowed = NOPAYLOAD if kind == REQUEST else NOPAYLOAD | END | STREAM | ERROR | CHANNEL
     if flags & ~allowed:
         return "flags"
     # a request's total is its response limit (needs a datagram size); a reply's namelen is

@@ -9,7 +9,7 @@ use super::noble::{self, Flow, LinkType, Local};
 use super::ranges::Ranges;
 use super::size::SizeAdapt;
 use super::window::{Flowtimeout, MtpWindow};
-use super::wire::{self, Header, Kind, WireError, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
+use super::wire::{self, Header, Kind, WireError, F_CHANNEL, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
 use crate::cc::{self, Ccc, CcCtl};
 
 /// A later request answered this many sends after an unanswered one declares it lost (ours).
@@ -177,6 +177,8 @@ pub struct ClientStats {
     pub overflow_cuts: u64,
     /// Replies shorter than asked: the server's response limit per request (ch. V).
     pub server_limited: u64,
+    /// Channel errors: a name-less request the server could not place, sent again with the name.
+    pub channel_errors: u64,
 }
 
 /// One request (a transaction's offset), possibly sent several times.
@@ -225,6 +227,9 @@ struct Tx {
     multi: bool,
     /// Every byte ever asked for: a request for some of them again is a repeat.
     asked: Ranges,
+    /// The server said the channel names the object: subrequests go without the name (ch. V
+    /// "Payload Suppression").
+    nameless: bool,
 }
 
 pub struct Client {
@@ -483,6 +488,7 @@ impl Client {
             reported: 0,
             multi,
             asked: Ranges::new(),
+            nameless: false,
             stopping: None,
             finish_at: None,
         };
@@ -740,6 +746,40 @@ impl Client {
         Verdict::Accept(at, no)
     }
 
+    /// What a reply says of the channel (ch. V "Channel Identifiers", "Payload Suppression"):
+    /// a channel error puts the request back to be sent with its name (true: nothing else to
+    /// do with the reply); otherwise the transaction takes the server's channel, and leaves the
+    /// name out of later subrequests when the server says the channel names the object.
+    fn channel_said(&mut self, id: u32, key: u32, h: &Header) -> bool {
+        let Some(t) = self.txs.get_mut(&id) else { return true };
+        if h.flags & (F_ERROR | F_CHANNEL) != F_ERROR | F_CHANNEL {
+            t.opts.channel = h.channel;
+            t.nameless |= h.flags & F_CHANNEL != 0;
+            return false;
+        }
+        self.stats.channel_errors += 1;
+        t.nameless = false;
+        let Some(p) = t.pending.remove(&key) else { return true };
+        if p.in_flight {
+            t.in_flight -= 1;
+            self.in_flight -= 1;
+            self.by_send.remove(&p.sendno);
+            if !t.multi {
+                t.transit = t.transit.saturating_sub(p.len as usize);
+            }
+        }
+        let end = key.saturating_add(p.len).min(t.total.unwrap_or(u32::MAX));
+        if !t.finishing && end > key {
+            t.todo.insert(key, end);
+            t.todo.remove_covered(&t.got);
+            t.asked.remove(key, end);
+        }
+        if t.multi {
+            t.transit = transit_of(t);
+        }
+        true
+    }
+
     /// A reply's refusal, or an object too large: ends the transaction with `Failed`.
     fn refused(&mut self, h: &Header, body: &[u8]) -> bool {
         let reason = if h.flags & F_ERROR != 0 {
@@ -762,7 +802,7 @@ impl Client {
         self.stats.replies += 1;
         self.last_reply_at = now;
         self.ft.sample(now.saturating_sub(sent_at) as f64);
-        if self.refused(h, body) {
+        if self.channel_said(h.txid, key, h) || self.refused(h, body) {
             return;
         }
         let id = h.txid;
@@ -849,7 +889,7 @@ impl Client {
         self.last_reply_at = now;
         self.ft.sample(now.saturating_sub(sent_at) as f64);
         let id = h.txid;
-        if self.refused(h, body) {
+        if self.channel_said(id, h.offset, h) || self.refused(h, body) {
             return;
         }
         let t = self.txs.get_mut(&id).expect("checked");
@@ -1067,7 +1107,8 @@ impl Client {
         let len = extent.min(e - s);
         let per = size.min(len).min(u16::MAX as u32);
         t.todo.remove(s, s + len);
-        let mut h = Header::request(id, t.opts.channel, s, per as u16, t.name.len() as u16);
+        let name: &[u8] = if t.nameless { &[] } else { &t.name };
+        let mut h = Header::request(id, t.opts.channel, s, per as u16, name.len() as u16);
         h.stamp = stamp;
         if multi {
             h.total = len;
@@ -1093,7 +1134,7 @@ impl Client {
         self.by_send.insert(sendno, (id, s));
         self.deadlines.push(Reverse((due, sendno, id, s)));
         self.stats.requests += 1;
-        self.out.push_back(Output::Transmit(wire::datagram(&h, &t.name)));
+        self.out.push_back(Output::Transmit(wire::datagram(&h, name)));
         self.cc.on_pkt_sent(&mut self.ctl, sendno as u32);
     }
 }

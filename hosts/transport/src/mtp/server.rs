@@ -3,7 +3,7 @@
 //! a restarted server answers a repeated request exactly as the old one would have.
 use std::collections::HashMap;
 
-use super::wire::{self, Header, Kind, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
+use super::wire::{self, Header, Kind, F_CHANNEL, F_END, F_ERROR, F_NOPAYLOAD, F_STREAM, MAX_PAYLOAD};
 
 /// What a request asks for, as the responder sees it.
 #[derive(Debug)]
@@ -31,6 +31,18 @@ pub enum Answer {
 /// depend on which client asks or on earlier queries (the server is stateless).
 pub trait Responder {
     fn respond(&mut self, q: &Query) -> Answer;
+
+    /// The channel that names this object, if the responder offers one (ch. V "Payload
+    /// Suppression": state about objects, not transactions). Replies then carry it with
+    /// `F_CHANNEL`, and the client leaves the name out of later subrequests.
+    fn channel_of(&mut self, _name: &[u8]) -> Option<u8> {
+        None
+    }
+
+    /// The object a channel names, for a request without a name.
+    fn name_of(&mut self, _channel: u8) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Named objects held in memory, plus generated ones: `size:N` is N deterministic
@@ -38,6 +50,8 @@ pub trait Responder {
 #[derive(Default)]
 pub struct Objects {
     pub named: HashMap<Vec<u8>, Vec<u8>>,
+    /// Channels that name objects (ch. V "Payload Suppression"); empty: none offered.
+    pub channels: HashMap<u8, Vec<u8>>,
 }
 
 /// Byte `i` of every generated object: the low byte of splitmix64's first output seeded
@@ -57,6 +71,14 @@ pub fn generated_size(name: &[u8]) -> Option<u32> {
 }
 
 impl Responder for Objects {
+    fn channel_of(&mut self, name: &[u8]) -> Option<u8> {
+        self.channels.iter().find(|(_, n)| n.as_slice() == name).map(|(&c, _)| c)
+    }
+
+    fn name_of(&mut self, channel: u8) -> Option<Vec<u8>> {
+        self.channels.get(&channel).cloned()
+    }
+
     fn respond(&mut self, q: &Query) -> Answer {
         let (total, data) = if let Some(obj) = self.named.get(q.name) {
             let start = (q.offset as usize).min(obj.len());
@@ -86,6 +108,10 @@ pub struct ServerStats {
     pub malformed: u64,
     /// Requests dropped unanswered under overload.
     pub shed: u64,
+    /// Requests without a name, the object named by their channel (ch. V "Payload Suppression").
+    pub by_channel: u64,
+    /// Of those, channels that named nothing: a channel error (`ERR_APP_CHANNEL`).
+    pub channel_errors: u64,
 }
 
 pub struct Server<R: Responder> {
@@ -135,8 +161,34 @@ impl<R: Responder> Server<R> {
         let extent = if multi { h.total as usize } else { size }.min(server_limit);
         // one datagram's payload: the request's Length, or (limit 0) the whole extent
         let size = if multi { size } else { extent };
-        let q = Query { channel: h.channel, name, offset: h.offset, len: extent, want_payload };
         let mut r = Header { kind: Kind::Reply, flags: 0, namelen: 0, total: 0, length: 0, ..h };
+        // a name-less request: its channel names the object, or the client must send the name
+        let by_channel;
+        let name = if name.is_empty() {
+            self.stats.by_channel += 1;
+            match self.responder.name_of(h.channel) {
+                Some(n) => {
+                    by_channel = n;
+                    &by_channel[..]
+                }
+                None => {
+                    self.stats.channel_errors += 1;
+                    self.stats.replies += 1;
+                    r.flags = F_ERROR | F_CHANNEL;
+                    let why = format!("channel {} names no object", h.channel);
+                    r.length = why.len() as u16;
+                    return vec![wire::datagram(&r, why.as_bytes())];
+                }
+            }
+        } else {
+            name
+        };
+        if let Some(c) = self.responder.channel_of(name) {
+            // the server's channel for the object (ch. V "Channel Identifiers")
+            r.channel = c;
+        }
+        let named = self.responder.channel_of(name).is_some();
+        let q = Query { channel: r.channel, name, offset: h.offset, len: extent, want_payload };
         if multi {
             // the server's limit as the reply can carry it: a larger one announces 65535 (a
             // bound the client may keep to, never one it must exceed)
@@ -193,6 +245,14 @@ impl<R: Responder> Server<R> {
             }
         };
         self.stats.replies += out.len() as u64;
+        if named {
+            return out.into_iter().map(|mut d| {
+                if d[2] & F_ERROR == 0 {
+                    d[2] |= F_CHANNEL;
+                }
+                d
+            }).collect();
+        }
         out
     }
 }
@@ -247,7 +307,7 @@ mod tests {
         assert_eq!(h.flags, F_ERROR);
         assert!(String::from_utf8(why).unwrap().contains("no object named"));
         assert!(s.handle(&[0xC9, 0x12, 0, 0]).is_empty());
-        assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1, shed: 0 });
+        assert_eq!(s.stats, ServerStats { requests: 2, replies: 2, refused: 1, malformed: 1, ..Default::default() });
     }
 
     #[test]
@@ -303,5 +363,30 @@ mod tests {
         // a request without a limit gets today's single reply and no announcement
         let (h, _) = wire::decode(&one(s.handle(&req(b"size:10000", 0, 1024, 0)))).unwrap();
         assert_eq!((h.length, h.server_limit()), (1024, None));
+    }
+
+    #[test]
+    fn ch5_payload_suppression_a_channel_names_the_object_and_an_unknown_one_is_a_channel_error() {
+        let mut o = Objects::default();
+        o.channels.insert(9, b"size:3000".to_vec());
+        let mut s = Server::new(o);
+        // named: the reply carries the object's channel and says it names the object
+        let (h, _) = wire::decode(&one(s.handle(&req(b"size:3000", 0, 1400, 0)))).map(|(h, p)| (h, p.to_vec())).unwrap();
+        assert_eq!((h.channel, h.flags & F_CHANNEL), (9, F_CHANNEL));
+        // name-less, channel 9: the same bytes as the named request
+        let mut q = Header::request(7, 9, 1400, 1400, 0);
+        q.stamp = 99;
+        let (h, p) = wire::decode(&one(s.handle(&wire::datagram(&q, b"")))).map(|(h, p)| (h, p.to_vec())).unwrap();
+        assert_eq!((h.offset, h.length, h.channel, h.flags), (1400, 1400, 9, F_CHANNEL));
+        assert_eq!(p, pattern(1400, 1400));
+        // name-less, a channel naming nothing: the channel error
+        let mut q = Header::request(7, 4, 0, 1400, 0);
+        q.stamp = 1;
+        let (h, _) = wire::decode(&one(s.handle(&wire::datagram(&q, b"")))).unwrap();
+        assert_eq!(h.flags, F_ERROR | F_CHANNEL);
+        assert_eq!((s.stats.by_channel, s.stats.channel_errors), (2, 1));
+        // objects without a channel: replies as before
+        let (h, _) = wire::decode(&one(s.handle(&req(b"size:10", 0, 1400, 0)))).unwrap();
+        assert_eq!((h.channel, h.flags), (1, F_END));
     }
 }

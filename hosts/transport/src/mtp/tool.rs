@@ -75,7 +75,8 @@ pub fn stats_json(s: &ClientStats) -> Value {
            "timeouts": s.timeouts, "silent": s.silent, "duplicates": s.duplicates, "reordered": s.reordered,
            "stale": s.stale, "forged": s.forged, "truncated": s.truncated, "malformed": s.malformed,
            "size_cuts": s.size_cuts, "size_grows": s.size_grows, "window_grows": s.window_grows,
-           "window_cuts": s.window_cuts, "overflow_cuts": s.overflow_cuts, "server_limited": s.server_limited})
+           "window_cuts": s.window_cuts, "overflow_cuts": s.overflow_cuts, "server_limited": s.server_limited,
+           "channel_errors": s.channel_errors})
 }
 
 /// `count` size-only transactions one after another, `interval` apart; round trips in µs.

@@ -18,8 +18,12 @@ pub const F_END: u8 = 0x02;
 pub const F_STREAM: u8 = 0x04;
 /// Reply: the server refuses the request; the payload is the reason (UTF-8).
 pub const F_ERROR: u8 = 0x08;
+/// Reply: the channel names the object, later subrequests may leave the name out (ch. V
+/// "Payload Suppression"). With `F_ERROR`: the channel of a name-less request names nothing
+/// the server knows (mtp.h `ERR_APP_CHANNEL`); the client asks again with the name.
+pub const F_CHANNEL: u8 = 0x10;
 const REQ_FLAGS: u8 = F_NOPAYLOAD;
-const REPLY_FLAGS: u8 = F_NOPAYLOAD | F_END | F_STREAM | F_ERROR;
+const REPLY_FLAGS: u8 = F_NOPAYLOAD | F_END | F_STREAM | F_ERROR | F_CHANNEL;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
