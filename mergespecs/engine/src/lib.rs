@@ -36,6 +36,7 @@ mod config;
 mod cpu;
 mod engine;
 mod epoch;
+mod fallback;
 mod fault;
 mod gate;
 mod flow;
@@ -52,7 +53,7 @@ mod spec;
 mod states;
 mod timers;
 
-pub use config::{Allocator, CpuLimit, EngineConfig, Limits};
+pub use config::{Allocator, CpuLimit, EngineConfig, Limits, DAEMON_POOL_SLOTS, POOL_GUARD_BYTES};
 pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot};
 pub use fault::{Fault, Quarantine};
 pub use gate::EgressGate;
