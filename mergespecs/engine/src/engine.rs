@@ -107,6 +107,16 @@ impl fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
+/// The allocator, a bounded pool's slots and the address space its memories reserve, and
+/// the sandboxes made on demand because it was full.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PoolStats {
+    pub allocator: &'static str,
+    pub pool_slots: u32,
+    pub pool_reserved_bytes: Option<u64>,
+    pub pool_fallbacks: u64,
+}
+
 pub struct Engine {
     wasm: wasmtime::Engine,
     linker: Linker<FlowCtx>,
@@ -240,6 +250,21 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// How this engine's sandboxes get memory (routerd's and hostd's `stats`).
+    pub fn pool_stats(&self) -> PoolStats {
+        let (allocator, pool_slots) = match self.config.allocator {
+            Allocator::OnDemand => ("on-demand", 0),
+            Allocator::Pooling { flows } => ("pooling", flows),
+            Allocator::Bounded { slots } => ("bounded-pool", slots),
+        };
+        PoolStats {
+            allocator,
+            pool_slots,
+            pool_reserved_bytes: self.config.allocator.reserved_bytes(&self.config.limits),
+            pool_fallbacks: self.pool_fallbacks(),
+        }
     }
 
     /// Sandboxes made on demand because the bounded pool was full (flows, and the

@@ -54,7 +54,7 @@ mod states;
 mod timers;
 
 pub use config::{Allocator, CpuLimit, EngineConfig, Limits, DAEMON_POOL_SLOTS, POOL_GUARD_BYTES};
-pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot};
+pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot, PoolStats};
 pub use fault::{Fault, Quarantine};
 pub use gate::EgressGate;
 pub use flow::{FlowCounters, FlowStats};
