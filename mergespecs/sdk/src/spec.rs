@@ -193,9 +193,9 @@ pub trait Host {
         if indices.windows(2).any(|w| w[0] >= w[1]) || indices.last().is_some_and(|&i| i as usize >= count) {
             return false;
         }
-        // Highest first, so the positions below stay where they were.
+        // In queue order; each take moves the later ones a place forward.
         let mut buf = [0u8; 65_535];
-        indices.iter().rev().all(|&i| self.pending_take(i as usize, &mut buf).is_some())
+        (0..).zip(indices).all(|(k, &i)| self.pending_take(i as usize - k, &mut buf).is_some())
     }
 
     /// Forwards `payload` as a new concast datagram of this flow (in `build` only).
