@@ -82,6 +82,7 @@ pub struct RouterConfig {
     pub port_routes: Option<Vec<Route>>,
     pub link_state: Option<String>,
     pub cpu_io: Option<String>,
+    pub flow_pool_slots: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -135,6 +136,7 @@ mod tests {
             port_routes: Some(vec![route]),
             link_state: Some("/dev/shm/x".into()),
             cpu_io: Some("ring".into()),
+            flow_pool_slots: Some(64),
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Settings {
     pub timer_lead_us: u64,
     pub node_buffer_bytes: usize,
     pub flow_cpu_ms: u64,
+    /// Slots of the merge engine's bounded pool (0: on-demand sandboxes only).
+    pub flow_pool_slots: u32,
     /// Queue access: the link emulator's state file and the routes' link slots.
     pub link_state: Option<(PathBuf, Vec<LinkRoute>)>,
     /// OpenFlow port number of the CPU port (OVS selectors send diverted frames there).
@@ -116,7 +118,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     port.batch = s.batch;
     let mut limits = concast_engine::Limits::default();
     limits.cpu_per_second = Some(std::time::Duration::from_millis(s.flow_cpu_ms)).filter(|d| !d.is_zero());
-    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, limits, ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
+    let engine = Engine::new(EngineConfig { node: s.addr, timer_lead_us: s.timer_lead_us, node_buffer_bytes: s.node_buffer_bytes, limits, allocator: concast_engine::Allocator::for_daemon(s.flow_pool_slots), ..EngineConfig::default() }).map_err(|e| format!("merge engine: {e}"))?;
     let dataplane: Box<dyn dataplane::Dataplane> = match (&s.dataplane_cmd, &s.tc, &s.bridge) {
         (Some(c), _, _) => Box::new(dataplane::External::new(c).map_err(|e| format!("--dataplane-cmd: {e}"))?),
         (None, Some((block, cpu_dev)), _) => Box::new(Tc::new(*block, cpu_dev)),

@@ -90,6 +90,12 @@ struct Args {
     /// recvmmsg. From --config: `cpu_io`. Default ring.
     #[arg(long, value_parser = ["ring", "socket"])]
     cpu_io: Option<String>,
+    /// Merge flows whose sandboxes come from a pool reserved at start (each slot the flow
+    /// memory limit plus a guard: 64 slots reserve about 1 GiB of address space, commit
+    /// none); flows beyond it get on-demand sandboxes, counted (stats: engine.pool_fallbacks).
+    /// 0 = on-demand only. From --config: `flow_pool_slots`. Default 64.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    flow_pool_slots: Option<u32>,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
     /// that is signed is still checked (docs/protocol.md 2.9).
     #[arg(long)]
@@ -235,6 +241,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         timer_lead_us: a.timer_lead_us,
         node_buffer_bytes: a.node_buffer_bytes as usize,
         flow_cpu_ms: a.flow_cpu_ms,
+        flow_pool_slots: a.flow_pool_slots.or(cfg.flow_pool_slots).unwrap_or(concast_engine::DAEMON_POOL_SLOTS),
         cpu_ofport: a.cpu_ofport,
         batch: a.batch,
         flows: a.flows.clone(),

@@ -510,6 +510,7 @@ impl Router {
                 "csp": self.csp_counters(),
                 "buffer": { "held_bytes": self.engine.held_bytes(),
                             "budget_bytes": self.engine.config().node_buffer_bytes },
+                "engine": serde_json::to_value(self.engine.pool_stats()).expect("pool stats serialize"),
             }),
             other => json!({ "error": format!("unknown command {other:?}: try status, flows or stats") }),
         }

@@ -32,6 +32,8 @@ pub struct Settings {
     pub sender_bundling: bool,
     /// Secret Ed25519 key this host signs the specs it serves with (None: unsigned).
     pub spec_key: Option<[u8; 32]>,
+    /// Slots of the merge engine's bounded pool (0: on-demand sandboxes only).
+    pub flow_pool_slots: u32,
 }
 
 struct SocketWire<'a>(&'a RawSender);
@@ -215,7 +217,7 @@ pub fn run(s: Settings) -> Result<(), String> {
     let capture = open(protocol::UDP, "UDP capture")?;
     let tx = RawSender::open().map_err(|e| format!("cannot open the sending raw socket: {e}"))?;
     let server = Server::bind(&s.socket).map_err(|e| format!("cannot bind the API socket {}: {e}", s.socket.display()))?;
-    let mut host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, limits: host_limits(), ..EngineConfig::default() });
+    let mut host = Host::new(s.addr, s.csp.clone(), EngineConfig { timer_lead_us: s.timer_lead_us, limits: host_limits(), allocator: concast_engine::Allocator::for_daemon(s.flow_pool_slots), ..EngineConfig::default() });
     if let Some(secret) = s.spec_key {
         host.node.set_signing_key(concast_csp::sign::key_from_secret(secret));
     }

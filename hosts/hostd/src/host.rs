@@ -94,6 +94,11 @@ impl Host {
         }
     }
 
+    /// The merge engine's allocator and pool counters (null before the first merge flow).
+    fn engine_stats(&self) -> Value {
+        self.engine.as_ref().map_or(Value::Null, |e| serde_json::to_value(e.pool_stats()).expect("pool stats serialize"))
+    }
+
     pub fn addr(&self) -> Ipv4Addr {
         self.addr
     }
@@ -445,7 +450,8 @@ impl Host {
             Request::Unsubscribe { group } => Ok(json!({"group": group, "was_subscribed": self.receiver.unsubscribe(client, group)})),
             Request::Status => Ok(self.status()),
             Request::Flows => Ok(self.flows_json()),
-            Request::Stats => Ok(json!({"node": self.addr.to_string(), "counters": self.counters.to_json()})),
+            Request::Stats => Ok(json!({"node": self.addr.to_string(), "counters": self.counters.to_json(),
+                                        "engine": self.engine_stats()})),
             Request::Mplex(_) => Err("the multiplex module runs in the daemon, not in Host".into()),
         };
         if result.is_err() {

@@ -55,6 +55,11 @@ struct Args {
     /// As a sender, run specs that come unsigned (from a receiver that does not sign).
     #[arg(long)]
     accept_unsigned_specs: bool,
+    /// Merge flows whose sandboxes come from a pool reserved when the first flow starts
+    /// (as routerd's flag of the same name); flows beyond it run on demand, counted
+    /// (stats: engine.pool_fallbacks). 0 = on-demand only.
+    #[arg(long, default_value_t = concast_engine::DAEMON_POOL_SLOTS, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    flow_pool_slots: u32,
 }
 
 /// Every IPv4 address of this namespace but loopback ones.
@@ -106,7 +111,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
         };
         Some(concast_hostd::speckey::load_or_create(&path)?)
     };
-    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us, sender_bundling: !a.no_sender_bundling, spec_key })
+    Ok(Settings { addr, socket, csp, timer_lead_us: a.timer_lead_us, sender_bundling: !a.no_sender_bundling, spec_key, flow_pool_slots: a.flow_pool_slots })
 }
 
 fn main() -> ExitCode {

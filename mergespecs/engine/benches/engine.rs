@@ -148,7 +148,25 @@ struct Instantiation {
 }
 
 fn churn_us(allocator: Allocator, spec_wasm: &[u8], flows: u32) -> (Instantiation, Instantiation) {
-    let mut e = engine(Limits::default(), allocator);
+    churn_us_with(Limits::default(), allocator, spec_wasm, flows)
+}
+
+/// The limits routerd runs its engine with (`daemon.rs`: a CPU budget per flow).
+fn routerd_limits() -> Limits {
+    Limits { cpu_per_second: Some(Duration::from_millis(500)), ..Limits::default() }
+}
+
+/// Flow instantiation in routerd's engine: its limits, 64 flows (its pool's slots), with
+/// the allocator it used before (on-demand) and now (the bounded pool).
+fn routerd_instantiation(spec_wasm: &[u8]) -> (Instantiation, Instantiation) {
+    let slots = concast_engine::DAEMON_POOL_SLOTS;
+    let (_, on_demand) = churn_us_with(routerd_limits(), Allocator::OnDemand, spec_wasm, slots);
+    let (_, pooled) = churn_us_with(routerd_limits(), Allocator::for_daemon(slots), spec_wasm, slots);
+    (on_demand, pooled)
+}
+
+fn churn_us_with(limits: Limits, allocator: Allocator, spec_wasm: &[u8], flows: u32) -> (Instantiation, Instantiation) {
+    let mut e = engine(limits, allocator);
     let spec = e.load_spec(spec_wasm).unwrap();
     // Thread CPU time beside wall time: on a shared machine the wall figure includes
     // preemption.
@@ -288,6 +306,23 @@ fn main() {
             }
             return;
         }
+        // "routerd": flow instantiation and sum.wasm throughput with routerd's engine
+        // settings, on-demand (before) and the bounded pool (now).
+        if only == "routerd" {
+            for _ in 0..5 {
+                let (on_demand, pooled) = routerd_instantiation(&sum_wasm);
+                // Throughput without the CPU budget: its clock is virtual here.
+                let mut od = engine(Limits::default(), Allocator::OnDemand);
+                let mut bp = engine(Limits::default(), Allocator::for_daemon(concast_engine::DAEMON_POOL_SLOTS));
+                let (s1, s2) = (od.load_spec(&sum_wasm).unwrap(), bp.load_spec(&sum_wasm).unwrap());
+                println!(
+                    "routerd engine: flow instantiation on-demand {:.2} us ({:.2} CPU), bounded pool {:.2} us ({:.2} CPU); sum.wasm on-demand {:.0} msg/s, bounded pool {:.0} msg/s",
+                    on_demand.wall, on_demand.cpu, pooled.wall, pooled.cpu,
+                    throughput(&mut od, s1, messages), throughput(&mut bp, s2, messages)
+                );
+            }
+            return;
+        }
         let mut e = engine(Limits::default(), Allocator::OnDemand);
         let spec = match only.as_str() {
             "native" => SpecRef::native::<Aggregate<Sum>>(),
@@ -372,6 +407,7 @@ fn main() {
     let (pool_mem, pool_us) = best(Allocator::Pooling { flows: 1_000 });
     // A pooled slot reused by a new flow of the same spec (flows removed and added again).
     let (_, pool_warm) = churn_us(Allocator::Pooling { flows: 1_000 }, &sum_wasm, 1_000);
+    let (routerd_before, routerd_now) = routerd_instantiation(&sum_wasm);
     let mut e = engine(Limits::default(), Allocator::OnDemand);
     let native_us = instantiation_us(&mut e, &SpecRef::native::<Aggregate<Sum>>(), 1_000);
     drop(e);
@@ -404,6 +440,18 @@ fn main() {
         value: pool_warm.cpu,
         unit: "us/flow",
         peer: None,
+    });
+    rows.push(Row {
+        what: "flow instantiation, routerd's engine, on-demand (before)".into(),
+        value: routerd_before.wall,
+        unit: "us/flow",
+        peer: Some(("native".into(), native_us)),
+    });
+    rows.push(Row {
+        what: "flow instantiation, routerd's engine, bounded pool".into(),
+        value: routerd_now.wall,
+        unit: "us/flow",
+        peer: Some(("native".into(), native_us)),
     });
     rows.push(Row {
         what: "idle flow RSS, wasm on-demand".into(),
@@ -503,6 +551,13 @@ fn main() {
         met(pool_us <= GOAL_INSTANTIATION_US),
         pool_warm.wall,
         met(pool_warm.wall <= GOAL_INSTANTIATION_US)
+    );
+    println!(
+        "goal: flow instantiation <= {GOAL_INSTANTIATION_US} us in routerd's engine (bounded pool, {} slots, reused slot): {:.1} us: {} (on-demand, as before: {:.1} us)",
+        concast_engine::DAEMON_POOL_SLOTS,
+        routerd_now.wall,
+        met(routerd_now.wall <= GOAL_INSTANTIATION_US),
+        routerd_before.wall
     );
     println!("\ncsv,what,value,unit,peer,peer_value,ratio");
     for r in &rows {

@@ -90,6 +90,52 @@ pub enum Allocator {
     /// wasmtime's pooling allocator with room for this many flows, reserved up front;
     /// faster instantiation, more address space.
     Pooling { flows: u32 },
+    /// A pool of `slots` sandboxes, each sized to what a flow may use
+    /// ([`Limits::memory_bytes`] plus a [`POOL_GUARD_BYTES`] guard) instead of wasmtime's
+    /// 4 GiB reservation plus guard, so the pool reserves a small, known amount of address
+    /// space ([`Allocator::reserved_bytes`]). When every slot is taken, a flow gets an
+    /// on-demand sandbox instead and the engine counts it (`Engine::pool_fallbacks`).
+    /// Specs are then compiled with explicit bounds checks (a memory smaller than 4 GiB
+    /// cannot rely on guard pages alone). What routerd and hostd use.
+    Bounded { slots: u32 },
+}
+
+/// Guard after each slot of a [`Allocator::Bounded`] pool: accesses with a constant offset
+/// below it need no separate check of the offset.
+pub const POOL_GUARD_BYTES: u64 = 64 << 10;
+
+/// Slots of the daemons' pool unless configured (routerd's `flow_pool_slots`, hostd's
+/// `--flow-pool-slots`): 64 × (16 MiB + 64 KiB) ≈ 1 GiB of address space, reserved but not
+/// committed; a router rarely merges more flows at once, and more fall back, counted.
+pub const DAEMON_POOL_SLOTS: u32 = 64;
+
+impl Allocator {
+    /// What the daemons run with `slots` pool slots (0: on-demand only).
+    pub fn for_daemon(slots: u32) -> Allocator {
+        match slots {
+            0 => Allocator::OnDemand,
+            slots => Allocator::Bounded { slots },
+        }
+    }
+
+    /// Bytes of address space a [`Allocator::Bounded`] pool reserves for linear memories
+    /// with these limits (None for the other allocators: on-demand reserves per flow, the
+    /// plain pool 4 GiB plus guard per slot).
+    pub fn reserved_bytes(&self, limits: &Limits) -> Option<u64> {
+        match *self {
+            Allocator::Bounded { slots } => {
+                Some(u64::from(slots) * (bounded_reservation(limits) + POOL_GUARD_BYTES))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The linear-memory reservation of a bounded pool's slot: the memory limit rounded up to
+/// whole Wasm pages.
+pub(crate) fn bounded_reservation(limits: &Limits) -> u64 {
+    const PAGE: u64 = 64 << 10;
+    (limits.memory_bytes as u64).div_ceil(PAGE).max(1) * PAGE
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,12 +4,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use wasmtime::{Enabled, InstanceAllocationStrategy, Linker, OptLevel, PoolingAllocationConfig};
 
 use crate::budget::Stopwatch;
-use crate::config::{Allocator, CpuLimit, EngineConfig};
+use crate::config::{bounded_reservation, Allocator, CpuLimit, EngineConfig, POOL_GUARD_BYTES};
 use crate::epoch::EpochTicker;
+use crate::fallback::Fallback;
 use crate::fault::Fault;
 use crate::flow::{Env, Flow, FlowStats};
 use crate::host::{FlowCtx, FlowInfo, LogLine};
@@ -105,6 +107,16 @@ impl fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
+/// The allocator, a bounded pool's slots and the address space its memories reserve, and
+/// the sandboxes made on demand because it was full.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PoolStats {
+    pub allocator: &'static str,
+    pub pool_slots: u32,
+    pub pool_reserved_bytes: Option<u64>,
+    pub pool_fallbacks: u64,
+}
+
 pub struct Engine {
     wasm: wasmtime::Engine,
     linker: Linker<FlowCtx>,
@@ -117,6 +129,8 @@ pub struct Engine {
     timers: TimerWheel,
     due: Vec<(u64, TimerKey)>,
     ticker: Option<EpochTicker>,
+    /// A bounded pool's on-demand overflow.
+    fallback: Option<Arc<Fallback>>,
     gate: Option<Box<dyn EgressGate>>,
     /// Timers fire this long before their deadline (sleep and send latency; 0 offline).
     lead_us: u64,
@@ -128,45 +142,71 @@ pub struct Engine {
 /// bundled spec touches with a full batch in flight (stack, data, a 64 KiB batch area).
 const POOL_KEEP_RESIDENT: usize = 256 << 10;
 
-/// The wasmtime configuration the limits call for.
-fn wasmtime_config(config: &EngineConfig) -> wasmtime::Config {
+/// The wasmtime configuration the limits call for. `pooled` false: the same code
+/// generation with the on-demand allocator (a bounded pool's fallback).
+fn wasmtime_config(config: &EngineConfig, pooled: bool) -> wasmtime::Config {
     let mut c = wasmtime::Config::new();
     c.cranelift_opt_level(OptLevel::Speed);
     match config.limits.cpu {
         CpuLimit::Epoch { .. } => c.epoch_interruption(true),
         CpuLimit::Fuel(_) => c.consume_fuel(true),
     };
-    if let Allocator::Pooling { flows } = config.allocator {
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_core_instances(flows)
-            .total_memories(flows)
-            .total_tables(flows)
-            .max_memory_size(config.limits.memory_bytes)
-            // A freed slot stays affine to its spec (its copy-on-write image stays mapped),
-            // so a new flow of the same spec needs no mmap or mprotect.
-            .max_unused_warm_slots(flows)
-            // Dirty pages up to this much are zeroed in place when a flow goes (found with
-            // the kernel's pagemap scan) instead of madvised away, so the next flow in the
-            // slot does not fault them in again. The copy-on-write image is reset too:
-            // nothing one flow wrote is seen by the next.
-            .linear_memory_keep_resident(POOL_KEEP_RESIDENT)
-            .table_keep_resident(POOL_KEEP_RESIDENT)
-            // Without the scan, the whole kept-resident range is zeroed on every free.
-            .pagemap_scan(Enabled::Auto);
-        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let flows = match config.allocator {
+        Allocator::OnDemand => return c,
+        Allocator::Pooling { flows } => flows,
+        Allocator::Bounded { slots } => {
+            // Each memory reserves what the limit lets it grow to, never more, and never
+            // moves: the compiled code checks bounds against that constant.
+            c.memory_reservation(bounded_reservation(&config.limits))
+                .memory_guard_size(POOL_GUARD_BYTES)
+                .memory_reservation_for_growth(0)
+                .memory_may_move(false);
+            slots
+        }
+    };
+    if !pooled {
+        return c;
     }
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(flows)
+        .total_memories(flows)
+        .total_tables(flows)
+        .max_memory_size(config.limits.memory_bytes)
+        // A freed slot stays affine to its spec (its copy-on-write image stays mapped),
+        // so a new flow of the same spec needs no mmap or mprotect.
+        .max_unused_warm_slots(flows)
+        // Dirty pages up to this much are zeroed in place when a flow goes (found with
+        // the kernel's pagemap scan) instead of madvised away, so the next flow in the
+        // slot does not fault them in again. The copy-on-write image is reset too:
+        // nothing one flow wrote is seen by the next.
+        .linear_memory_keep_resident(POOL_KEEP_RESIDENT)
+        .table_keep_resident(POOL_KEEP_RESIDENT)
+        // Without the scan, the whole kept-resident range is zeroed on every free.
+        .pagemap_scan(Enabled::Auto);
+    c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     c
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
-        let wasm = wasmtime::Engine::new(&wasmtime_config(&config))
+        let wasm = wasmtime::Engine::new(&wasmtime_config(&config, true))
             .map_err(|e| EngineError(format!("{e:#}")))?;
         let linker =
             crate::linker::concast_linker(&wasm).map_err(|e| EngineError(format!("{e:#}")))?;
+        let fallback = match config.allocator {
+            Allocator::Bounded { .. } => {
+                let on_demand = wasmtime::Engine::new(&wasmtime_config(&config, false))
+                    .and_then(Fallback::new)
+                    .map_err(|e| EngineError(format!("the pool's fallback: {e:#}")))?;
+                Some(Arc::new(on_demand))
+            }
+            _ => None,
+        };
+        let mut engines = vec![wasm.clone()];
+        engines.extend(fallback.as_ref().map(|f| f.engine.clone()));
         let ticker = match config.limits.cpu {
             CpuLimit::Epoch { tick, .. } => Some(
-                EpochTicker::start(wasm.clone(), tick).map_err(|e| EngineError(e.to_string()))?,
+                EpochTicker::start(engines, tick).map_err(|e| EngineError(e.to_string()))?,
             ),
             CpuLimit::Fuel(_) => None,
         };
@@ -184,6 +224,7 @@ impl Engine {
             timers,
             due: Vec::new(),
             ticker,
+            fallback,
             gate: None,
             lead_us,
             held_total: 0,
@@ -211,6 +252,27 @@ impl Engine {
         &self.config
     }
 
+    /// How this engine's sandboxes get memory (routerd's and hostd's `stats`).
+    pub fn pool_stats(&self) -> PoolStats {
+        let (allocator, pool_slots) = match self.config.allocator {
+            Allocator::OnDemand => ("on-demand", 0),
+            Allocator::Pooling { flows } => ("pooling", flows),
+            Allocator::Bounded { slots } => ("bounded-pool", slots),
+        };
+        PoolStats {
+            allocator,
+            pool_slots,
+            pool_reserved_bytes: self.config.allocator.reserved_bytes(&self.config.limits),
+            pool_fallbacks: self.pool_fallbacks(),
+        }
+    }
+
+    /// Sandboxes made on demand because the bounded pool was full (flows, and the
+    /// throwaway sandbox that asks a new spec its ABI version); 0 without a bounded pool.
+    pub fn pool_fallbacks(&self) -> u64 {
+        self.fallback.as_ref().map_or(0, |f| f.used())
+    }
+
     /// Validates and compiles a module, or returns the cached one with the same SHA-256.
     pub fn load_spec(&mut self, bytes: &[u8]) -> Result<SpecRef, SpecError> {
         if bytes.len() > self.config.limits.module_bytes {
@@ -223,7 +285,7 @@ impl Engine {
         if let Some(spec) = self.specs.get(&hash) {
             return Ok(spec.clone());
         }
-        let inner = spec::compile(&self.wasm, &self.linker, bytes, &self.config.limits)?;
+        let inner = spec::compile(&self.wasm, &self.linker, bytes, &self.config.limits, self.fallback.as_ref())?;
         let spec = SpecRef(std::sync::Arc::new(inner));
         self.specs.insert(hash, spec.clone());
         Ok(spec)

@@ -51,7 +51,7 @@ pub(crate) struct EpochTicker {
 }
 
 impl EpochTicker {
-    pub fn start(engine: wasmtime::Engine, tick: Duration) -> std::io::Result<EpochTicker> {
+    pub fn start(engines: Vec<wasmtime::Engine>, tick: Duration) -> std::io::Result<EpochTicker> {
         let stop = Arc::new(AtomicBool::new(false));
         let activity = Arc::new(Activity::default());
         let (flag, act) = (stop.clone(), activity.clone());
@@ -72,7 +72,9 @@ impl EpochTicker {
                     } else {
                         std::thread::sleep(tick);
                     }
-                    engine.increment_epoch();
+                    for engine in &engines {
+                        engine.increment_epoch();
+                    }
                     let now = act.calls.load(Ordering::Relaxed);
                     if now == seen {
                         ticks = (ticks * 2).min(most);

@@ -222,6 +222,54 @@ impl FlowCtx {
         bytes.len() as i32
     }
 
+    /// ABI `pending_scan`: a record `[at, len]` for each pending datagram from `first` on
+    /// (as many as `records` holds); `at` is where the datagram's bytes are in the guest's
+    /// memory `mem` when it is laid out in the batch area, else `NOT_IN_MEMORY`. Returns
+    /// how many records it wrote.
+    pub fn pending_scan(&self, mem: &[u8], first: usize, records: &mut [[u32; 2]]) -> usize {
+        use abi::batch;
+        let mut n = 0;
+        for (record, index) in records.iter_mut().zip(self.pending.queued().skip(first)) {
+            let len = self.pending.span(index).len() as u32;
+            let at = match (self.batch_area, self.layout.binary_search(&(index as u32))) {
+                (Some(area), Ok(entry)) => {
+                    let e = area + batch::TABLE + entry * batch::ENTRY_LEN + batch::OFF;
+                    let off = u32::from_le_bytes(mem[e..e + 4].try_into().expect("4 bytes"));
+                    (area + batch::DATA) as u32 + off
+                }
+                _ => abi::pending::NOT_IN_MEMORY,
+            };
+            *record = [at, len];
+            n += 1;
+        }
+        n
+    }
+
+    /// ABI `pending_take_list`: takes the pending datagrams at `indices` (strictly
+    /// ascending, positions before the call) into the current state, writing their batch
+    /// indices into `batch_indices`; `NO_SUCH` and nothing taken if one is missing or out of
+    /// order. They are held in queue order, as one `pending_take` after another would.
+    pub fn pending_take_list(
+        &mut self,
+        indices: &[u32],
+        batch_indices: &mut [usize],
+    ) -> Result<i32, Fault> {
+        self.state_call("pending_take_list")?;
+        let in_order = indices.windows(2).all(|w| w[0] < w[1]);
+        if !in_order || indices.last().is_some_and(|&i| i as usize >= self.pending.count()) {
+            return Ok(abi::pending::NO_SUCH);
+        }
+        let held = self.taken.len();
+        // Highest first, so the positions below stay where they were.
+        for (k, &i) in indices.iter().enumerate().rev() {
+            let (index, span) = self.pending.take(i as usize).expect("checked in range");
+            batch_indices[k] = index;
+            self.taken.push(span);
+        }
+        self.taken[held..].reverse();
+        Ok(indices.len() as i32)
+    }
+
     /// ABI result of `pending_take`: full length, `NO_SUCH` or `TOO_SMALL` (nothing taken),
     /// and the batch index of the datagram taken.
     pub fn pending_take(

@@ -36,6 +36,7 @@ mod config;
 mod cpu;
 mod engine;
 mod epoch;
+mod fallback;
 mod fault;
 mod gate;
 mod flow;
@@ -52,8 +53,8 @@ mod spec;
 mod states;
 mod timers;
 
-pub use config::{Allocator, CpuLimit, EngineConfig, Limits};
-pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot};
+pub use config::{Allocator, CpuLimit, EngineConfig, Limits, DAEMON_POOL_SLOTS, POOL_GUARD_BYTES};
+pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot, PoolStats};
 pub use fault::{Fault, Quarantine};
 pub use gate::EgressGate;
 pub use flow::{FlowCounters, FlowStats};

@@ -121,6 +121,51 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
     )?;
     l.func_wrap(
         m,
+        "pending_scan",
+        |mut c: Caller<'_, FlowCtx>, first: i32, ptr: i32, cap: i32| -> Result<i32> {
+            use concast_sdk::abi::pending::{SCAN_MAX, SCAN_RECORD_LEN};
+            let (mem, cx) = guest(&mut c)?;
+            cx.sync_run(mem);
+            let cap = (cap.max(0) as usize).min(SCAN_MAX);
+            let dst = span(mem, ptr, (cap * SCAN_RECORD_LEN) as i32, "pending_scan")?;
+            let Ok(first) = usize::try_from(first) else { return Ok(0) };
+            let mut records = [[0u32; 2]; SCAN_MAX];
+            let n = cx.pending_scan(mem, first, &mut records[..cap]);
+            for (chunk, [at, len]) in mem[dst].chunks_exact_mut(SCAN_RECORD_LEN).zip(&records[..n]) {
+                chunk[..4].copy_from_slice(&at.to_le_bytes());
+                chunk[4..].copy_from_slice(&len.to_le_bytes());
+            }
+            Ok(n as i32)
+        },
+    )?;
+    l.func_wrap(
+        m,
+        "pending_take_list",
+        |mut c: Caller<'_, FlowCtx>, ptr: i32, n: i32| -> Result<i32> {
+            use concast_sdk::abi::pending::TAKE_LIST_MAX;
+            let (mem, cx) = guest(&mut c)?;
+            cx.sync_run(mem);
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            if n > TAKE_LIST_MAX {
+                return Err(Fault::Abi(format!("pending_take_list: {n} indices; at most {TAKE_LIST_MAX}")).into());
+            }
+            let src = span(mem, ptr, (n * 4) as i32, "pending_take_list")?;
+            let mut indices = [0u32; TAKE_LIST_MAX];
+            for (i, chunk) in indices.iter_mut().zip(mem[src].chunks_exact(4)) {
+                *i = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
+            }
+            let mut taken = [0usize; TAKE_LIST_MAX];
+            let r = cx.pending_take_list(&indices[..n], &mut taken)?;
+            if r > 0 {
+                for &index in &taken[..n] {
+                    cx.mark_taken(mem, index);
+                }
+            }
+            Ok(r)
+        },
+    )?;
+    l.func_wrap(
+        m,
         "emit",
         |mut c: Caller<'_, FlowCtx>,
          ptr: i32,

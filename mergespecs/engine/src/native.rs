@@ -209,6 +209,29 @@ impl Host for NativeHost<'_> {
             }
         }
     }
+    fn pending_scan<'a>(&'a self, first: usize, out: &mut [Option<&'a [u8]>]) -> usize {
+        let pending = &self.cx.pending;
+        let mut n = 0;
+        for (slot, index) in out.iter_mut().zip(pending.queued().skip(first)) {
+            *slot = Some(pending.bytes(pending.span(index)));
+            n += 1;
+        }
+        n
+    }
+    fn pending_take_list(&mut self, indices: &[u32]) -> bool {
+        use concast_sdk::abi::pending::TAKE_LIST_MAX;
+        if indices.len() > TAKE_LIST_MAX {
+            return false;
+        }
+        let mut batch_indices = [0; TAKE_LIST_MAX];
+        match self.cx.pending_take_list(indices, &mut batch_indices) {
+            Ok(r) => r >= 0,
+            Err(fault) => {
+                self.check(Err(fault));
+                false
+            }
+        }
+    }
     fn emit(&mut self, payload: &[u8], header: OutHeader) {
         let r = self.cx.emit(
             payload,

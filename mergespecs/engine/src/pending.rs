@@ -130,6 +130,11 @@ impl Pending {
         self.left
     }
 
+    /// Batch indices of the pending datagrams, in queue order (0 = next).
+    pub fn queued(&self) -> impl Iterator<Item = usize> + '_ {
+        self.queued_from(self.next).take(self.left)
+    }
+
     /// Batch index of pending datagram `index` (0 = next).
     fn nth(&self, index: usize) -> Option<usize> {
         if index >= self.left {

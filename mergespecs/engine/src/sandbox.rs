@@ -6,7 +6,10 @@
 use concast_sdk::abi;
 use wasmtime::{Instance, InstancePre, Memory, Module, ModuleExport, Store, TypedFunc};
 
+use std::sync::{Arc, OnceLock};
+
 use crate::config::CpuLimit;
+use crate::fallback::{pool_full, Fallback};
 use crate::cpu::{arm, install};
 use crate::fault::Fault;
 use crate::host::{FlowCtx, Phase};
@@ -19,11 +22,33 @@ pub(crate) struct WasmSpec {
     pub version: u32,
     /// Where each export sits in the module, looked up once by name at load.
     exports: ExportIndex,
+    /// With a bounded pool: where flows go when the pool is full.
+    overflow: Option<Overflow>,
+}
+
+/// The same module for a bounded pool's on-demand fallback, compiled when first needed.
+struct Overflow {
+    fallback: Arc<Fallback>,
+    bytes: Box<[u8]>,
+    compiled: OnceLock<Result<(InstancePre<FlowCtx>, ExportIndex), String>>,
+}
+
+impl Overflow {
+    fn compiled(&self) -> wasmtime::Result<&(InstancePre<FlowCtx>, ExportIndex)> {
+        let compiled = self.compiled.get_or_init(|| {
+            let fb = &self.fallback;
+            let module = Module::from_binary(&fb.engine, &self.bytes).map_err(|e| format!("{e:#}"))?;
+            let pre = fb.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"))?;
+            let exports = ExportIndex::of(&module);
+            Ok((pre, exports))
+        });
+        compiled.as_ref().map_err(|e| wasmtime::format_err!("compiling for the pool's fallback: {e}"))
+    }
 }
 
 /// The module's exports by index ([`ModuleExport`]): a flow fetches them from its instance
 /// without a string lookup.
-struct ExportIndex {
+pub(crate) struct ExportIndex {
     memory: Option<ModuleExport>,
     init: Option<ModuleExport>,
     flags: Option<ModuleExport>,
@@ -89,23 +114,51 @@ impl WasmSpec {
             pre,
             version: abi::VERSION_1,
             exports,
+            overflow: None,
         }
     }
 
+    /// Lets flows overflow a full bounded pool into `fallback` (the module's bytes are kept
+    /// to compile it there when first needed).
+    pub(crate) fn overflow_into(&mut self, fallback: Arc<Fallback>, bytes: &[u8]) {
+        self.overflow = Some(Overflow { fallback, bytes: bytes.into(), compiled: OnceLock::new() });
+    }
+
     /// The one way a Store is made for a spec: the flow's context as its data and its memory
-    /// limiter, the CPU limit installed and armed for the start function; then instantiated.
+    /// limiter, the CPU limit installed and armed for the start function; then instantiated
+    /// (in the pool's fallback, counted, when a bounded pool is full). Also returns where
+    /// the instance's exports are.
     pub(crate) fn instantiate(
         &self,
         ctx: FlowCtx,
         cpu: CpuLimit,
-    ) -> wasmtime::Result<(Store<FlowCtx>, Instance)> {
-        let mut store = Store::new(self.pre.module().engine(), ctx);
-        store.limiter(|cx| cx);
-        install(&mut store, cpu);
-        arm(&mut store, cpu);
-        let instance = self.pre.instantiate(&mut store)?;
-        Ok((store, instance))
+    ) -> wasmtime::Result<(Store<FlowCtx>, Instance, &ExportIndex)> {
+        let (store, made) = instantiate_with(&self.pre, ctx, cpu);
+        match (made, &self.overflow) {
+            (Err(e), Some(overflow)) if pool_full(&e) => {
+                let (pre, exports) = overflow.compiled()?;
+                let (store, made) = instantiate_with(pre, store.into_data(), cpu);
+                let instance = made?;
+                overflow.fallback.count();
+                Ok((store, instance, exports))
+            }
+            (made, _) => Ok((store, made?, &self.exports)),
+        }
     }
+}
+
+/// A Store for `pre`'s engine with `ctx`, and the instance made in it.
+fn instantiate_with(
+    pre: &InstancePre<FlowCtx>,
+    ctx: FlowCtx,
+    cpu: CpuLimit,
+) -> (Store<FlowCtx>, wasmtime::Result<Instance>) {
+    let mut store = Store::new(pre.module().engine(), ctx);
+    store.limiter(|cx| cx);
+    install(&mut store, cpu);
+    arm(&mut store, cpu);
+    let instance = pre.instantiate(&mut store);
+    (store, instance)
 }
 
 pub(crate) trait Sandbox: Send {
@@ -190,8 +243,7 @@ impl WasmSandbox {
         let fail = |call: &'static str| {
             move |e: wasmtime::Error| (Fault::from_wasmtime(e, &cpu.describe()), call)
         };
-        let (mut store, instance) = spec.instantiate(ctx, cpu).map_err(fail("instantiation"))?;
-        let at = &spec.exports;
+        let (mut store, instance, at) = spec.instantiate(ctx, cpu).map_err(fail("instantiation"))?;
         let memory = at
             .memory
             .as_ref()

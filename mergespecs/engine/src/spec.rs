@@ -216,6 +216,7 @@ pub(crate) fn compile(
     linker: &wasmtime::Linker<FlowCtx>,
     bytes: &[u8],
     limits: &Limits,
+    fallback: Option<&std::sync::Arc<crate::fallback::Fallback>>,
 ) -> Result<SpecInner, SpecError> {
     if bytes.len() > limits.module_bytes {
         return Err(SpecError::TooLarge {
@@ -329,6 +330,9 @@ pub(crate) fn compile(
             .instantiate_pre(&module)
             .map_err(|e| SpecError::Instantiation(format!("{e:#}")))?,
     );
+    if let Some(fallback) = fallback {
+        spec.overflow_into(fallback.clone(), bytes);
+    }
     let abi_version = declared_abi_version(&spec, limits)?;
     let needed = if abi_version == abi::VERSION_2 {
         abi::REQUIRED_EXPORTS_V2
@@ -369,7 +373,7 @@ fn declared_abi_version(spec: &WasmSpec, limits: &Limits) -> Result<u32, SpecErr
     };
     let describe = limits.cpu.describe();
     let fault = |e: wasmtime::Error| Fault::from_wasmtime(e, &describe).to_string();
-    let (mut store, instance) = spec
+    let (mut store, instance, _) = spec
         .instantiate(FlowCtx::new(info, limits, 0), limits.cpu)
         .map_err(|e| SpecError::Instantiation(fault(e)))?;
     let version = instance

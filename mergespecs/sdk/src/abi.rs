@@ -67,6 +67,19 @@ pub mod pending {
     pub const NO_SUCH: i32 = -1;
     /// `pending_take`: the buffer is shorter than the datagram; nothing was taken.
     pub const TOO_SMALL: i32 = -2;
+
+    /// `pending_scan` writes one record of this many bytes per pending datagram:
+    /// `at: u32` (where its bytes are in linear memory, or [`NOT_IN_MEMORY`]) and `len: u32`.
+    pub const SCAN_RECORD_LEN: usize = 8;
+    pub const SCAN_AT: usize = 0;
+    pub const SCAN_LEN: usize = 4;
+    /// `at` of a datagram the engine has not laid out in the batch area (ABI v1, or beyond
+    /// the layout): `pending_peek` it.
+    pub const NOT_IN_MEMORY: u32 = 0;
+    /// Most records one `pending_scan` writes (its `cap` is clamped to this).
+    pub const SCAN_MAX: usize = 64;
+    /// Most indices one `pending_take_list` takes.
+    pub const TAKE_LIST_MAX: usize = 64;
 }
 
 /// The batch area of ABI v2 (`concast_init` returns its address): a header, a table of
@@ -156,6 +169,8 @@ pub const IMPORTS: &[(&str, &str)] = &[
     ("pending_count", "() -> i32"),
     ("pending_peek", "(i32, i32, i32) -> i32"),
     ("pending_take", "(i32, i32, i32) -> i32"),
+    ("pending_scan", "(i32, i32, i32) -> i32"),
+    ("pending_take_list", "(i32, i32) -> i32"),
     ("emit", "(i32, i32, i32, i32, i32) -> ()"),
     ("log", "(i32, i32, i32) -> ()"),
     ("abort", "(i32, i32) -> ()"),

@@ -41,6 +41,10 @@ mod imports {
         pub fn pending_peek(index: i32, ptr: i32, cap: i32) -> i32;
         #[link_name = "pending_take"]
         pub fn pending_take(index: i32, ptr: i32, cap: i32) -> i32;
+        #[link_name = "pending_scan"]
+        pub fn pending_scan(first: i32, ptr: i32, cap: i32) -> i32;
+        #[link_name = "pending_take_list"]
+        pub fn pending_take_list(ptr: i32, n: i32) -> i32;
         #[link_name = "emit"]
         pub fn emit(ptr: i32, len: i32, protocol: i32, ttl: i32, flags: i32);
         #[link_name = "log"]
@@ -110,6 +114,9 @@ mod area {
     }
 }
 
+/// Where `pending_scan` writes its records (`[at, len]`, little-endian as Wasm).
+static SCAN: Global<[[u32; 2]; abi::pending::SCAN_MAX]> = Global::new([[0; 2]; abi::pending::SCAN_MAX]);
+
 /// Receiver-given parameters, read once at init. Longer parameters refuse the flow.
 pub const PARAMS_CAP: usize = 4096;
 static PARAMS: Global<([u8; PARAMS_CAP], usize)> = Global::new(([0; PARAMS_CAP], 0));
@@ -176,6 +183,27 @@ impl Host for WasmHost {
             imports::pending_take(index as i32, buf.as_mut_ptr() as i32, buf.len() as i32)
         };
         (r >= 0).then_some(r as usize)
+    }
+    fn pending_scan<'a>(&'a self, first: usize, out: &mut [Option<&'a [u8]>]) -> usize {
+        use abi::pending::{NOT_IN_MEMORY, SCAN_MAX};
+        let records = SCAN.get();
+        let cap = out.len().min(SCAN_MAX);
+        let n = unsafe {
+            imports::pending_scan(first as i32, records.as_mut_ptr() as i32, cap as i32)
+        };
+        let n = (n.max(0) as usize).min(cap);
+        for (slot, &[at, len]) in out.iter_mut().zip(&records[..n]) {
+            *slot = (at != NOT_IN_MEMORY).then(|| {
+                // SAFETY: the engine names bytes inside this module's batch area, which
+                // stay as they are until the next run (it only lays out between runs).
+                unsafe { core::slice::from_raw_parts(at as usize as *const u8, len as usize) }
+            });
+        }
+        n
+    }
+    fn pending_take_list(&mut self, indices: &[u32]) -> bool {
+        let n = indices.len().min(abi::pending::TAKE_LIST_MAX);
+        unsafe { imports::pending_take_list(indices.as_ptr() as i32, n as i32) == n as i32 }
     }
     fn emit(&mut self, payload: &[u8], header: OutHeader) {
         unsafe {

@@ -174,6 +174,29 @@ pub trait Host {
     /// current state as if merged. `None` (nothing taken) if there is no such datagram or
     /// `buf` is too short (peek with an empty buffer to learn the length).
     fn pending_take(&mut self, index: usize, buf: &mut [u8]) -> Option<usize>;
+    /// Pending datagrams `first`, `first + 1`, ... (at most `out.len()`), in one go: each as
+    /// its bytes where the host can show them without a copy (a `.wasm` spec: in its ABI v2
+    /// batch area), else `None` (then [`Host::pending_peek`] it). Returns how many entries it
+    /// wrote; fewer than asked means the queue ends there or the host shows at most that
+    /// many at once (ask again from `first + n`).
+    fn pending_scan<'a>(&'a self, first: usize, out: &mut [Option<&'a [u8]>]) -> usize {
+        let n = self.pending_count().saturating_sub(first).min(out.len());
+        out[..n].fill(None);
+        n
+    }
+    /// Takes the pending datagrams at `indices` (strictly ascending, positions in the queue
+    /// as it is before this call) into the current state as [`Host::pending_take`] does, in
+    /// one go and without copying them. False, and nothing taken, if an index is missing
+    /// or out of order.
+    fn pending_take_list(&mut self, indices: &[u32]) -> bool {
+        let count = self.pending_count();
+        if indices.windows(2).any(|w| w[0] >= w[1]) || indices.last().is_some_and(|&i| i as usize >= count) {
+            return false;
+        }
+        // In queue order; each take moves the later ones a place forward.
+        let mut buf = [0u8; 65_535];
+        (0..).zip(indices).all(|(k, &i)| self.pending_take(i as usize - k, &mut buf).is_some())
+    }
 
     /// Forwards `payload` as a new concast datagram of this flow (in `build` only).
     fn emit(&mut self, payload: &[u8], header: OutHeader);
