@@ -31,7 +31,7 @@ pub use crate::micro::rtt::RtoPolicy;
 /// CTCP's RTO policy: kernel TCP's, which it is measured against (UDT/CCC §4.2). Linux keeps
 /// its 200 ms `TCP_RTO_MIN` as the floor of the variance term, so the RTO is SRTT + max(200
 /// ms, 4 RTTVAR) (`tcp_rtt_estimator`/`tcp_set_rto`); the UDT/CCC paper's default is RFC 2988's
-/// computation (§3.2), whose 1 s minimum Linux does not keep. Chosen by measurement (issue #23,
+/// computation (§2.2.1, onTimeout), whose 1 s minimum Linux does not keep. Chosen by measurement (issue #23,
 /// docs/experiments.md): the session's 20 ms margin fired spurious timeouts at 4-16 flows.
 pub const TCP_RTO: RtoPolicy = RtoPolicy { g_us: 200_000, min_us: 200_000 };
 

@@ -34,7 +34,7 @@ pub fn rto(srtt_us: f64, rttvar_us: f64, p: RtoPolicy) -> u64 {
 /// Which RTO the mechanism computes: the margin G over SRTT and the minimum RTO. The session's
 /// own (`Config::rto_g_us`, `Config::min_rto_us`) are CTP's fine-grained timers; a congestion
 /// control algorithm may set its own (`cc::CcCtl::rto_policy`), as UDT/CCC lets an algorithm
-/// redefine the RTO (§3.2) and as CTCP takes kernel TCP's (`cc::TCP_RTO`).
+/// redefine the RTO (§2.2.2) and as CTCP takes kernel TCP's (`cc::TCP_RTO`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtoPolicy {
     pub g_us: u64,
