@@ -63,7 +63,7 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
     # MTP has no --proto of its own: --mode mtp selects it
     common = ["--proto", "ctp" if case["proto"] == "mtp" else case["proto"], "--mode", case["mode"], "--composite",
               case.get("composite", "Bulk"), "--cc", case.get("cc") or "newreno",
-              "--size", str(case.get("size", 65536))]
+              "--size", str(case.get("size", 65536)), *case.get("args", [])]
     srv = path.popen("b", [exe, "server", "--listen", f"0.0.0.0:{port}", "--flows", str(flows),
                            "--idle", "3", *common, *case.get("server_args", [])])
     try:

@@ -73,10 +73,14 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
     s = ccc_long.CccSettings(flows=[2], rate_mbit=100.0, secs=1.5)
     rows = ccc_long.run(s, say=lambda m: None)
     assert [r["sender"] for r in rows] == list(ccc_long.SENDERS)
+    assert ccc_long.SENDERS["CTCP"]["cc"] == "ctcp", "CTCP runs with kernel TCP's RTO policy (issue #23)"
     for r in rows:
         assert not r["errors"], r
         assert r["flows_reported"] == 2 and r["mbps"] > 0, r
         assert 0 < r["fairness"] <= 1.0 + 1e-9, r
+    ctcp = next(r for r in rows if r["sender"] == "CTCP")
+    # the senders' counters reach the rows (the RTO study reads them); Eifel finds a subset
+    assert ctcp["retransmits"] is not None and 0 <= ctcp["spurious_timeouts"] <= ctcp["timeouts"], ctcp
     paths = ccc_long.save(rows, META | {"settings": {"rate_mbit": 100, "secs": 1.5, "runs": 1}}, tmp_path)
     assert json.loads(paths[1].read_text())["summary"]
 
@@ -103,3 +107,6 @@ def test_bad_scenario_arguments_are_refused_without_a_traceback(capsys):
     with pytest.raises(SystemExit) as e:
         exp.main(["--tables", "nope"])
     assert e.value.code == 2
+    from concast.topologies.experiments.ctp import ccc_rto
+    assert ccc_rto.main(["/nonexistent/out", "--rules", "20/x"]) == 2
+    assert ccc_rto.main(["/nonexistent/out", "--flows", "0"]) == 2

@@ -34,7 +34,12 @@ pub struct Config {
     pub fec_n: u8,
     pub fec_k: u8,
     pub init_rto_us: u64,
+    /// The session's own RTO policy (`micro::rtt::RtoPolicy`): minimum RTO (RFC 6298 §2.4) and
+    /// the margin G over SRTT (§2.3). CTP's fine-grained timers (CTP §V-C-2, Table II); a
+    /// congestion control algorithm may replace both (`cc::CcCtl::rto_policy`). Also the floor
+    /// of Negative ACK's repeat period.
     pub min_rto_us: u64,
+    pub rto_g_us: u64,
     pub keepalive_us: u64,
     pub dead_after_us: u64,
     /// Playout delay of the jitter controls: how long after its send time (Timestamp) or
@@ -60,6 +65,7 @@ impl Config {
             fec_k: 4,
             init_rto_us: 1_000_000, // RFC 6298 §2.1; 300 ms was below a 413 ms path's RTT
             min_rto_us: 20_000,
+            rto_g_us: 20_000,
             keepalive_us: 1_000_000,
             dead_after_us: 10_000_000,
             playout_us: 100_000,
@@ -134,6 +140,8 @@ pub struct Shared {
     pub min_rtt_us: f64,
     pub rto_us: u64,
     pub rto_override_us: Option<u64>,
+    /// The congestion control algorithm's RTO policy, when it sets one (`cc::CcCtl::rto_policy`).
+    pub rto_policy: Option<crate::micro::rtt::RtoPolicy>,
     pub ts_recent: u32,
     pub cwnd: f64,
     pub pkt_snd_period_us: f64,

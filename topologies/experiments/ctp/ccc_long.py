@@ -18,7 +18,7 @@ from .ccc_table2 import PAPER
 SENDERS = {
     "TCP reno": {"proto": "tcp", "cc": "reno", "size": 65536},
     "TCP cubic": {"proto": "tcp", "cc": "cubic", "size": 65536},
-    "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "newreno", "size": 65536},
+    "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "ctcp", "size": 65536},
 }
 RTT_MS = 110.0
 TCP_BUF = "4096 131072 67108864"
@@ -32,6 +32,8 @@ class CccSettings:
     secs: float = 15.0
     runs: int = 1
     seed: int = 1
+    # more senders by name (the RTO study's variants), beside SENDERS
+    extra_senders: dict = field(default_factory=dict)
 
 
 def _path(s: CccSettings, tag: str):
@@ -52,15 +54,20 @@ def run(s: CccSettings, say=print) -> list[dict]:
                 for r in range(s.runs):
                     st0 = p.stats()
                     load0 = os.getloadavg()[0]
-                    rec = perf.run_case(p, dict(SENDERS[name], mode="bulk"), s.secs, 1, n)
+                    rec = perf.run_case(p, dict({**SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
                     sm = perf.summarize(rec)
                     st = p.stats()
                     paper = PAPER.get(n)
-                    j = 1 if name == "CTCP" else 0
+                    j = 0 if name.startswith("TCP") else 1
+                    cst = [c.get("stats") or {} for c in rec["client"]]
                     rows.append({"flows": n, "sender": name, "run": r, "mbps": sm.get("mbps"),
                                  "fairness": sm.get("fairness", 1.0 if n == 1 else None),
                                  "stability": sm.get("stability"), "cpu_per_flow": sm.get("cpu_per_flow"),
                                  "flows_reported": len(rec["server"]),
+                                 "timeouts": sum(c.get("timeouts", 0) for c in cst) if cst and cst[0] else None,
+                                 "spurious_timeouts": (sum(c.get("spurious_timeouts", 0) for c in cst)
+                                                       if cst and cst[0] else None),
+                                 "retransmits": sum(c.get("retransmits", 0) for c in cst) if cst and cst[0] else None,
                                  "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
                                  "paper_mbps": paper[0][j] if paper else None,
                                  "paper_fairness": paper[1][j] if paper else None,

@@ -26,6 +26,15 @@ pub use tfrc::Tfrc;
 pub use vegas::Vegas;
 pub use westwood::Westwood;
 
+pub use crate::micro::rtt::RtoPolicy;
+
+/// CTCP's RTO policy: kernel TCP's, which it is measured against (UDT/CCC §4.2). Linux keeps
+/// its 200 ms `TCP_RTO_MIN` as the floor of the variance term, so the RTO is SRTT + max(200
+/// ms, 4 RTTVAR) (`tcp_rtt_estimator`/`tcp_set_rto`); the UDT/CCC paper's default is RFC 2988's
+/// computation (§2.2.1, onTimeout), whose 1 s minimum Linux does not keep. Chosen by measurement (issue #23,
+/// docs/experiments.md): the session's 20 ms margin fired spurious timeouts at 4-16 flows.
+pub const TCP_RTO: RtoPolicy = RtoPolicy { g_us: 200_000, min_us: 200_000 };
+
 /// What an algorithm sees and sets.
 #[derive(Clone, Debug)]
 pub struct CcCtl {
@@ -37,6 +46,10 @@ pub struct CcCtl {
     pub ack_interval: u32,
     pub ack_period_us: u64,
     pub rto_us: Option<u64>,
+    /// The algorithm's RTO policy (margin G over SRTT and minimum RTO) for the session's own
+    /// RTO computation (`micro::rtt`); None keeps the session's (`Config::min_rto_us`,
+    /// `rto_g_us`). `rto_us` instead replaces the computed RTO altogether.
+    pub rto_policy: Option<RtoPolicy>,
     /// Custom control messages to send to the peer's algorithm.
     pub custom_out: Vec<Vec<u8>>,
     // observations, written by the framework before each callback
@@ -60,6 +73,7 @@ impl CcCtl {
             ack_interval: 2,
             ack_period_us: 10_000,
             rto_us: None,
+            rto_policy: None,
             custom_out: Vec::new(),
             now_us: 0,
             rtt_us: 0.0,
@@ -100,6 +114,8 @@ pub const NAMES: [&str; 10] =
 pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
     Ok(match name {
         "newreno" => Box::new(NewReno::default()),
+        // UDT/CCC's CTCP: NewReno with kernel TCP's RTO policy (CTP-Bulk keeps fine timers)
+        "ctcp" => Box::new(NewReno::with_rto(TCP_RTO)),
         "daimd" | "udt" => Box::new(Daimd::default()),
         "blaster" => Box::new(Blaster::new(rate_bps)),
         "scalable" => Box::new(Scalable::default()),

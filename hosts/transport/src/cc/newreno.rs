@@ -1,22 +1,34 @@
 //! NewReno (RFC 6582): slow start, additive increase, halve once per loss window.
-use super::{reno_increase, CcCtl, Ccc};
+use super::{reno_increase, CcCtl, Ccc, RtoPolicy};
 
 pub struct NewReno {
     pub ssthresh: f64,
     recover: Option<u32>,
     /// ssthresh before the first of a run of timeouts, until an ACK advances (for the undo).
     before_timeout: Option<f64>,
+    /// The RTO policy set at init; None keeps the session's.
+    rto: Option<RtoPolicy>,
 }
 
 impl Default for NewReno {
     fn default() -> Self {
-        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None }
+        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None }
+    }
+}
+
+impl NewReno {
+    pub fn with_rto(p: RtoPolicy) -> NewReno {
+        NewReno { rto: Some(p), ..NewReno::default() }
     }
 }
 
 impl Ccc for NewReno {
     fn name(&self) -> &'static str {
         "newreno"
+    }
+
+    fn init(&mut self, c: &mut CcCtl) {
+        c.rto_policy = self.rto;
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, ack: u32) {

@@ -22,31 +22,56 @@ pub fn smooth(srtt: &mut f64, rttvar: &mut f64, min: &mut f64, rtt_us: f64) {
     }
 }
 
-/// The RTO of an estimate: RFC 6298 §2.3's SRTT + max(G, 4 RTTVAR), with the minimum RTO as
-/// G. On a jitter-free path RTTVAR decays to almost nothing, and SRTT + 4 RTTVAR alone would
-/// fall below the time a delayed ACK takes: over a 413 ms RTT that fired a spurious timeout
-/// every few seconds (tests/virtual_time.rs, a_steady_stream_...).
-pub fn rto(srtt_us: f64, rttvar_us: f64, min_rto_us: u64) -> u64 {
-    ((srtt_us + (4.0 * rttvar_us).max(min_rto_us as f64)) as u64).clamp(min_rto_us, MAX_RTO_US)
+/// The RTO of an estimate (the mechanism): RFC 6298 §2.3's SRTT + max(G, 4 RTTVAR), raised to
+/// the minimum RTO (§2.4). Both numbers are policy (`RtoPolicy`). G keeps the RTO above the
+/// time a delayed ACK takes on a jitter-free path, where RTTVAR decays to almost nothing: over a
+/// 413 ms RTT, SRTT + 4 RTTVAR alone fired a spurious timeout every few seconds
+/// (tests/virtual_time.rs, a_steady_stream_...).
+pub fn rto(srtt_us: f64, rttvar_us: f64, p: RtoPolicy) -> u64 {
+    ((srtt_us + (4.0 * rttvar_us).max(p.g_us as f64)) as u64).clamp(p.min_us.max(1), MAX_RTO_US)
+}
+
+/// Which RTO the mechanism computes: the margin G over SRTT and the minimum RTO. The session's
+/// own (`Config::rto_g_us`, `Config::min_rto_us`) are CTP's fine-grained timers; a congestion
+/// control algorithm may set its own (`cc::CcCtl::rto_policy`), as UDT/CCC lets an algorithm
+/// redefine the RTO (§2.2.2) and as CTCP takes kernel TCP's (`cc::TCP_RTO`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RtoPolicy {
+    pub g_us: u64,
+    pub min_us: u64,
 }
 
 /// Folds one sample into the shared estimate.
 pub fn sample(cx: &mut Cx, rtt_us: f64) {
     let s = &mut cx.shared;
     smooth(&mut s.srtt_us, &mut s.rttvar_us, &mut s.min_rtt_us, rtt_us);
-    s.rto_us = rto(s.srtt_us, s.rttvar_us, cx.cfg.min_rto_us);
+    let p = s.rto_policy.unwrap_or(RtoPolicy { g_us: cx.cfg.rto_g_us, min_us: cx.cfg.min_rto_us });
+    s.rto_us = rto(s.srtt_us, s.rttvar_us, p);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::rto;
+    use super::{rto, RtoPolicy};
 
     #[test]
     fn rto_keeps_the_granularity_above_a_steady_rtt() {
-        assert_eq!(rto(413_000.0, 0.0, 20_000), 433_000);
-        assert_eq!(rto(413_000.0, 10_000.0, 20_000), 453_000);
-        assert_eq!(rto(30.0, 5.0, 20_000), 20_030);
-        assert_eq!(rto(90e6, 0.0, 20_000), MAX_RTO_US_FOR_TEST);
+        let p = RtoPolicy { g_us: 20_000, min_us: 20_000 };
+        assert_eq!(rto(413_000.0, 0.0, p), 433_000);
+        assert_eq!(rto(413_000.0, 10_000.0, p), 453_000);
+        assert_eq!(rto(30.0, 5.0, p), 20_030);
+        assert_eq!(rto(90e6, 0.0, p), MAX_RTO_US_FOR_TEST);
+    }
+
+    #[test]
+    fn the_minimum_rto_and_the_margin_are_separate() {
+        // margin 20 ms, floor 200 ms: a 110 ms SRTT waits 200 ms; a 400 ms one 420 ms
+        let floor = RtoPolicy { g_us: 20_000, min_us: 200_000 };
+        assert_eq!(rto(110_000.0, 0.0, floor), 200_000);
+        assert_eq!(rto(400_000.0, 0.0, floor), 420_000);
+        // margin 200 ms (Linux's rto_min acts as a floor on 4 RTTVAR): always 200 ms over SRTT
+        let margin = RtoPolicy { g_us: 200_000, min_us: 200_000 };
+        assert_eq!(rto(110_000.0, 0.0, margin), 310_000);
+        assert_eq!(rto(110_000.0, 60_000.0, margin), 350_000);
     }
     const MAX_RTO_US_FOR_TEST: u64 = super::MAX_RTO_US;
 }

@@ -28,6 +28,14 @@ fn config(c: &Common, rate: f64) -> Result<Config, String> {
         }
         cfg.pmtu_raise_us = (secs * 1e6) as u64;
     }
+    for (name, v, to) in [("--min-rto-ms", c.min_rto_ms, &mut cfg.min_rto_us), ("--rto-g-ms", c.rto_g_ms, &mut cfg.rto_g_us)] {
+        if let Some(ms) = v {
+            if !(ms.is_finite() && ms > 0.0 && ms <= 60_000.0) {
+                return Err(format!("{name} must be a number of milliseconds in (0, 60000], got {ms}"));
+            }
+            *to = (ms * 1e3) as u64;
+        }
+    }
     Ok(cfg)
 }
 

@@ -75,6 +75,14 @@ pub struct Common {
     /// (default 600, RFC 8899's raise timer).
     #[arg(long)]
     pub pmtu_raise: Option<f64>,
+    /// ctp: the session's minimum RTO in ms (RFC 6298 §2.4; default 20). An algorithm with an
+    /// RTO policy of its own (ctcp) keeps its own.
+    #[arg(long)]
+    pub min_rto_ms: Option<f64>,
+    /// ctp: the session's margin G over SRTT in the RTO, SRTT + max(G, 4 RTTVAR), in ms
+    /// (RFC 6298 §2.3; default 20).
+    #[arg(long)]
+    pub rto_g_ms: Option<f64>,
 }
 
 #[derive(Subcommand)]
