@@ -121,7 +121,9 @@ class RunningNet:
             # One emulator for every link (no netem here); TAPs never offload checksums.
             self.emulator = links.LinkEmulator(self.run_dir, tag, self.daemons)
             self.record.data.setdefault("files", [])
-            self.record.extend("files", [str(self.emulator.state_path)])
+            self.record.extend("files", [str(self.emulator.state_path),
+                                         str(self.emulator.socket_path),
+                                         str(self.emulator.socket_path.parent)])
             self.emulator.start()
             link_opts = dict(cls=links.EmuLink, emu=self.emulator)
         mtus = []           # (Mininet link, MTU) for links with an `mtu` param
