@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
                              "warmup_s": round(bed.warmup_s, 1),
                              "warmup_rejoins": bed.warmup_rejoins}
             info["clients_tcp"] = bed.client_tcp
+            if s.servers:       # where every node ran, so the run can be repeated
+                info["cluster"] = {**bed.net.servers.describe(),
+                                   "placement": bed.net.placement,
+                                   "crossing_links": len(bed.net.crossing),
+                                   "describe": bed.net.describe_placement()}
             runner.sweep(bed, s, runner.Progress(s.runs), rows)
         except KeyboardInterrupt:
             say("interrupted: writing what was measured so far")
