@@ -31,6 +31,9 @@ from pathlib import Path
 from concast.topologies.workload.tcpsettings import TcpSettings
 
 MODULE = "concast.topologies.experiments.ackstudy.hostactions"
+# How far ahead the fetchers' common release is set: ssh, Python's start and the clients'
+# sockets come first (about 0.2-1 s measured at load 4-11 with 12-15 clients a server).
+RELEASE_LEAD_S = 3.0
 
 
 def for_net(net):
@@ -283,13 +286,15 @@ class ClusterActions:
 
     def fetch_all(self, clients: list[str], server_ip: str, port: int, size: int, seed: int,
                   timeout: float, out_dir: Path) -> dict:
-        """One fetcher per server with its clients, started together; records merged. Each
-        fetcher's times are relative to its own first connect (they start within the ssh
-        start-up skew of each other, a few ms here)."""
+        """One fetcher per server with its clients, all releasing their connects at one
+        CLOCK_REALTIME instant (RELEASE_LEAD_S ahead: ssh, Python and the sockets' set-up
+        come first); records merged. Each fetcher's times are relative to its own first
+        connect; how late each released is in its settings (`release_late_ms`)."""
         from concast.topologies.workload import stats, web
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         procs = {}
+        release_at = time.time_ns() + int(RELEASE_LEAD_S * 1e9)
         for s, hs in self._by_server(clients).items():
             spec = out_dir / f"fetch-clients-{s}.json"
             spec.write_text(json.dumps({h: self.net.netns(h) for h in hs}))
@@ -299,7 +304,7 @@ class ClusterActions:
             argv = [sys.executable, "-m", web.MODULE, "fetch", "--server", server_ip,
                     "--port", str(port), "--size", str(size), "--seed", str(seed),
                     "--timeout", str(timeout), "--clients-file", str(remote / "clients.json"),
-                    "--out", str(out)]
+                    "--out", str(out), "--no-read-back", "--release-at-ns", str(release_at)]
             procs[s] = (out, subprocess.Popen(self.servers.argv(s, argv), stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, text=True))
         results = []
@@ -319,7 +324,10 @@ class ClusterActions:
                for k in ("setup_s", "cpu_s", "user_s", "sys_s")}
         cpu["wall_s"] = max(res["cpu"].get("wall_s") or 0 for _, res in results)
         settings = {**results[0][1]["settings"], "fetchers": {
-            s: res["settings"].get("start_unix_ns") for s, res in results}}
+            s: {k: res["settings"].get(k) for k in ("start_unix_ns", "release_late_ms")}
+            for s, res in results}}
+        summary["release_late_ms_max"] = max(res["settings"].get("release_late_ms") or 0
+                                             for _, res in results)
         return {"settings": settings, "summary": summary, "cpu": cpu, "clients": records}
 
     def cross_traffic(self, flows, work_dir: Path):
