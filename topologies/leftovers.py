@@ -51,9 +51,13 @@ def remove_run(data: dict, dry_run: bool = False) -> list[str]:
             _run(argv)
     for path in data.get("files", []):         # e.g. the link emulator's state file
         if os.path.exists(path):
-            done.append(f"file {path}")
+            is_dir = os.path.isdir(path)       # listed after its files: empty by then
+            done.append(f"{'directory' if is_dir else 'file'} {path}")
             if not dry_run:
-                os.unlink(path)
+                try:
+                    os.rmdir(path) if is_dir else os.unlink(path)
+                except OSError as e:
+                    done.append(f"(not removed: {e})")
     for iface in data.get("ifaces", []) + data.get("bridges", []):
         if os.path.exists(f"/sys/class/net/{iface}"):
             done.append(f"interface {iface}")

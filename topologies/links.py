@@ -28,6 +28,24 @@ PARAMS = ("delay", "loss", "bw", "max_queue_size")
 # SCHED_FIFO priority of the emulator's loop: on this 2-core machine, under load, a normal
 # thread wakes up for a due frame up to milliseconds late (docs/linkemu.md, jitter).
 REALTIME = int(os.environ.get("CONCAST_LINKEMU_RT", "5"))
+# The control socket lives in a short runtime directory of its own, never under the result
+# folder: a Unix socket's path must fit sun_path (108 bytes), which a long --out passed.
+RUNTIME_ROOT = Path("/run/concast/linkemu") if os.geteuid() == 0 \
+    else Path(f"/tmp/concast-linkemu-{os.getuid()}")
+SUN_PATH_MAX = 107      # sun_path is 108 bytes, one for the terminating NUL
+
+
+def runtime_dir(tag: str) -> Path:
+    """The one place the emulator's runtime directory (its control socket) is defined."""
+    return RUNTIME_ROOT / tag
+
+
+def control_socket(tag: str) -> Path:
+    path = runtime_dir(tag) / "control.sock"
+    if len(str(path).encode()) > SUN_PATH_MAX:
+        raise ValueError(f"linkemu control socket {path}: longer than a Unix socket's "
+                         f"{SUN_PATH_MAX} bytes (tag {tag!r} too long)")
+    return path
 
 
 class LinkEmuError(RuntimeError):
@@ -96,8 +114,8 @@ class LinkEmulator:
 
     def __init__(self, run_dir: Path | str, tag: str, daemons=None, binary: Path = BINARY,
                  slots: int = 4096, realtime: int = REALTIME) -> None:
-        self.run_dir = Path(run_dir)
-        self.socket_path = self.run_dir / "linkemu.sock"
+        self.run_dir = Path(run_dir)           # its log (when not started through daemons)
+        self.socket_path = control_socket(tag)
         self.state_path = Path(f"/dev/shm/concast-linkemu-{tag}")
         self.daemons = daemons
         self.binary = Path(binary)
@@ -117,6 +135,8 @@ class LinkEmulator:
         if not self.binary.exists():
             raise LinkEmuError(f"{self.binary} is missing: run `make build`")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.socket_path.unlink(missing_ok=True)    # a stale one of a killed run of this tag
         argv = [str(self.binary), "--control", str(self.socket_path), "--state",
                 str(self.state_path), "--slots", str(self.slots), "--realtime", str(self.realtime)]
         if self.daemons is not None:
@@ -152,6 +172,11 @@ class LinkEmulator:
                 os.killpg(self.popen.pid, 9)
                 self.popen.wait()
         self.state_path.unlink(missing_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        try:
+            self.socket_path.parent.rmdir()         # ours: made by start()
+        except OSError:
+            pass
 
     def _close(self) -> None:
         if self._sock is not None:

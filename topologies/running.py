@@ -121,7 +121,9 @@ class RunningNet:
             # One emulator for every link (no netem here); TAPs never offload checksums.
             self.emulator = links.LinkEmulator(self.run_dir, tag, self.daemons)
             self.record.data.setdefault("files", [])
-            self.record.extend("files", [str(self.emulator.state_path)])
+            self.record.extend("files", [str(self.emulator.state_path),
+                                         str(self.emulator.socket_path),
+                                         str(self.emulator.socket_path.parent)])
             self.emulator.start()
             link_opts = dict(cls=links.EmuLink, emu=self.emulator)
         mtus = []           # (Mininet link, MTU) for links with an `mtu` param
@@ -275,14 +277,19 @@ class RunningNet:
                     cfg.update(r.routerd_config())
             elif r.capable:
                 cfg.update(egress_routes=r.egress_routes())
-            if self.emulator is not None:
+            emu = self._emulator_of(name)
+            if emu is not None:
                 # routerd reads how busy each output link is (docs/linkemu.md, state file).
-                cfg["link_state"] = str(self.emulator.state_path)
+                cfg["link_state"] = str(emu.state_path)
                 for route in cfg.get("egress_routes", []):
-                    slot = self.emulator.slot_of_iface.get(route["iface"])
+                    slot = emu.slot_of_iface.get(route["iface"])
                     if slot is not None:
                         route["link_slot"] = slot
             routerdconfig.write(folder / f"{name}.json", cfg)
+
+    def _emulator_of(self, router: str):
+        """The emulator of the router's output links (a cluster has one per server)."""
+        return self.emulator
 
     def start_daemon(self, router: str, argv: list[str], name: str = "routerd",
                      env: dict | None = None) -> Daemon:

@@ -135,7 +135,7 @@ def parser() -> argparse.ArgumentParser:
                    help="print the whole address table even for big networks")
     r.add_argument("--servers", metavar="A,B,...",
                    help="spread the network over these servers with Mininet Cluster Edition "
-                        "(docs/cluster.md; Linux data plane, links not emulated yet)")
+                        "(docs/cluster.md; Linux data plane; links emulated by one concast-linkemu per server)")
     add_interactive_options(p)
     return p
 
@@ -165,6 +165,13 @@ def cluster_problem(ns: argparse.Namespace, desc: ConcastNet) -> str | None:
         return None
     if ns.script and not ns.script.endswith(".py"):
         return "--servers: shell scripts run in local namespaces; use a .py script"
+    if getattr(ns, "pcap", None):
+        return ("--servers: --pcap writes on the capturing node's server, not built for a "
+                "cluster yet")
+    if getattr(ns, "links", "auto") == "netem":
+        return "--servers: netem links are not built for a cluster; use --links linkemu"
+    if desc.emulate == "netem":         # --links auto on a kernel with netem: the emulator
+        desc.emulate = None             # (one per server) is what a cluster has
     desc.servers(ns.servers)
     return None
 

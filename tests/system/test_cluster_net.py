@@ -16,7 +16,7 @@ def servers(emulated_servers):
 def small_net():
     from concast.topologies import transit_stub
     # Three transit routers, a two-router stub domain off each, four clients and the
-    # server; no link parameters (the link emulator is not on clusters yet).
+    # server; no link parameters (plain veth/VXLAN links; emulated ones: test_cluster_ack_study).
     return transit_stub("linux", seed=3, transits=1, transit_nodes=3, stubs_per_transit=1,
                         stub_nodes=2, clients=4, core={}, edge={})
 

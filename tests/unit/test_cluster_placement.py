@@ -74,3 +74,16 @@ def test_more_servers_than_transit_routers_still_keeps_stub_domains_whole():
     kinds = dict(zip([(ln.a, ln.b) for ln in net.topo.links], net.meta["link_classes"]))
     assert {kinds[c] for c in placement.crossing_links(net.topo, where)} <= {
         "transit", "transit-stub"}
+
+
+def test_more_servers_than_transit_routers_leaves_no_server_empty():
+    # The quick ACK study's network: 2 transit routers, 4 stub domains; on 3 servers whole
+    # transit groups left the third empty (session 11), stub domains on their own do not.
+    from concast.topologies.cluster import placement as P
+    from concast.topologies.experiments.ackstudy import settings, testbed
+    net = testbed.describe(settings.quick())[0]
+    pl = P.place(net.topo, net.meta, ["a", "b", "c"])
+    assert set(pl.values()) == {"a", "b", "c"}
+    domains = net.meta["domains"]
+    for d in {d for d in domains.values() if d.startswith("S")}:
+        assert len({pl[r] for r, dd in domains.items() if dd == d}) == 1

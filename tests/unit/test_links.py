@@ -114,3 +114,21 @@ def test_daemon_refuses_bad_requests(emu):
         for i in range(5):
             e.add(f"f{i}", {"netns": ns, "name": f"fa{i}"}, {"netns": ns, "name": f"fb{i}"})
     assert e.ping()["links"] == 4
+
+
+def test_control_socket_is_short_whatever_the_result_folder(tmp_path):
+    deep = tmp_path / ("x" * 200)
+    e = links.LinkEmulator(deep, "ab12")
+    assert e.socket_path == links.runtime_dir("ab12") / "control.sock"
+    assert len(str(e.socket_path).encode()) <= links.SUN_PATH_MAX
+    with pytest.raises(ValueError, match="longer than a Unix socket"):
+        links.control_socket("t" * 100)
+
+
+@needs_root
+def test_stop_removes_the_runtime_directory(tmp_path):
+    e = links.LinkEmulator(tmp_path / ("deep" * 30), f"v{os.getpid()}", slots=8,
+                           realtime=0).start()
+    assert e.socket_path.exists()
+    e.stop()
+    assert not e.socket_path.parent.exists()

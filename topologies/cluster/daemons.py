@@ -34,9 +34,15 @@ class ClusterDaemons:
         self.server_of: dict[int, str] = {}     # id(Daemon) -> server
 
     def start(self, router: str, argv: list[str], name: str = "routerd",
-              env: dict | None = None, netns: str | None = None) -> Daemon:
-        server = self.placement[router]
-        if self.prepare is not None:
+              env: dict | None = None, netns: str | None = None,
+              server: str | None = None) -> Daemon:
+        """server: where a daemon that belongs to no node runs (a server's link emulator);
+        otherwise the node's server. Only node daemons need the shipped configs."""
+        if server is None:
+            server = self.placement[router]
+        elif server not in self.servers.names:
+            raise ValueError(f"no server {server!r}")
+        if self.prepare is not None and router in self.placement:
             prepare, self.prepare = self.prepare, None
             prepare()
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,9 @@ routerd and hostd run on their node's server (daemons.py): the run directory's c
 shipped to each server at the same path, their output comes back into the driver's logs, and
 the driver reaches their sockets through ssh's Unix-socket forwarding.
 
-Not yet (docs/cluster.md, "What is left"): the link emulator through the servers (its
-/dev/shm link state beside its routers); until then a cluster network's links are not
-emulated.
+Links with delay, loss, rate or a queue are emulated by one concast-linkemu per server
+(linkemu.py): each direction on its sending side, so each router's link state is in its own
+server's /dev/shm.
 """
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ class ClusterRunningNet(RunningNet):
         if dataplane != "linux":
             raise NotOnClusterYet(f"--servers: the {dataplane} data plane is not built for a "
                                   "cluster yet; use --dataplane linux")
-        if emulate:
-            raise NotOnClusterYet("--servers: link emulation across servers is not built yet")
+        if emulate == "netem":
+            raise NotOnClusterYet("--servers: netem links are not built for a cluster; the "
+                                  "link emulator is (emulate=True or None)")
         self.servers = servers
         self.placement = placement
         self.crossing = placing.crossing_links(topo, placement)
@@ -50,7 +51,8 @@ class ClusterRunningNet(RunningNet):
         self.forwards: SocketForwards | None = None
         self._shipped: list[str] = []       # servers that got a copy of the run directory
         self._down: set[str] = set()        # servers found down; they stay down
-        super().__init__(topo, dataplane, run_dir, quiet, emulate=False)
+        self.emulators = None               # an EmulatorSet when the links are emulated
+        super().__init__(topo, dataplane, run_dir, quiet, emulate=emulate)
 
     def _start(self, quiet: bool) -> None:
         from mininet.examples.cluster import MininetCluster
@@ -60,20 +62,22 @@ class ClusterRunningNet(RunningNet):
         from concast.controller.linux.dataplane import _node_class
         from concast.topologies.cluster.links import (ClusterHost, VxlanLink, remote_class,
                                                       use_ssh_config)
+        from concast.topologies.cluster.linkemu import ClusterEmuLink
         if quiet:
             setLogLevel("error")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tag, plan, srv = self.tag, self.plan, self.servers
         params = [h.params for h in plan.hosts.values()] + [ln.params for ln in plan.links]
+        emulated = emu_links.link_kind(self.emulate, params) == "emu"
         dropped = sorted({k for p in params for k in p if k != "mtu"})
-        if dropped:
+        if dropped and not emulated:
             raise NotOnClusterYet(
-                f"--servers: links with {', '.join(dropped)} need the link emulator, not built "
-                "for a cluster yet (e.g. transit-stub --core '' --edge '')")
+                f"--servers: links with {', '.join(dropped)} without the link emulator (tc "
+                "shaping) are not built for a cluster; leave emulation on")
         self.backend = backend("linux")(tag, plan)
         self.record.data.update(run_dir=str(self.run_dir), dataplane="linux",
                                 cluster={**srv.describe(), "placement": self.placement},
-                                cluster_daemons=[])
+                                cluster_daemons=[], cluster_files=[])
         self.record.save()
         # The configs go to the servers just before the first daemon starts (they are
         # final by then); daemons are the only readers of them there.
@@ -85,6 +89,9 @@ class ClusterRunningNet(RunningNet):
         self.mn = mn = MininetCluster(servers=srv.names, serverIP=srv.ips, user=srv.user,
                                       link=VxlanLink, host=ClusterHost, controller=None,
                                       topo=None, build=False, autoSetMacs=False)
+        link_opts = {}
+        if emulated:
+            link_opts = dict(cls=ClusterEmuLink, emus=self._start_emulators(), tag=tag)
         router_cls = remote_class(_node_class())
         nodes = {}
 
@@ -101,21 +108,52 @@ class ClusterRunningNet(RunningNet):
         mtus = []
         for h in plan.hosts.values():
             port = plan.routers[h.router].port(h.ofport)
-            _, mtu = emu_links.split_mtu(h.params)
+            lp, mtu = emu_links.split_mtu(h.params)
             link = mn.addLink(mn[h.name], nodes[h.router], port1=0, port2=h.ofport,
                               intfName1=naming.host_iface(h.name),
                               intfName2=naming.port_iface(tag, h.router, h.ofport),
-                              addr1=h.mac, addr2=port.mac)
+                              addr1=h.mac, addr2=port.mac, **link_opts,
+                              **(lp if emulated else {}))
             mtus += [(link, mtu)] if mtu else []
         for ln in plan.links:
-            _, mtu = emu_links.split_mtu(ln.params)
+            lp, mtu = emu_links.split_mtu(ln.params)
             link = mn.addLink(nodes[ln.a], nodes[ln.b], port1=ln.port_a, port2=ln.port_b,
                               intfName1=naming.port_iface(tag, ln.a, ln.port_a),
                               intfName2=naming.port_iface(tag, ln.b, ln.port_b),
                               addr1=plan.routers[ln.a].port(ln.port_a).mac,
-                              addr2=plan.routers[ln.b].port(ln.port_b).mac)
+                              addr2=plan.routers[ln.b].port(ln.port_b).mac, **link_opts,
+                              **(lp if emulated else {}))
             mtus += [(link, mtu)] if mtu else []
         self._bring_up(mtus)
+
+    def _start_emulators(self):
+        """One concast-linkemu on every server that has nodes (linkemu.py)."""
+        from concast.topologies.cluster.linkemu import EmulatorSet, ServerEmulator
+        used = [s for s in self.servers.names if s in set(self.placement.values())]
+        self.emulators = EmulatorSet({})
+        for s in used:
+            e = ServerEmulator(s, self.servers, self.daemons, self.tag, self.run_dir / "logs")
+            self.emulators.by_server[s] = e
+            e.start()
+            self.record.extend("cluster_files", [{"server": s, "path": str(e.state_path)},
+                                                 {"server": s, "path": str(e.remote_socket)}])
+        self.emulator = self.emulators
+        return self.emulators
+
+    def _emulator_of(self, router: str):
+        return self.emulators.of(self.placement[router]) if self.emulators else None
+
+    def _stop_emulators(self) -> None:
+        if self.emulators is None:
+            return
+        for s, e in self.emulators.by_server.items():
+            if s in self._down:
+                continue
+            try:
+                e.stop()
+            except ServerDown as err:
+                print(f"concast: {err}: its link emulator went with it")
+                self._note_down(s)
 
     def _configure_routers(self) -> dict:
         """The one start step done differently: LinuxRouter.program()'s commands, each
@@ -219,7 +257,7 @@ class ClusterRunningNet(RunningNet):
             steps.append(self.forwards.stop)
         if self.mn is not None:
             steps.append(self._stop_nodes)
-        steps += [self._delete_netns, self._remove_shipped]
+        steps += [self._stop_emulators, self._delete_netns, self._remove_shipped]
         for step in steps:
             try:
                 step()

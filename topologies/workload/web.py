@@ -212,7 +212,8 @@ def _realtime(wanted: bool) -> tuple | None:
 def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
               port: int = DEFAULT_PORT, size: int = page.DEFAULT_SIZE, seed: int = 0,
               timeout: float = 60.0, path: str = "/", tcp: TcpSettings | None = None,
-              realtime_release: bool = True, read_back: bool = True) -> Result:
+              realtime_release: bool = True, read_back: bool = True,
+              release_at_ns: int | None = None) -> Result:
     """Fetch the page once per client, all connects issued at the same instant from
     one event loop. `netns_by_client`: client name -> /run/netns name (None: this
     process's own namespace). `tcp`: settings applied to the clients' namespaces first
@@ -220,7 +221,10 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
     reported as "timeout: <stage>". `realtime_release`: issue the connects at SCHED_FIFO
     priority when allowed (root), so they leave together on a busy machine.
     `read_back=False`: without `tcp`, do not read the namespaces' settings back (a caller
-    that applied and recorded them once for many sessions)."""
+    that applied and recorded them once for many sessions). `release_at_ns`: issue the
+    connects at this CLOCK_REALTIME instant (after the set-up), so fetchers on several
+    servers release their clients together (docs/cluster.md); how late this one was is in
+    settings["release_late_ms"]."""
     if not netns_by_client:
         raise ValueError("no clients")
     setup0 = time.monotonic()
@@ -243,6 +247,10 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
     request = page.request(path)
     sel = selectors.DefaultSelector()
     setup_s = time.monotonic() - setup0
+    if release_at_ns is not None:
+        wait_ns = release_at_ns - time.time_ns()
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
     cpu0, ru0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     pending = 0
     # The release, back to back: a busy machine could preempt us halfway and spread the
@@ -252,6 +260,7 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
     try:
         wall0 = time.time_ns()
         t0 = time.monotonic_ns()
+        late_ms = (wall0 - release_at_ns) / 1e6 if release_at_ns is not None else None
         for f in fetches:
             f.rec["connect_start_ns"] = time.monotonic_ns() - t0
             code = f.sock.connect_ex((server_ip, port))
@@ -335,6 +344,7 @@ def fetch_all(netns_by_client: dict[str, str | None], server_ip: str,
                 "seed": seed, "sha256": expected, "timeout_s": timeout,
                 "requested": tcp.asdict(), "start_unix_ns": wall0,
                 "release_priority": "fifo" if priority is not None else "normal",
+                "release_at_ns": release_at_ns, "release_late_ms": late_ms,
                 "clients_tcp": tcpsettings.summarize(state) if state else None}
     cpu = {"setup_s": setup_s, "cpu_s": cpu_s, "user_s": ru1.ru_utime - ru0.ru_utime,
            "sys_s": ru1.ru_stime - ru0.ru_stime, "wall_s": wall_s,
@@ -379,7 +389,8 @@ def _fetch_main(a: argparse.Namespace) -> int:
     tcp = TcpSettings(a.cc, a.initcwnd, a.advmss,
                       None if a.delayed_acks is None else a.delayed_acks == "off")
     r = fetch_all(_clients(a), a.server, a.port, a.size, a.seed, a.timeout, a.path, tcp,
-                  realtime_release=not a.no_realtime)
+                  realtime_release=not a.no_realtime, read_back=not a.no_read_back,
+                  release_at_ns=a.release_at_ns)
     launch.write_summary(a.out, r.to_dict())
     s = r.summary
     print(f"{s['completed']}/{s['clients']} pages intact, median "
@@ -413,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     fe.add_argument("--delayed-acks", choices=("on", "off"))
     fe.add_argument("--no-realtime", action="store_true",
                     help="issue the connects at normal priority (default: SCHED_FIFO if root)")
+    fe.add_argument("--no-read-back", action="store_true",
+                    help="do not read the clients' TCP settings back (set and recorded elsewhere)")
+    fe.add_argument("--release-at-ns", type=int, metavar="NS",
+                    help="issue the connects at this CLOCK_REALTIME time (ns since the epoch), "
+                         "to release fetchers on several servers together")
     fe.add_argument("--out", help="result JSON file (default: stdout)")
     a = p.parse_args(argv)
     try:

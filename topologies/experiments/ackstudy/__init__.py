@@ -30,6 +30,20 @@ def missing_prerequisites() -> str | None:
                                      specs=("multiplex",)))
 
 
+def servers_revisions(servers) -> dict[str, str]:
+    """The concast checkout's git revision on each server (the same one everywhere is a
+    requirement, docs/cluster.md "Running on real machines"; recorded so a mismatch shows)."""
+    from concast import ROOT
+    out = {}
+    for name in servers.names:
+        try:
+            out[name] = servers.run(name, ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                                    check=False, timeout=20).strip() or "?"
+        except RuntimeError as e:
+            out[name] = f"? ({e})"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="concast exp ack-study", description=(
         "The ACK study of Calvert et al. (ICNP 2000, section 5): a transit-stub network, "
@@ -66,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
                              "warmup_s": round(bed.warmup_s, 1),
                              "warmup_rejoins": bed.warmup_rejoins}
             info["clients_tcp"] = bed.client_tcp
+            if s.servers:       # where every node ran, so the run can be repeated
+                info["cluster"] = {**bed.net.servers.describe(),
+                                   "placement": bed.net.placement,
+                                   "crossing_links": len(bed.net.crossing),
+                                   "describe": bed.net.describe_placement(),
+                                   "git": servers_revisions(bed.net.servers)}
             runner.sweep(bed, s, runner.Progress(s.runs), rows)
         except KeyboardInterrupt:
             say("interrupted: writing what was measured so far")

@@ -57,6 +57,8 @@ class Settings:
     retry_unfaithful: int = 0
     # a crash in every run (faults.py): routerd on N routers killed T s into the fetches
     kill_routerd: KillPlan | None = None
+    # the servers the network is spread over (docs/cluster.md); () = this machine only
+    servers: tuple[str, ...] = ()
     quick: bool = False
 
     @property
@@ -135,6 +137,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "flow (seeded choice) T seconds into the page fetches; their "
                         "diversion is removed at once and routerd restarted after the run "
                         "(docs/reliability.md)")
+    p.add_argument("--servers", metavar="A,B,...",
+                   help="spread the network over these servers with Mininet Cluster Edition "
+                        "(stub domains whole; docs/cluster.md); the placement goes into "
+                        "topology.json and meta.json")
 
 
 def from_args(ns: argparse.Namespace) -> Settings:
@@ -160,6 +166,12 @@ def from_args(ns: argparse.Namespace) -> Settings:
         if bad:
             raise SystemExit(f"concast exp ack-study: --spec-param wants KEY=VALUE, got {bad}")
         s.spec_params = tuple(ns.spec_params)
+    if getattr(ns, "servers", None):
+        from concast.topologies.cluster.serverset import parse
+        try:
+            s.servers = tuple(parse(ns.servers))
+        except ValueError as e:
+            raise SystemExit(f"concast exp ack-study: {e}")
     bad = [m for m in s.modes if m not in ("on", "off")]
     if bad:
         raise SystemExit(f"concast exp ack-study: unknown mode(s) {bad}; use on,off")

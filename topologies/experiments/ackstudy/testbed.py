@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from concast.progress import sayer
-from concast.topologies.experiments.ackstudy import faults, fidelity, mplexctl
+from concast.topologies.experiments.ackstudy import faults, fidelity, hostactions, mplexctl
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
 
@@ -64,10 +64,10 @@ class Testbed:
         self.server = None
         self.cross = None
         self.cross_report: dict = {}
+        self.actions = None     # hostactions: on one machine or through each host's server
 
     # --- start and stop ------------------------------------------------------------------
     def start(self) -> "Testbed":
-        from concast.topologies.workload import web
         from concast.topologies.workload.tcpsettings import TcpSettings
         s = self.s
         t0 = time.monotonic()
@@ -79,7 +79,16 @@ class Testbed:
             f"{len(t.links)} router links, every link emulated "
             f"({s.link_delay_ms:g} ms, core {s.core_mbps:g} / edge {s.edge_mbps:g} Mbit/s, "
             f"{s.queue_pkts}-packet drop-tail)")
+        if s.servers:
+            desc = desc.servers(list(s.servers))
+            desc.save(self.out / "topology.json")       # with the placement (meta.cluster)
+            if s.kill_routerd:
+                raise ValueError("--kill-routerd with --servers: the kill is by a local PID; "
+                                 "not built for a cluster")
         self.net = desc.start(run_dir=self.out / "net")
+        self.actions = hostactions.for_net(self.net)
+        if s.servers:
+            say(f"placement: {self.net.describe_placement()}")
         self.start_s = time.monotonic() - t0
         say(f"network up in {self.start_s:.0f} s; starting routerd and hostd")
         t1 = time.monotonic()
@@ -92,12 +101,11 @@ class Testbed:
         self._no_metrics_cache()
         # The clients' TCP settings never change between runs: applied and recorded once.
         from concast.topologies.workload import tcpsettings
-        self.client_tcp = tcpsettings.summarize(tcpsettings.apply(
-            [self.net.netns(c) for c in self.clients],
-            TcpSettings(cc=s.tcp_cc, advmss=s.mss, quickack=s.quickack)))
-        self.server = web.PageServer(self.net.netns(SERVER), port=WEB_PORT, size=s.page_bytes,
-                                     seed=s.topo_seed, out=self.out / "server.json",
-                                     tcp=TcpSettings(cc=s.tcp_cc, initcwnd=s.initcwnd))
+        self.client_tcp = tcpsettings.summarize(self.actions.tcp_apply(
+            self.clients, TcpSettings(cc=s.tcp_cc, advmss=s.mss, quickack=s.quickack)))
+        self.server = self.actions.page_server(SERVER, WEB_PORT, s.page_bytes, s.topo_seed,
+                                               self.out / "server.json",
+                                               TcpSettings(cc=s.tcp_cc, initcwnd=s.initcwnd))
         spec = (mplexctl.embed_params(s.spec_params, self.out / "multiplex.wasm")
                 if s.spec_params else None)
         mplexctl.receiver_on(self.net, SERVER, spec)
@@ -116,10 +124,7 @@ class Testbed:
 
     def _no_metrics_cache(self) -> None:
         """Every run starts from the same TCP state: no cached ssthresh or RTT per peer."""
-        from concast import netns as ns
-        spaces = [self.net.netns(h) for h in self.net.plan.hosts]
-        ns.run_in([(n, lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save", "1"))
-                   for n in spaces])
+        self.actions.no_metrics_cache(list(self.net.plan.hosts))
 
     def stop(self) -> None:
         for step in (self.cross_stop, self._stop_server):
@@ -127,6 +132,8 @@ class Testbed:
                 step()
             except Exception as e:          # keep going: the network must stop
                 say(f"while stopping: {e}")
+        if self.actions is not None:
+            self.actions.close()
         if self.net is not None:
             self.net.stop()
             self.net = None
@@ -159,7 +166,7 @@ class Testbed:
                                      hosts=self.cross_hosts, dst_hosts=toward, group_of=group,
                                      reuse=True)
             flows += cross.flows_between(self.net, tcp, "tcp", first_id=len(flows))
-        self.cross = cross.CrossTraffic(flows, self.out / f"cross-{env}-{seed}").start()
+        self.cross = self.actions.cross_traffic(flows, self.out / f"cross-{env}-{seed}")
         self.cross_env = (env, seed)
         time.sleep(s.warmup_s)
 
@@ -187,26 +194,27 @@ class Testbed:
         before = mplexctl.status(net, hosts)
         # One snapshot of every link before and one after; the run's lateness starts here.
         emu_before = net.emulator.call("stats", reset_lateness=True)
-        cpu_before = fidelity.read_cpu_times()
+        cpu_before = self.actions.cpu_times()
         late_before = self.lateness_by_class(emu_before["links"])
         links_before = link_totals(emu_before["links"])
         engines_before = self.engine_counters()
         killer = faults.arm(self, engines_before)          # --kill-routerd (faults.py)
-        res = web.fetch_all({c: net.netns(c) for c in self.clients}, self.sv_ip, WEB_PORT,
-                            size=s.page_bytes, seed=s.topo_seed, timeout=s.fetch_timeout_s,
-                            read_back=False)
+        env, seed = getattr(self, "cross_env", ("none", 0))
+        res = self.actions.fetch_all(self.clients, self.sv_ip, WEB_PORT, s.page_bytes,
+                                     s.topo_seed, s.fetch_timeout_s,
+                                     self.out / "fetch" / f"{env}-{seed}-{mode}-{delay_ms:g}")
         # The last ACKs (of the FIN exchange) leave after the last byte; bundles wait up to
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
         after = mplexctl.status(net, hosts)
         emu = net.emulator.call("stats")
-        cpu = fidelity.cpu_shares(cpu_before, fidelity.read_cpu_times())
+        cpu = fidelity.cpu_shares(cpu_before, self.actions.cpu_times())
         links_after = link_totals(emu["links"])
         late_after = self.lateness_by_class(emu["links"])
         engines_after = self.engine_counters()
         if mode == "on":
             mplexctl.senders_off(net, self.clients, self.sv_ip)
-        row = measure(res.to_dict(), before, after, self.clients)
+        row = measure(res, before, after, self.clients)
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
         row.update(ack_books(row, links_before, links_after))
