@@ -197,14 +197,16 @@ def write(folder: Path, meta: dict, name: str = "meta.json") -> Path:
     return path
 
 
-def run_folder(base: Path) -> Path:
-    """A new folder for one run's results, base/<UTC time>-<revision>; never an old one."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = Path(base) / f"{stamp}-{short_rev()}"
+def run_folder(base: Path, prefix: str = "") -> Path:
+    """A new folder for one run's results, base/[<prefix>-]<UTC time>-<revision>; never an
+    old one."""
+    name = f"{prefix}-" if prefix else ""
+    name += f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{short_rev()}"
+    path = Path(base) / name
     n = 1
     while path.exists():            # two runs in the same second
         n += 1
-        path = Path(base) / f"{stamp}-{short_rev()}-{n}"
+        path = Path(base) / f"{name}-{n}"
     path.mkdir(parents=True)
     return path
 

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from pathlib import Path
 
 from concast import provenance
 
 
 def new_folder(base: Path, scenario: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out, n = base / f"{scenario}-{stamp}", 1
-    while out.exists():
-        n += 1
-        out = base / f"{scenario}-{stamp}-{n}"
-    out.mkdir(parents=True)
-    return out
+    """base/<scenario>-<UTC time>-<revision>, new for every run."""
+    return provenance.run_folder(base, prefix=scenario)
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
