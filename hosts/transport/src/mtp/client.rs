@@ -608,9 +608,7 @@ impl Client {
         let Some(p) = t.pending.get_mut(&off) else { return };
         p.in_flight = false;
         let (len, sendno, repeat) = (p.len, p.sendno, p.sends.len() > 1);
-        t.in_flight -= 1;
-        self.in_flight -= 1;
-        self.by_send.remove(&sendno);
+        land(t, &mut self.in_flight, &mut self.by_send, sendno);
         if t.multi {
             // what of its extent has not come is lost (ch. V "Data Loss and Recovery"): out of
             // transit, back on the subrequest list, and told to the window as lost bytes
@@ -761,9 +759,7 @@ impl Client {
         t.nameless = false;
         let Some(p) = t.pending.remove(&key) else { return true };
         if p.in_flight {
-            t.in_flight -= 1;
-            self.in_flight -= 1;
-            self.by_send.remove(&p.sendno);
+            land(t, &mut self.in_flight, &mut self.by_send, p.sendno);
             if !t.multi {
                 t.transit = t.transit.saturating_sub(p.len as usize);
             }
@@ -845,9 +841,7 @@ impl Client {
                 } else if k != key {
                     let q = t.pending.remove(&k).expect("listed");
                     if q.in_flight {
-                        t.in_flight -= 1;
-                        self.in_flight -= 1;
-                        self.by_send.remove(&q.sendno);
+                        land(t, &mut self.in_flight, &mut self.by_send, q.sendno);
                     }
                 }
             }
@@ -870,9 +864,7 @@ impl Client {
         if whole {
             let p = t.pending.remove(&key).expect("checked");
             if p.in_flight {
-                t.in_flight -= 1;
-                self.in_flight -= 1;
-                self.by_send.remove(&p.sendno);
+                land(t, &mut self.in_flight, &mut self.by_send, p.sendno);
             }
         } else if p.in_flight {
             let ft = t.flow.as_ref().map_or(self.cfg.repeat_us, |f| f.repeat_us);
@@ -895,9 +887,7 @@ impl Client {
         let t = self.txs.get_mut(&id).expect("checked");
         let p = t.pending.remove(&h.offset).expect("checked");
         if p.in_flight {
-            t.in_flight -= 1;
-            self.in_flight -= 1;
-            self.by_send.remove(&p.sendno);
+            land(t, &mut self.in_flight, &mut self.by_send, p.sendno);
             t.transit = t.transit.saturating_sub(p.len as usize);
         }
         // expiry is silence: the expire timer counts from the last response (ch. V)
@@ -933,9 +923,7 @@ impl Client {
             for o in beyond {
                 let q = t.pending.remove(&o).expect("listed");
                 if q.in_flight {
-                    t.in_flight -= 1;
-                    self.in_flight -= 1;
-                    self.by_send.remove(&q.sendno);
+                    land(t, &mut self.in_flight, &mut self.by_send, q.sendno);
                 }
             }
         }
@@ -1156,6 +1144,14 @@ fn ready(t: &Tx, now: u64) -> bool {
 }
 
 /// Bytes asked for by the requests in flight and not yet here (glossary "transit").
+/// A request of `t` sent as `sendno` is no longer in flight (answered, lost or dropped):
+/// the transaction's and the client's counts fall and its send number is forgotten.
+fn land(t: &mut Tx, flights: &mut u32, by_send: &mut BTreeMap<u64, (u32, u32)>, sendno: u64) {
+    t.in_flight -= 1;
+    *flights -= 1;
+    by_send.remove(&sendno);
+}
+
 fn transit_of(t: &Tx) -> usize {
     let total = t.total.unwrap_or(u32::MAX);
     t.pending
