@@ -45,7 +45,7 @@ p4:
 ifneq ($(P4C),)
 	@mkdir -p $(BUILD)/p4
 	$(P4C) --arch v1model -o $(BUILD)/p4/concast.json \
-	    --p4runtime-files $(BUILD)/p4/concast.p4info.txtpb p4src/concast.p4
+	    --p4runtime-files $(BUILD)/p4/concast.p4info.txt p4src/concast.p4
 else
 	@echo "[p4] p4c-bm2-ss not on PATH: skipping the P4 build (BMv2 tests will skip)"
 endif

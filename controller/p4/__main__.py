@@ -19,7 +19,7 @@ disconnects; the control plane's connection becomes primary again. If another cl
 a higher election id it exits 1 saying so ("not primary"): routerd shows the flow as
 divert_failed and tries again (docs/dataplane-bmv2.md "Arbitration"). `flow list` and
 `counters` only read: they connect as a backup and work whoever is primary. The pipeline must already be on the switch; the P4Info is read from
---p4info (default build/p4/concast.p4info.txtpb).
+--p4info (default build/p4/concast.p4info.txt).
 """
 from __future__ import annotations
 

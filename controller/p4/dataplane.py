@@ -115,6 +115,22 @@ class Bmv2Router:
     def counters(self) -> dict:
         return self.p4.counters()
 
+    def port_counters(self, tag: str) -> dict[str, dict]:
+        """The kernel counters of the switch's own interfaces (root namespace), keyed like
+        OVS ports: "1", "2", ... and the CPU port under naming.CPU_OFPORT. rx = frames handed
+        to simple_switch, tx = frames it sent. Frames BMv2 itself loses (its capture buffer
+        or queues full) show in none of these nor in the P4 counters: only as rx that never
+        became tx or a pipeline count."""
+        import json
+        import subprocess
+        from concast.controller.linux.tc import parse_links
+        out = subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+        links = parse_links(json.loads(out or "[]"))
+        keys = {iface: str(naming.CPU_OFPORT if port == P.CPU_PORT else port)
+                for port, iface in self.ports_map(tag).items()}
+        return {key: links[iface] for iface, key in keys.items() if iface in links}
+
     def command_line(self) -> str:
         """What routerd runs for divert/undivert/clear (--dataplane-cmd, whitespace-split)."""
         return (f"{sys.executable} -m concast.controller.p4 --switch {self.address}"

@@ -14,7 +14,7 @@ P4_SOURCE = ROOT / "p4src" / "concast.p4"
 P4_INCLUDES = sorted((ROOT / "p4src" / "include").glob("*.p4"))
 BUILD_DIR = tools.BUILD / "p4"
 JSON_PATH = BUILD_DIR / "concast.json"
-P4INFO_PATH = BUILD_DIR / "concast.p4info.txtpb"
+P4INFO_PATH = BUILD_DIR / "concast.p4info.txt"
 
 CPU_PORT = 255          # CPU_PORT_NUM in headers.p4 (v1model ports are 9 bits, 511 = drop)
 PROTO_CSP = 253

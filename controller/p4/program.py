@@ -26,7 +26,7 @@ def command(source: Path, json: Path, p4info: Path) -> list[str]:
 def outputs(source: Path, out_dir: Path) -> tuple[Path, Path]:
     """Where the BMv2 JSON and the P4Info of `source` go in out_dir."""
     stem = Path(source).stem
-    return out_dir / f"{stem}.json", out_dir / f"{stem}.p4info.txtpb"
+    return out_dir / f"{stem}.json", out_dir / f"{stem}.p4info.txt"
 
 
 def compile_program(source: Path, out_dir: Path) -> tuple[Path, Path]:

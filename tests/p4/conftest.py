@@ -108,7 +108,7 @@ class Bmv2Router:
 
 
 def _compile(outdir) -> tuple[str, str]:
-    json_path, p4info = outdir / "concast.json", outdir / "concast.p4info.txtpb"
+    json_path, p4info = outdir / "concast.json", outdir / "concast.p4info.txt"
     r = subprocess.run(["p4c-bm2-ss", "--arch", "v1model", "-o", str(json_path),
                         "--p4runtime-files", str(p4info), str(P.P4_SOURCE)],
                        capture_output=True, text=True, timeout=600)

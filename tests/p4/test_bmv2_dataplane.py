@@ -308,7 +308,7 @@ def test_diversion_disabled_forwards_csp(bmv2):
 def test_flow_command_line_as_second_controller(bmv2, tmp_path):
     import subprocess
     import sys
-    p4info = tmp_path / "p4info.txtpb"
+    p4info = tmp_path / "p4info.txt"
     from google.protobuf import text_format
     p4info.write_text(text_format.MessageToString(bmv2.client.p4info.msg))
     base = [sys.executable, "-m", "concast.controller.p4", "--switch", bmv2.switch.address,
@@ -347,7 +347,7 @@ def test_a_second_client_taking_primary_mid_flow_fails_routerds_writes_until_it_
     from google.protobuf import text_format
     from concast.controller.p4.p4rt import (ELECTION_CONCAST_BASE, NotPrimaryError,
                                             P4RuntimeClient)
-    p4info = tmp_path / "p4info.txtpb"
+    p4info = tmp_path / "p4info.txt"
     p4info.write_text(text_format.MessageToString(bmv2.client.p4info.msg))
     base = [sys.executable, "-m", "concast.controller.p4", "--switch", bmv2.switch.address,
             "--p4info", str(p4info)]

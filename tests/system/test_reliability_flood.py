@@ -1,5 +1,5 @@
 """Malformed-packet floods beside good traffic (#15 item 2, #28 item 4, docs/reliability.md),
-on every data plane this machine has (OVS, Linux; BMv2 skips without p4c/BMv2): on
+on every data plane this machine has (OVS, Linux, BMv2; BMv2 skips without p4c/BMv2): on
 tree(levels=2, fanout=2, senders=8), s5 (behind r2) runs concast-flood — bad Concast ID
 options and first fragments to rx's concast flow port, truncated CSP to rx, truncated
 MplexPkts to r2 itself — while s1-s4 merge `sum` rounds and s7 sends a TCP stream to rx
@@ -14,6 +14,9 @@ plane counts losses:
   interface and r2's ports (a full backlog), the tc diversion rules' action drops, the CPU
   port's veth drops, routerd's socket drops, and r2's IP statistics (/proc/net/snmp in its
   namespace: header errors and discards, for anything tc did not divert).
+- BMv2: the P4 program counts the bad Concast ID options itself (its parser drops them:
+  `malformed`, by kind), so they count as counted there; lost = frames r2's switch
+  interfaces received and BMv2 sent out of none, less those P4 counts (docs/dataplane-bmv2.md).
 
 Once at full speed, once paced to a rate the data plane keeps up with, where routerd's
 counters must equal what was sent when no loss is reported.
@@ -71,11 +74,6 @@ def net(request, tmp_path_factory):
         why = _bmv2_missing()
     if why:
         pytest.skip(why)
-    if dataplane == "bmv2":
-        # Never run: this machine has no BMv2. Its counters (controller/p4/router.py
-        # `counters`, port counters) would need a view of their own below.
-        pytest.skip("BMv2 flood: no view of BMv2's drop counters written yet (written on a "
-                    "machine without BMv2)")
     n = tree(levels=2, fanout=2, senders=8, dataplane=dataplane).start(
         run_dir=tmp_path_factory.mktemp(f"flood-{dataplane}"))
     try:
@@ -140,7 +138,21 @@ def linux_view(net) -> dict:
             "rx_ip": snmp_ip(net["rx"].cmd("cat /proc/net/snmp"))}
 
 
-VIEWS = {"ovs": ovs_view, "linux": linux_view}
+def bmv2_view(net) -> dict:
+    """r2's switch: its interfaces' kernel counters keyed like OVS ports, `not_forwarded`
+    as on OVS (frames its ports received that it sent out of none: the P4 program's drops,
+    malformed option lists among them, and anything BMv2 lost itself), and the P4 counters
+    (the Concast ID option errors are counted there: the parser drops them, routerd never
+    sees them)."""
+    r = net["r2"]
+    ports = r.port_counters(net.tag)
+    rx = sum(p["rx_pkts"] for p in ports.values())
+    tx = sum(p["tx_pkts"] for p in ports.values())
+    return {"counters": router(net, "r2")["counters"], "p4": r.counters(),
+            "dp": {"ports": ports, "not_forwarded": max(0, rx - tx)}}
+
+
+VIEWS = {"ovs": ovs_view, "linux": linux_view, "bmv2": bmv2_view}
 
 
 def r2_view(net) -> dict:
@@ -149,6 +161,11 @@ def r2_view(net) -> dict:
 
 def losses(net, v0: dict, v1: dict) -> tuple[int, dict]:
     """(frames lost in the data plane before routerd, by where) between two views."""
+    if net.dataplane_name == "bmv2":
+        # not_forwarded less what the P4 program counted as malformed (counted, not lost)
+        not_fwd = v1["dp"]["not_forwarded"] - v0["dp"]["not_forwarded"]
+        by_p4 = sum(v1["p4"]["malformed"].values()) - sum(v0["p4"]["malformed"].values())
+        return max(0, not_fwd - by_p4), {}
     if net.dataplane_name != "linux":
         return v1["dp"]["not_forwarded"] - v0["dp"]["not_forwarded"], {}
     cpu = str(CPU_OFPORT)
@@ -218,6 +235,10 @@ def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, r
     c0, c1 = v0["counters"], v1["counters"]
     j = judge_rounds(rounds, sums, counts, (t0 - IN_FLIGHT, t1))
     counted = {k: c1["malformed"].get(n, 0) - c0["malformed"].get(n, 0) for k, n in NAMES.items()}
+    if dp == "bmv2":
+        # The P4 parser drops a bad Concast ID option and counts it by kind (malformed).
+        counted["option"] = (v1["p4"]["malformed"][NAMES["option"]]
+                             - v0["p4"]["malformed"][NAMES["option"]])
     if dp == "linux":
         # tc diverts first fragments of the flow (their port is there) and routerd passes
         # them on unmerged (protocol.md 1.2): counted, not malformed.

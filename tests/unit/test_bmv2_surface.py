@@ -24,7 +24,7 @@ from concast.controller.p4.switch import Switch
 # --- the one compile step ---------------------------------------------------------------
 def test_the_compile_command_is_p4c_bm2_ss_for_v1model(tmp_path):
     json_, p4info = program.outputs(Path("x/my.p4"), tmp_path)
-    assert (json_.name, p4info.name) == ("my.json", "my.p4info.txtpb")
+    assert (json_.name, p4info.name) == ("my.json", "my.p4info.txt")
     cmd = program.command(Path("x/my.p4"), json_, p4info)
     assert cmd[0] == "p4c-bm2-ss" and cmd[cmd.index("--arch") + 1] == "v1model"
     assert cmd[cmd.index("-o") + 1] == str(json_)
@@ -48,7 +48,7 @@ def test_conform_and_net_up_compile_through_the_same_helper(tmp_path, monkeypatc
 
     def fake(source, out_dir):
         calls.append(Path(source).name)
-        return out_dir / "a.json", out_dir / "a.p4info.txtpb"
+        return out_dir / "a.json", out_dir / "a.p4info.txt"
     src = tmp_path / "a.p4"
     src.write_text("")
     monkeypatch.setattr(program, "compile_program", fake)
@@ -56,7 +56,7 @@ def test_conform_and_net_up_compile_through_the_same_helper(tmp_path, monkeypatc
     conform_p4.compile_program(src)
     opts = up.bmv2_options(argparse.Namespace(p4=str(src), bmv2_log=True))
     assert calls == ["a.p4", "a.p4"]
-    assert opts["log"] is True and opts["program"][1].name == "a.p4info.txtpb"
+    assert opts["log"] is True and opts["program"][1].name == "a.p4info.txt"
     assert up.bmv2_options(argparse.Namespace(p4=None, bmv2_log=False)) == {}
 
 
@@ -76,7 +76,7 @@ def test_a_user_program_reaches_routerds_command(tmp_path):
     from concast.topologies import line
     plan = __import__("concast.netmodel.addressing", fromlist=["plan"]).plan(
         line(1, senders=1, dataplane="bmv2").topo)
-    prog = (tmp_path / "my.json", tmp_path / "my.p4info.txtpb")
+    prog = (tmp_path / "my.json", tmp_path / "my.p4info.txt")
     dp = dataplane.Bmv2Dataplane("t1", plan, program=prog, log=True)
     assert dp.program == prog and dp.log
     r = next(iter(dp.routers.values()))
@@ -172,7 +172,7 @@ def switch(tmp_path):
     sock = tmp_path / "sw.sock"
     server.add_insecure_port(f"unix:{sock}")
     server.start()
-    info = tmp_path / "p.p4info.txtpb"
+    info = tmp_path / "p.p4info.txt"
     info.write_text(__import__("google.protobuf.text_format", fromlist=["x"]).MessageToString(p4info()))
     cfg = {"dataplane": "bmv2", "p4_switch": f"unix:{sock}",
            "dataplane_cmd": f"python3 -m concast.controller.p4 --switch unix:{sock} --p4info {info}"}
