@@ -193,8 +193,14 @@ def flood(net, group: int, seconds: float, rate: int) -> dict:
 
 
 @pytest.mark.parametrize("rate", [0, 2000], ids=["full-speed", "paced"])
-def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, rate):
+def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, rate, request):
     dp = net.dataplane_name
+    if dp == "bmv2" and rate:
+        # Known defect, open in #28: on BMv2 about half of each malformed kind is neither
+        # diverted nor counted by P4 (52-56 %, the same at 500 and 2,000 frames/s, so not
+        # the switch's capacity); strict, so a fix shows up as XPASS.
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "BMv2 paced flood: about half of the malformed frames reach no counter (#28)")))
     group = 80 if rate == 0 else 82
     tally = Tally(net, group, tolerant("sum"), port=5000 + group)
     feeder = None
