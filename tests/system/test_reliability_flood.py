@@ -193,14 +193,8 @@ def flood(net, group: int, seconds: float, rate: int) -> dict:
 
 
 @pytest.mark.parametrize("rate", [0, 2000], ids=["full-speed", "paced"])
-def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, rate, request):
+def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, rate):
     dp = net.dataplane_name
-    if dp == "bmv2" and rate:
-        # Known defect, open in #28: on BMv2 about half of each malformed kind is neither
-        # diverted nor counted by P4 (52-56 %, the same at 500 and 2,000 frames/s, so not
-        # the switch's capacity); strict, so a fix shows up as XPASS.
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "BMv2 paced flood: about half of the malformed frames reach no counter (#28)")))
     group = 80 if rate == 0 else 82
     tally = Tally(net, group, tolerant("sum"), port=5000 + group)
     feeder = None
@@ -294,7 +288,13 @@ def test_a_malformed_flood_leaves_good_traffic_exact_and_is_accounted_for(net, r
         sum(p["rx_pkts"] for p in ports0.values())
     assert port_rx + where.get("s5 veth tx_dropped", 0) >= sent["total"], (port_rx, sent)
     if rate:
-        assert counted == {k: sent["sent"][k] for k in counted}, "paced: routerd counted every one"
+        every = {k: sent["sent"][k] for k in counted}
+        if dp == "bmv2" and counted != every:
+            # Open in #28: simple_switch lets 23-47 % of every kind alike go uncounted (the
+            # share moved with machine load, not with the flood's rate: 500 and 2,000/s). Every
+            # assertion above still holds; only this one is excused, and only on BMv2.
+            pytest.xfail(f"BMv2 paced flood: counted {counted} of {every} (#28)")
+        assert counted == every, "paced: routerd counted every one"
 
 
 def test_router_stats_show_the_data_planes_own_counters(net):
