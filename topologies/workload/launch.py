@@ -22,6 +22,23 @@ class ChildFailed(RuntimeError):
     pass
 
 
+def read_first_line(popen: subprocess.Popen, timeout: float) -> bytes:
+    """What `popen` printed on stdout up to and including its first newline, or all it
+    printed before EOF, its exit or `timeout` seconds (then without a newline)."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = popen.stdout.fileno()
+    while time.monotonic() < deadline and b"\n" not in buf:
+        if select.select([fd], [], [], 0.2)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+        elif popen.poll() is not None:
+            break
+    return buf
+
+
 class Child:
     def __init__(self, module: str, args: list[str], out: Path, log: Path | None = None,
                  ready_timeout: float = 60.0) -> None:
@@ -39,23 +56,13 @@ class Child:
         self.ready = self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        buf = b""
-        fd = self.popen.stdout.fileno()
-        while time.monotonic() < deadline:
-            if select.select([fd], [], [], 0.2)[0]:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                if b"\n" in buf:
-                    msg = json.loads(buf.split(b"\n", 1)[0])
-                    if msg.get("ready"):
-                        return msg
-                    self.stop()
-                    raise ChildFailed(f"{self.argv[2]}: {msg.get('error', msg)}")
-            elif self.popen.poll() is not None:
-                break
+        buf = read_first_line(self.popen, timeout)
+        if b"\n" in buf:
+            msg = json.loads(buf.split(b"\n", 1)[0])
+            if msg.get("ready"):
+                return msg
+            self.stop()
+            raise ChildFailed(f"{self.argv[2]}: {msg.get('error', msg)}")
         self.stop()
         raise ChildFailed(f"{' '.join(self.argv[:4])} ... did not get ready "
                           f"(exit {self.popen.poll()}); see {self.log_path}")

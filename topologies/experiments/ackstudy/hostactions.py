@@ -52,14 +52,19 @@ def _tcp_args(t: TcpSettings) -> list[str]:
     return out
 
 
+def _no_metrics_cache(netns_names: list[str]) -> None:
+    """TCP forgets each path's metrics in these namespaces: every run starts cold."""
+    from concast import netns as ns
+    ns.run_in([(n, lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save", "1"))
+               for n in netns_names])
+
+
 class LocalActions:
     def __init__(self, net) -> None:
         self.net = net
 
     def no_metrics_cache(self, hosts: list[str]) -> None:
-        from concast import netns as ns
-        ns.run_in([(self.net.netns(h), lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save",
-                                                                "1")) for h in hosts])
+        _no_metrics_cache([self.net.netns(h) for h in hosts])
 
     def tcp_apply(self, hosts: list[str], tcp: TcpSettings) -> dict:
         from concast.topologies.workload import tcpsettings
@@ -120,17 +125,8 @@ class RemoteChild:
         self.pid = msg.get("pid")
 
     def _ready_line(self, timeout: float) -> bytes:
-        import select
-        deadline, buf, fd = time.monotonic() + timeout, b"", self.popen.stdout.fileno()
-        while time.monotonic() < deadline and b"\n" not in buf:
-            if select.select([fd], [], [], 0.2)[0]:
-                chunk = __import__("os").read(fd, 4096)
-                if not chunk:
-                    break
-                buf += chunk
-            elif self.popen.poll() is not None:
-                break
-        return buf.split(b"\n", 1)[0]
+        from concast.topologies.workload.launch import read_first_line
+        return read_first_line(self.popen, timeout).split(b"\n", 1)[0]
 
     def stop(self, timeout: float = 10.0) -> dict | None:
         script = (f"p=$(cat {shlex.quote(self.pidfile)} 2>/dev/null) || exit 0; kill $p; "
@@ -367,12 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     tc.add_argument("--quickack", type=int, choices=(0, 1))
     tc.add_argument("netns", nargs="+")
     a = p.parse_args(argv)
-    from concast import netns as ns
     from concast.topologies.workload import tcpsettings
     try:
         if a.cmd == "nometrics":
-            ns.run_in([(n, lambda: ns.write_sysctl("net.ipv4.tcp_no_metrics_save", "1"))
-                       for n in a.netns])
+            _no_metrics_cache(a.netns)
             print("{}")
         else:
             t = TcpSettings(a.cc, a.initcwnd, a.advmss,
