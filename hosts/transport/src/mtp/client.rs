@@ -846,14 +846,7 @@ impl Client {
                 }
             }
         }
-        if h.flags & F_NOPAYLOAD != 0 {
-            t.suppressed = true;
-        } else if n > 0 {
-            if t.buf.len() < end as usize {
-                t.buf.resize(end as usize, 0);
-            }
-            t.buf[h.offset as usize..end as usize].copy_from_slice(body);
-            t.got.insert(h.offset, end);
+        if store(t, h, body) {
             t.todo.remove(h.offset, end);
         }
         // done with this request once its extent (to the end) has all come
@@ -927,15 +920,7 @@ impl Client {
                 }
             }
         }
-        if h.flags & F_NOPAYLOAD != 0 {
-            t.suppressed = true;
-        } else if n > 0 {
-            if t.buf.len() < end as usize {
-                t.buf.resize(end as usize, 0);
-            }
-            t.buf[h.offset as usize..end as usize].copy_from_slice(body);
-            t.got.insert(h.offset, end);
-        }
+        store(t, h, body);
         // bytes asked for and not sent: a short streamed answer ("not yet"), or a send whose
         // length was cut back to the total
         let asked_end = h.offset.saturating_add(p.len).min(t.total.unwrap_or(u32::MAX));
@@ -1144,6 +1129,25 @@ fn ready(t: &Tx, now: u64) -> bool {
 }
 
 /// Bytes asked for by the requests in flight and not yet here (glossary "transit").
+/// A reply's bytes into the object, or the note that the server suppressed the payload;
+/// true when bytes were stored.
+fn store(t: &mut Tx, h: &Header, body: &[u8]) -> bool {
+    if h.flags & F_NOPAYLOAD != 0 {
+        t.suppressed = true;
+        return false;
+    }
+    if h.length == 0 {
+        return false;
+    }
+    let end = h.offset + h.length as u32;
+    if t.buf.len() < end as usize {
+        t.buf.resize(end as usize, 0);
+    }
+    t.buf[h.offset as usize..end as usize].copy_from_slice(body);
+    t.got.insert(h.offset, end);
+    true
+}
+
 /// A request of `t` sent as `sendno` is no longer in flight (answered, lost or dropped):
 /// the transaction's and the client's counts fall and its send number is forgotten.
 fn land(t: &mut Tx, flights: &mut u32, by_send: &mut BTreeMap<u64, (u32, u32)>, sendno: u64) {
