@@ -13,6 +13,8 @@ from systools import (concast_option, datagram_whose_ttl_runs_out_is_dropped, ip
                       ip_datagram, options_of, routers_answer_arp_for_their_port_addresses,
                       send_raw, tcp_transfer, udp_datagrams)
 
+from concast.controller.linux import tc
+from concast.controller.linux.router import GONE, run_tc_batch
 from concast.controller.routes import router_hops
 from concast.inet import checksum
 from concast.topologies import tree
@@ -161,8 +163,12 @@ def test_csp_goes_to_the_first_capable_router_and_past_it_when_diversion_is_off(
         net.ping("s1", "rx")
     assert (len(c2.packets()), len(c1.packets())) == (1, 0)
     net["r2"].disable_diversion()
+    net["r2"].disable_diversion()        # idempotent: tc's "not found" for each rule is fine
     try:
         assert net["r2"].flows() == []
+        with pytest.raises(RuntimeError, match="bogus"):    # any other tc error is not
+            run_tc_batch(net["r2"].netns, [" ".join(tc.delete_argv(tc.PREF_CSP)), "filter bogus"],
+                         ok_errors=GONE)
         with cpu_capture(net, "r1", "csp-r1-off", "ip proto 253") as c1:
             send_frame(net["s1"], "s1-eth0", csp)
             net.ping("s1", "rx")

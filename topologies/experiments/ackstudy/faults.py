@@ -21,6 +21,7 @@ import random
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from concast.netmodel.naming import CPU_OFPORT
@@ -83,16 +84,24 @@ class Killer:
             except (OSError, ValueError, KeyError):
                 pass
         t = time.monotonic()
-        for r in self.victims:
-            for d in self.net.daemons.of(r):
-                if d.name == "routerd" and d.alive():
-                    os.kill(d.pid, signal.SIGKILL)       # a crash: no clean-up of its rules
-                    d.popen.wait(timeout=5)
+        # Each victim's crash and bypass on its own thread, as each router's own control
+        # plane would act; done one after another, 20 bypasses took 2.1-3.7 s (#28 item 4).
+        with ThreadPoolExecutor(max_workers=len(self.victims) or 1) as crews:
+            outages = list(crews.map(self._kill_and_bypass, self.victims))
         self.fired_at = t - self._t0
-        for r in self.victims:
-            self.net[r].disable_diversion()
-        self.bypass_s = time.monotonic() - t
+        self.bypass_s = max(outages, default=0.0)
         self.frames_to_dead_port = sum(_cpu_tx(self.net, r) - before[r] for r in self.victims)
+
+    def _kill_and_bypass(self, r: str) -> float:
+        """SIGKILL routerd on r (a crash: no clean-up of its rules), then remove r's
+        diversion; returns the seconds r's data plane diverted to a dead port."""
+        t = time.monotonic()
+        for d in self.net.daemons.of(r):
+            if d.name == "routerd" and d.alive():
+                os.kill(d.pid, signal.SIGKILL)
+                d.popen.wait(timeout=5)
+        self.net[r].disable_diversion()
+        return time.monotonic() - t
 
     def repair(self) -> None:
         """After the run: the timer cancelled if it never fired; routerd started again on

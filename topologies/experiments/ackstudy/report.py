@@ -9,7 +9,8 @@ from pathlib import Path
 
 from concast.topologies.experiments.ackstudy import faults, fidelity, paper
 
-RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "completed", "failed", "intact",
+RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "completed", "failed",
+              "fetch_errors", "intact",
               "acks_captured", "records_at_r", "acks_lost_link_queue", "acks_lost_link_loss",
               "acks_lost_link_down", "acks_unaccounted", "records_combined", "combined_pct",
               "mplex_pkts_at_r", "mean_bundle", "late_records", "expired_ttl",

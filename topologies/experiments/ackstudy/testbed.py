@@ -315,6 +315,7 @@ def measure(fetch: dict, before: dict, after: dict, clients: list[str]) -> dict:
         "clients": summ["clients"], "completed": summ["completed"], "failed": summ["failed"],
         "intact": sum(1 for r in fetch["clients"] if r.get("sha256_ok")),
         "errors": summ["errors"],
+        "fetch_errors": "; ".join(f"{why} x{n}" for why, n in sorted(summ["errors"].items())),
         "acks_captured": captured, "records_at_r": records, "records_combined": bundled,
         "combined_pct": 100.0 * bundled / captured if captured else 0.0,
         "mplex_pkts_at_r": pkts, "mean_bundle": records / pkts if pkts else 0.0,
