@@ -72,36 +72,38 @@ class Killer:
         return self
 
     def _fire(self) -> None:
-        from concast.controller import routerdmgmt as routerd
         pool = sorted(self.candidates)
         self.victims = self.rng.sample(pool, min(self.plan.routers, len(pool)))
-        before = {}
-        for r in self.victims:
-            before[r] = _cpu_tx(self.net, r)
-            try:
-                for f in routerd.query(self.net.routerd_socket(r), "flows")["flows"]:
-                    self.open_bundles += (f.get("engine") or {}).get("open_states", 0)
-            except (OSError, ValueError, KeyError):
-                pass
         t = time.monotonic()
-        # Each victim's crash and bypass on its own thread, as each router's own control
-        # plane would act; done one after another, 20 bypasses took 2.1-3.7 s (#28 item 4).
+        # Each victim's look, crash and bypass on its own thread, as each router's own
+        # control plane would act; done one after another, 20 bypasses took 2.1-3.7 s
+        # (docs/reliability.md).
         with ThreadPoolExecutor(max_workers=len(self.victims) or 1) as crews:
-            outages = list(crews.map(self._kill_and_bypass, self.victims))
+            done = list(crews.map(self._kill_and_bypass, self.victims))
         self.fired_at = t - self._t0
-        self.bypass_s = max(outages, default=0.0)
-        self.frames_to_dead_port = sum(_cpu_tx(self.net, r) - before[r] for r in self.victims)
+        self.bypass_s = max((outage for outage, _, _ in done), default=0.0)
+        self.open_bundles = sum(open_states for _, _, open_states in done)
+        self.frames_to_dead_port = sum(_cpu_tx(self.net, r) - tx_before
+                                       for r, (_, tx_before, _) in zip(self.victims, done))
 
-    def _kill_and_bypass(self, r: str) -> float:
-        """SIGKILL routerd on r (a crash: no clean-up of its rules), then remove r's
-        diversion; returns the seconds r's data plane diverted to a dead port."""
+    def _kill_and_bypass(self, r: str) -> tuple[float, int, int]:
+        """A last look at r (frames out of its CPU port, bundles its engine holds open),
+        SIGKILL to its routerd (a crash: no clean-up of its rules), then r's diversion
+        removed; returns the seconds r diverted to a dead port and the two looks."""
+        from concast.controller import routerdmgmt as routerd
+        tx_before, open_states = _cpu_tx(self.net, r), 0
+        try:
+            for f in routerd.query(self.net.routerd_socket(r), "flows")["flows"]:
+                open_states += (f.get("engine") or {}).get("open_states", 0)
+        except (OSError, ValueError, KeyError):
+            pass
         t = time.monotonic()
         for d in self.net.daemons.of(r):
             if d.name == "routerd" and d.alive():
                 os.kill(d.pid, signal.SIGKILL)
                 d.popen.wait(timeout=5)
         self.net[r].disable_diversion()
-        return time.monotonic() - t
+        return time.monotonic() - t, tx_before, open_states
 
     def repair(self) -> None:
         """After the run: the timer cancelled if it never fired; routerd started again on
