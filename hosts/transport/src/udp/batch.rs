@@ -59,6 +59,21 @@ pub struct IoStats {
     pub recv_calls: u64,
     pub datagrams_received: u64,
     pub bytes_received: u64,
+    /// Sends the kernel refused for a full socket buffer (EAGAIN).
+    pub send_full: u64,
+    /// Time datagrams waited for socket-buffer room, in all and the longest wait (µs): a
+    /// sender that waits reads no ACKs meanwhile (issue #23).
+    pub send_wait_us: u64,
+    pub send_wait_max_us: u64,
+}
+
+impl IoStats {
+    /// One wait for socket-buffer room is over.
+    fn waited(&mut self, since: std::time::Instant) {
+        let us = since.elapsed().as_micros() as u64;
+        self.send_wait_us += us;
+        self.send_wait_max_us = self.send_wait_max_us.max(us);
+    }
 }
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
@@ -245,15 +260,23 @@ impl Tx {
     }
 
     /// Retry on a full socket buffer; a closed port (ICMP) is left to the session's timers.
-    fn retrying(fd: RawFd, mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    fn retrying(fd: RawFd, stats: &mut IoStats, mut call: impl FnMut() -> isize) -> io::Result<usize> {
+        let mut since = None;
         loop {
             let r = call();
             if r >= 0 {
+                if let Some(t) = since {
+                    stats.waited(t);
+                }
                 return Ok(r as usize);
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                ErrorKind::WouldBlock => wait(fd, Duration::from_millis(10), true)?,
+                ErrorKind::WouldBlock => {
+                    stats.send_full += 1;
+                    since.get_or_insert_with(std::time::Instant::now);
+                    wait(fd, Duration::from_millis(10), true)?
+                }
                 ErrorKind::Interrupted => {}
                 ErrorKind::ConnectionRefused => return Ok(0),
                 _ => return Err(e),
@@ -268,10 +291,10 @@ impl Tx {
     /// the interface MTU fails every one.
     fn send_some(fd: RawFd, msgs: &mut [libc::mmsghdr], stats: &mut IoStats) -> io::Result<usize> {
         let mut call = || unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), msgs.len() as _, 0) as isize };
-        let mut r = Tx::retrying(fd, &mut call);
+        let mut r = Tx::retrying(fd, stats, &mut call);
         for _ in 0..EMSGSIZE_TRIES {
             match &r {
-                Err(e) if too_big(e) => r = Tx::retrying(fd, &mut call),
+                Err(e) if too_big(e) => r = Tx::retrying(fd, stats, &mut call),
                 _ => break,
             }
             if r.is_ok() {

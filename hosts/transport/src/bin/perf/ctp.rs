@@ -56,6 +56,7 @@ pub fn io_json(s: &IoStats) -> Value {
         "df": s.df, "too_big": s.too_big, "ptb_reports": s.ptb_reports,
         "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
         "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
+        "send_full": s.send_full, "send_wait_us": s.send_wait_us, "send_wait_max_us": s.send_wait_max_us,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
         "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),
     })
@@ -219,7 +220,12 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             let buf = Bytes::from(vec![0x5a; a.c.size]);
             let mut sent = 0u64;
             let mut trace = Trace::from_env("client");
+            // the longest time between two turns of this loop (a turn waits at most 1 ms): a
+            // sender held elsewhere (the send path, the scheduler) reads no ACKs meanwhile
+            let (mut last_turn, mut max_gap) = (Instant::now(), Duration::ZERO);
             while t0.elapsed().as_secs_f64() < a.secs {
+                max_gap = max_gap.max(last_turn.elapsed());
+                last_turn = Instant::now();
                 // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
                 // out before more are cut; wait for the network only when the session takes no more
                 let mut took = 0;
@@ -237,7 +243,8 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             }
             let closed = drain_close(&mut conn, Duration::from_secs(60), &mut trace)?;
             let secs = t0.elapsed().as_secs_f64();
-            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed}));
+            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed,
+                "max_turn_gap_us": max_gap.as_micros() as u64}));
         }
         Mode::Pingpong => {
             let msg = vec![0x50; a.c.size];
