@@ -255,7 +255,9 @@ impl Conn {
         };
         let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(fd, Duration::from_micros(wait_us), false)?;
+            let (asked, t) = (Duration::from_micros(wait_us), Instant::now());
+            wait(fd, asked, false)?;
+            self.io.tx.stats.polled(asked, t.elapsed());
         }
         // everything one wake-up reads is one batch (Positive ACK acknowledges in-order data
         // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once
@@ -365,7 +367,9 @@ impl Server {
         });
         let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(fd, Duration::from_micros(wait_us), false)?;
+            let (asked, t) = (Duration::from_micros(wait_us), Instant::now());
+            wait(fd, asked, false)?;
+            self.io.tx.stats.polled(asked, t.elapsed());
         }
         // as in Conn::pump: one batch per session per wake-up
         let mut batched: Vec<SocketAddr> = Vec::new();

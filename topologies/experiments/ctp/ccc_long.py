@@ -44,16 +44,19 @@ def _path(s: CccSettings, tag: str):
 
 def send_path(clients: list[dict]) -> dict:
     """The CTCP senders' send-path waits (concast-perf's `io`: sends refused for a full socket
-    buffer and the time datagrams waited for room) and the longest gap between two turns of a
-    sender's loop; None for kernel TCP, which reports none of them."""
+    buffer and the time datagrams waited for room), how late their polls returned (the CPU
+    not running a ready sender) and the longest gap between two turns of a sender's loop;
+    None for kernel TCP, which reports none of them."""
     io = [c["io"] for c in clients if "send_full" in (c.get("io") or {})]
     gaps = sorted(c["max_turn_gap_us"] for c in clients if "max_turn_gap_us" in c)
     if not io:
-        return {"send_full": None, "send_wait_ms": None, "send_wait_max_ms": None,
-                "turn_gap_max_ms": None, "turn_gap_median_ms": None}
+        return {"send_full": None, "send_wait_ms": None, "send_wait_max_ms": None, "poll_late_max_ms": None,
+                "polls_late_10ms": None, "turn_gap_max_ms": None, "turn_gap_median_ms": None}
     return {"send_full": sum(i["send_full"] for i in io),
             "send_wait_ms": sum(i["send_wait_us"] for i in io) / 1e3,
             "send_wait_max_ms": max(i["send_wait_max_us"] for i in io) / 1e3,
+            "poll_late_max_ms": max(i.get("poll_late_max_us", 0) for i in io) / 1e3,
+            "polls_late_10ms": sum(i.get("polls_late_10ms", 0) for i in io),
             "turn_gap_max_ms": gaps[-1] / 1e3 if gaps else None,
             "turn_gap_median_ms": statistics.median(gaps) / 1e3 if gaps else None}
 

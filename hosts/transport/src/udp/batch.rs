@@ -65,9 +65,23 @@ pub struct IoStats {
     /// sender that waits reads no ACKs meanwhile (issue #23).
     pub send_wait_us: u64,
     pub send_wait_max_us: u64,
+    /// The longest a wait for the socket (the driver's poll) returned after its timeout, µs,
+    /// and how many returned more than 10 ms late: time the process was ready to run and
+    /// was not (a loaded CPU), or a late timer.
+    pub poll_late_max_us: u64,
+    pub polls_late_10ms: u64,
 }
 
 impl IoStats {
+    /// A wait asked for `asked` took `took`.
+    pub fn polled(&mut self, asked: Duration, took: Duration) {
+        let late = took.saturating_sub(asked).as_micros() as u64;
+        self.poll_late_max_us = self.poll_late_max_us.max(late);
+        if late > 10_000 {
+            self.polls_late_10ms += 1;
+        }
+    }
+
     /// One wait for socket-buffer room is over.
     fn waited(&mut self, since: std::time::Instant) {
         let us = since.elapsed().as_micros() as u64;

@@ -57,6 +57,7 @@ pub fn io_json(s: &IoStats) -> Value {
         "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
         "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
         "send_full": s.send_full, "send_wait_us": s.send_wait_us, "send_wait_max_us": s.send_wait_max_us,
+        "poll_late_max_us": s.poll_late_max_us, "polls_late_10ms": s.polls_late_10ms,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
         "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),
     })
