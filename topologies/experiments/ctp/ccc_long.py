@@ -51,13 +51,20 @@ def send_path(clients: list[dict]) -> dict:
     gaps = sorted(c["max_turn_gap_us"] for c in clients if "max_turn_gap_us" in c)
     if not io:
         return {"send_full": None, "send_wait_ms": None, "send_wait_max_ms": None, "poll_late_max_ms": None,
-                "polls_late_10ms": None, "turn_gap_max_ms": None, "turn_gap_median_ms": None}
+                "polls_late_10ms": None, "turn_gap_max_ms": None, "turn_gap_max_run_delay_ms": None,
+                "run_delay_per_flow_s": None, "turn_gap_median_ms": None}
     return {"send_full": sum(i["send_full"] for i in io),
             "send_wait_ms": sum(i["send_wait_us"] for i in io) / 1e3,
             "send_wait_max_ms": max(i["send_wait_max_us"] for i in io) / 1e3,
             "poll_late_max_ms": max(i.get("poll_late_max_us", 0) for i in io) / 1e3,
             "polls_late_10ms": sum(i.get("polls_late_10ms", 0) for i in io),
             "turn_gap_max_ms": gaps[-1] / 1e3 if gaps else None,
+            # of the longest turn, how long its sender was runnable but not run (schedstat)
+            "turn_gap_max_run_delay_ms": max((c for c in clients if "max_turn_gap_us" in c),
+                                             key=lambda c: c["max_turn_gap_us"]).get("max_turn_gap_run_delay_us", 0) / 1e3
+                                         if gaps else None,
+            "run_delay_per_flow_s": (statistics.fmean(c["run_delay_s"] for c in clients if c.get("run_delay_s") is not None)
+                                     if any(c.get("run_delay_s") is not None for c in clients) else None),
             "turn_gap_median_ms": statistics.median(gaps) / 1e3 if gaps else None}
 
 
