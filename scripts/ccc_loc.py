@@ -28,6 +28,9 @@ CC = ROOT / "hosts" / "transport" / "src" / "cc"
 # (our algorithm, file stem, paper row, UDT/CCC LOC, Linux patch added, removed) — Table 1.
 TABLE1 = [
     ("newreno", "newreno", "TCP", "28", "-", "-"),
+    # CTCP is NewReno's file with two policy constants (cc/mod.rs: TCP_RTO, RACK_DEFAULT); the
+    # RACK mechanism is the framework's (micro/rack.rs), as the paper's CCC host is not counted
+    ("ctcp", "newreno", "CTCP of 4.2 (NewReno's file, kernel TCP's RTO and RACK as policy)", "", "", ""),
     ("scalable", "scalable", "Scalable TCP", "11", "192", "29"),
     ("highspeed", "highspeed", "HighSpeed TCP", "8", "27", "1"),
     ("bic", "bic", "BiC TCP", "38", "248", "30"),

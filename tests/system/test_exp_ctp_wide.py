@@ -81,6 +81,9 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
     ctcp = next(r for r in rows if r["sender"] == "CTCP")
     # the senders' counters reach the rows (the RTO study reads them); Eifel finds a subset
     assert ctcp["retransmits"] is not None and 0 <= ctcp["spurious_timeouts"] <= ctcp["timeouts"], ctcp
+    # so do the send path's waits and the loops' longest gaps (CTCP only: kernel TCP has none)
+    assert ctcp["send_full"] >= 0 and ctcp["send_wait_ms"] >= 0 and ctcp["turn_gap_max_ms"] > 0, ctcp
+    assert next(r for r in rows if r["sender"] == "TCP reno")["send_full"] is None
     paths = ccc_long.save(rows, META | {"settings": {"rate_mbit": 100, "secs": 1.5, "runs": 1}}, tmp_path)
     assert json.loads(paths[1].read_text())["summary"]
 

@@ -98,6 +98,8 @@ pub struct Stats {
     pub timeouts: u64,
     /// Retransmission timeouts found spurious and undone (Eifel, `micro/ccwin.rs`).
     pub spurious_timeouts: u64,
+    /// Segments RACK declared lost (`micro/rack.rs`; the others by duplicate ACKs or the timer).
+    pub rack_losses: u64,
     pub malformed: u64,
     pub duplicates: u64,
     pub late: u64,
@@ -142,6 +144,8 @@ pub struct Shared {
     pub rto_override_us: Option<u64>,
     /// The congestion control algorithm's RTO policy, when it sets one (`cc::CcCtl::rto_policy`).
     pub rto_policy: Option<crate::micro::rtt::RtoPolicy>,
+    /// Time-based loss detection (`micro::rack`), with the algorithm's policy (`cc::CcCtl::rack`).
+    pub rack: crate::micro::rack::Rack,
     pub ts_recent: u32,
     pub cwnd: f64,
     pub pkt_snd_period_us: f64,

@@ -15,6 +15,9 @@ pub struct Link {
     pub queue_pkts: usize,
     /// Drop exactly these datagrams (0-based count of datagrams offered), besides random loss.
     pub drop_nth: Vec<u64>,
+    /// Drop the datagrams this picks (by their bytes: a test that must lose one segment's
+    /// retransmission), besides the rest.
+    pub drop_if: Option<Box<dyn FnMut(&[u8]) -> bool + Send>>,
     pub offered: u64,
     pub dropped: u64,
     busy_until: f64,
@@ -29,6 +32,7 @@ impl Link {
             rate_bps: None,
             queue_pkts: 100,
             drop_nth: Vec::new(),
+            drop_if: None,
             offered: 0,
             dropped: 0,
             busy_until: 0.0,
@@ -41,6 +45,16 @@ impl Link {
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// `offer` for a datagram `drop_if` may pick.
+    pub fn offer_datagram(&mut self, now: u64, d: &[u8]) -> Option<u64> {
+        if self.drop_if.as_mut().is_some_and(|pick| pick(d)) {
+            self.offered += 1;
+            self.dropped += 1;
+            return None;
+        }
+        self.offer(now, d.len())
     }
 
     /// When a datagram offered at `now` arrives, or None when it is lost.
@@ -112,7 +126,7 @@ impl Pair {
 
     fn put(&mut self, to_b: bool, d: Vec<u8>) {
         let link = if to_b { &mut self.ab } else { &mut self.ba };
-        if let Some(at) = link.offer(self.now, d.len()) {
+        if let Some(at) = link.offer_datagram(self.now, &d) {
             self.order += 1;
             self.wire.push(Reverse((at, self.order, to_b, d)));
         }

@@ -6,6 +6,10 @@
 //! kernel refuses it), and come in with UDP GRO, each receive handed to the session as one
 //! batch (`Session::begin_batch`), so in-order data is acknowledged once per receive.
 //!
+//! A full socket buffer does not stop a pump: the datagrams it refused stay queued in order
+//! (`batch::Tx::pending`), the pump waits for the socket to be readable or writable, reads
+//! the ACKs that came meanwhile and sends the queue first (issue #23).
+//!
 //! A socket carrying a composite with Resize sets DF on its datagrams (`batch::set_df`), so
 //! Resize's probes find the path MTU instead of being fragmented. Only then: without Resize a
 //! segment too big for a hop would be lost every time, where the kernel's own path MTU
@@ -24,7 +28,7 @@ use crate::session::{Config, Output, Session};
 pub mod batch;
 
 pub use batch::IoStats;
-use batch::{wait, Rx, Tx};
+use batch::{wait_io, Rx, Tx};
 
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
 /// Receives per pump, so a busy socket cannot keep outputs from the caller.
@@ -255,7 +259,9 @@ impl Conn {
         };
         let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(fd, Duration::from_micros(wait_us), false)?;
+            let (asked, t) = (Duration::from_micros(wait_us), Instant::now());
+            wait_io(fd, asked, self.io.tx.pending())?;
+            self.io.tx.stats.polled(asked, t.elapsed());
         }
         // everything one wake-up reads is one batch (Positive ACK acknowledges in-order data
         // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once
@@ -365,7 +371,9 @@ impl Server {
         });
         let fd = self.io.sock.as_raw_fd();
         if wait_us > 0 && out.is_empty() {
-            wait(fd, Duration::from_micros(wait_us), false)?;
+            let (asked, t) = (Duration::from_micros(wait_us), Instant::now());
+            wait_io(fd, asked, self.io.tx.pending())?;
+            self.io.tx.stats.polled(asked, t.elapsed());
         }
         // as in Conn::pump: one batch per session per wake-up
         let mut batched: Vec<SocketAddr> = Vec::new();

@@ -26,6 +26,7 @@ pub use tfrc::Tfrc;
 pub use vegas::Vegas;
 pub use westwood::Westwood;
 
+pub use crate::micro::rack::{RackPolicy, RACK_DEFAULT};
 pub use crate::micro::rtt::RtoPolicy;
 
 /// CTCP's RTO policy: kernel TCP's, which it is measured against (UDT/CCC §4.2). Linux keeps
@@ -50,6 +51,9 @@ pub struct CcCtl {
     /// RTO computation (`micro::rtt`); None keeps the session's (`Config::min_rto_us`,
     /// `rto_g_us`). `rto_us` instead replaces the computed RTO altogether.
     pub rto_policy: Option<RtoPolicy>,
+    /// Time-based loss detection (RACK, RFC 8985; `micro::rack`) and its reordering window;
+    /// None leaves loss detection to duplicate ACKs and the timer.
+    pub rack: Option<RackPolicy>,
     /// Custom control messages to send to the peer's algorithm.
     pub custom_out: Vec<Vec<u8>>,
     // observations, written by the framework before each callback
@@ -74,6 +78,7 @@ impl CcCtl {
             ack_period_us: 10_000,
             rto_us: None,
             rto_policy: None,
+            rack: None,
             custom_out: Vec::new(),
             now_us: 0,
             rtt_us: 0.0,
@@ -107,15 +112,16 @@ pub trait Ccc: Send {
     fn process_custom_msg(&mut self, _c: &mut CcCtl, _msg: &[u8]) {}
 }
 
-pub const NAMES: [&str; 10] =
-    ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast", "tfrc"];
+pub const NAMES: [&str; 11] =
+    ["newreno", "ctcp", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast", "tfrc"];
 
 /// An algorithm by name; `rate_bps` is the blaster's fixed rate.
 pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
     Ok(match name {
         "newreno" => Box::new(NewReno::default()),
-        // UDT/CCC's CTCP: NewReno with kernel TCP's RTO policy (CTP-Bulk keeps fine timers)
-        "ctcp" => Box::new(NewReno::with_rto(TCP_RTO)),
+        // UDT/CCC's CTCP: NewReno with kernel TCP's RTO policy (CTP-Bulk keeps fine timers) and
+        // its time-based detection of lost retransmissions (Linux's RACK, RFC 8985)
+        "ctcp" => Box::new(NewReno::ctcp(TCP_RTO, RACK_DEFAULT)),
         "daimd" | "udt" => Box::new(Daimd::default()),
         "blaster" => Box::new(Blaster::new(rate_bps)),
         "scalable" => Box::new(Scalable::default()),

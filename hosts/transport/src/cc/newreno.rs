@@ -1,5 +1,5 @@
 //! NewReno (RFC 6582): slow start, additive increase, halve once per loss window.
-use super::{reno_increase, CcCtl, Ccc, RtoPolicy};
+use super::{reno_increase, CcCtl, Ccc, RackPolicy, RtoPolicy};
 
 pub struct NewReno {
     pub ssthresh: f64,
@@ -8,11 +8,14 @@ pub struct NewReno {
     before_timeout: Option<f64>,
     /// The RTO policy set at init; None keeps the session's.
     rto: Option<RtoPolicy>,
+    /// RACK's reordering window, set at init; None: duplicate ACKs and the timer only.
+    rack: Option<RackPolicy>,
+    name: &'static str,
 }
 
 impl Default for NewReno {
     fn default() -> Self {
-        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None }
+        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None, rack: None, name: "newreno" }
     }
 }
 
@@ -20,15 +23,22 @@ impl NewReno {
     pub fn with_rto(p: RtoPolicy) -> NewReno {
         NewReno { rto: Some(p), ..NewReno::default() }
     }
+
+    /// UDT/CCC's CTCP (§4.2), measured against kernel TCP: NewReno with that RTO policy and
+    /// RACK's loss detection (`cc::by_name("ctcp")`).
+    pub fn ctcp(p: RtoPolicy, r: RackPolicy) -> NewReno {
+        NewReno { rto: Some(p), rack: Some(r), name: "ctcp", ..NewReno::default() }
+    }
 }
 
 impl Ccc for NewReno {
     fn name(&self) -> &'static str {
-        "newreno"
+        self.name
     }
 
     fn init(&mut self, c: &mut CcCtl) {
         c.rto_policy = self.rto;
+        c.rack = self.rack;
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, ack: u32) {

@@ -107,6 +107,7 @@ impl CcHost {
         cx.shared.ack_delay_us = c.ack_period_us;
         cx.shared.rto_override_us = c.rto_us;
         cx.shared.rto_policy = c.rto_policy;
+        cx.shared.rack.policy = c.rack;
         for m in std::mem::take(&mut c.custom_out) {
             let mut s = Segment::new(Kind::CcMsg, cx.shared.conn);
             s.payload = m.into();

@@ -107,7 +107,9 @@ impl Micro for WindowedCongestion {
             (Event::SegmentSent, 30),
             (Event::SegmentDone, 10),
             (Event::SegmentFromNet, 45),
-            (Event::SegmentLost, 10),
+            // after Retransmit (20) has queued the segment, so it goes out here if the window
+            // has room: a loss found by a timer (RACK's) has no later ACK to release it
+            (Event::SegmentLost, 25),
             (Event::SegmentTimeout, 20),
             (Event::CloseSession, 30),
         ]

@@ -3,11 +3,16 @@
 //! lost (SEGMENT LOST). During recovery each ACK declares lost the holes below the highest
 //! selective ack not declared yet, and a partial ACK the hole it stops at (NewReno); recovery
 //! ends when everything sent before it began is acknowledged.
+//!
+//! With an algorithm that asks for it (`cc::CcCtl::rack`), each ACK also runs RACK's time-based
+//! detection (`micro::rack`, RFC 8985), which declares a segment lost again when its
+//! retransmission is lost; a reordering timer covers what is not lost yet but will be
+//! unless acknowledged in time. Either way a loss outside a recovery starts one.
 use std::collections::HashSet;
 
 use crate::attr::ACK;
 use crate::composite::MicroId;
-use crate::event::{Arg, Event};
+use crate::event::{Arg, Event, TimerId};
 use crate::session::{Cx, Micro};
 
 pub const DUP_THRESHOLD: u32 = 3;
@@ -16,11 +21,21 @@ pub const DUP_THRESHOLD: u32 = 3;
 pub struct DuplicateAck {
     dups: u32,
     marked: HashSet<u32>,
+    /// RACK's reordering timer.
+    timer: Option<TimerId>,
 }
 
 impl DuplicateAck {
     fn declare(&mut self, cx: &mut Cx, seqs: Vec<u32>) {
         let seqs: Vec<u32> = seqs.into_iter().filter(|q| self.marked.insert(*q)).collect();
+        for q in &seqs {
+            cx.shared.rack.declared(*q);
+        }
+        self.raise_lost(cx, seqs);
+    }
+
+    /// SEGMENT LOST for each of `seqs` (ascending), with the ranges for the algorithm.
+    fn raise_lost(&mut self, cx: &mut Cx, seqs: Vec<u32>) {
         let mut ranges: Vec<(u32, u32)> = Vec::new();
         for q in &seqs {
             match ranges.last_mut() {
@@ -28,7 +43,7 @@ impl DuplicateAck {
                 _ => ranges.push((*q, *q)),
             }
         }
-        cx.shared.loss_ranges = ranges;
+        cx.shared.loss_ranges.extend(ranges);
         for q in seqs {
             if let Some(id) = cx.shared.unacked.get(&q).copied() {
                 cx.raise(Event::SegmentLost, Arg::seg(id));
@@ -52,10 +67,51 @@ impl Micro for DuplicateAck {
             self.marked.clear();
             return;
         }
+        if let Event::Timer(_) = ev {
+            self.timer = None;
+            self.rack(cx);
+            return;
+        }
         let Some(seg) = arg.seg.and_then(|id| cx.seg(id)) else { return };
         if seg.attrs.get(ACK).is_none() {
             return;
         }
+        self.count(cx);
+        self.rack(cx);
+    }
+}
+
+impl DuplicateAck {
+    /// RACK's detection (when the algorithm uses it): what it finds lost is declared even if
+    /// declared before (a lost retransmission), and starts a recovery outside one.
+    fn rack(&mut self, cx: &mut Cx) {
+        if cx.shared.rack.policy.is_none() {
+            return;
+        }
+        let (now, srtt, min_rtt) = (cx.now, cx.shared.srtt_us, cx.shared.min_rtt_us);
+        let (mut lost, wait) = cx.shared.rack.detect(now, srtt, min_rtt);
+        lost.retain(|q| cx.shared.unacked.contains_key(q));
+        if !lost.is_empty() {
+            lost.sort_unstable();
+            cx.stats.rack_losses += lost.len() as u64;
+            let s = &mut cx.shared;
+            if !s.in_recovery {
+                s.in_recovery = true;
+                s.recover = s.snd_max;
+            }
+            self.marked.extend(lost.iter().copied());
+            self.raise_lost(cx, lost);
+        }
+        if let Some(t) = self.timer.take() {
+            cx.cancel(t);
+        }
+        if let Some(w) = wait {
+            self.timer = Some(cx.timer(MicroId::DuplicateAck, w.max(1), 0));
+        }
+    }
+
+    /// Duplicate ACK counting and the recovery's declarations (the module comment).
+    fn count(&mut self, cx: &mut Cx) {
         let s = &mut cx.shared;
         if s.ack_advanced {
             self.dups = 0;

@@ -11,7 +11,7 @@
 //! | SEGMENT FROM NET | fec 5, resize 7, virtual-circuit 8, positive-ack 20, negative-ack 22, rtt-estimation 25, windowed-flow 30, duplicate-ack 35, retransmit 40, windowed/rate-congestion 45, xon-xoff 50, rts-cts 50, out-of-band 55, reliable/lossy-fifo 60, fixed-rate/timestamp-jitter 90 (a Close), transport-driver 100 |
 //! | SEGMENT RECEIVED | sequenced-messages 40, fixed-rate/timestamp-jitter 40, out-of-band 45, coalesce 45, fixed-size 50 |
 //! | MSG FROM NET | sequenced-messages 50, fixed-rate/timestamp-jitter 60, transport-driver 100 |
-//! | SEGMENT LOST | windowed/rate-congestion 10, retransmit 20 |
+//! | SEGMENT LOST | rate-congestion 10, retransmit 20, windowed-congestion 25 |
 //! | SEGMENT TIMEOUT | rtt-estimation 10, windowed/rate-congestion 20, duplicate-ack 30, retransmit 90 |
 //! | SEGMENT DONE | windowed-congestion 10, transport-driver 90 |
 //! | CLOSE SESSION | resize 5, coalesce 10, windowed/rate-congestion 30, transport-driver 100 |
@@ -50,6 +50,7 @@ pub mod nak;
 pub mod oob;
 pub mod playout;
 pub mod posack;
+pub mod rack;
 pub mod rate;
 pub mod resize;
 pub mod retransmit;

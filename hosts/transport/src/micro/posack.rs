@@ -76,6 +76,7 @@ impl PositiveAck {
 
     fn on_ack(cx: &mut Cx, kind: Kind, val: u64, blocks: &[u8]) {
         let (cum, bitmap) = ((val >> 32) as u32, val as u32);
+        let now = cx.now;
         let s = &mut cx.shared;
         if cum > s.snd_max {
             cx.stats.malformed += 1; // acknowledges what was never sent
@@ -91,11 +92,16 @@ impl PositiveAck {
         s.ack_advanced = cum > s.snd_una;
         s.ack_duplicate = !s.ack_advanced && kind == Kind::Ack && !s.unacked.is_empty();
         let mut done = Vec::new();
+        let rack = s.rack.policy.is_some();
+        let mut seqs = Vec::new(); // what was delivered, for RACK
         if s.ack_advanced {
             s.snd_una = cum;
             while let Some(e) = s.unacked.first_entry() {
                 if *e.key() >= cum {
                     break;
+                }
+                if rack {
+                    seqs.push(*e.key());
                 }
                 done.push(e.remove());
             }
@@ -104,6 +110,9 @@ impl PositiveAck {
             let q = cum.wrapping_add(1 + i);
             if let Some(id) = s.unacked.remove(&q) {
                 done.push(id);
+                if rack {
+                    seqs.push(q);
+                }
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
         }
@@ -112,11 +121,17 @@ impl PositiveAck {
             let keys: Vec<u32> = s.unacked.range(first..end).map(|(q, _)| *q).collect();
             for q in keys {
                 done.extend(s.unacked.remove(&q));
+                if rack {
+                    seqs.push(q);
+                }
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
         }
         if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
             s.highest_sacked = None;
+        }
+        for q in seqs {
+            s.rack.delivered(q, now, s.min_rtt_us);
         }
         for id in done {
             cx.release(id, Barrier::Done);
@@ -146,10 +161,14 @@ impl Micro for PositiveAck {
         let Some(id) = arg.seg else { return };
         match ev {
             Event::SegmentToNet if cx.is_data(id) => cx.hold(id, Barrier::Done),
-            Event::SegmentSent if cx.is_data(id) && cx.first_send(id) => {
-                if let Some(q) = cx.seg(id).and_then(|s| s.attrs.get(SEQ)) {
-                    cx.shared.unacked.insert(q as u32, id);
-                    cx.shared.snd_max = cx.shared.snd_max.max(q as u32 + 1);
+            Event::SegmentSent if cx.is_data(id) => {
+                let first = cx.first_send(id);
+                if let Some(q) = cx.seg(id).and_then(|s| s.attrs.get(SEQ)).map(|q| q as u32) {
+                    if first {
+                        cx.shared.unacked.insert(q, id);
+                        cx.shared.snd_max = cx.shared.snd_max.max(q + 1);
+                    }
+                    cx.shared.rack.sent(q, cx.now, !first);
                 }
             }
             Event::SegmentFromNet => {

@@ -16,6 +16,13 @@
 //! one datagram at a time to tell size from a GSO refusal. A connected socket
 //! reports an ICMP "fragmentation needed" as EMSGSIZE on its next call (`ptb_reports`).
 //!
+//! A full socket buffer (EAGAIN, ENOBUFS) does not hold the caller: what did not go stays
+//! queued in order, `Tx::pending` says so, and the next `flush` sends it first. The driver
+//! meanwhile waits for the socket to be readable *or* writable (`wait_io`) and reads ACKs.
+//! Waiting here for room instead (10 ms polls until the whole batch was out) held a sender
+//! for 123-730 ms at 16 flows with no ACK read, and the ACKs' delay fired timeouts (issue #23).
+//! The fallback paths after a GSO refusal or an oversized datagram (`send_plain`) still wait.
+//!
 //! `IoStats` counts system calls and datagrams both ways and says which path ran.
 use std::io::{self, ErrorKind};
 use std::mem::{size_of, zeroed};
@@ -59,6 +66,35 @@ pub struct IoStats {
     pub recv_calls: u64,
     pub datagrams_received: u64,
     pub bytes_received: u64,
+    /// Sends the kernel refused for a full socket buffer (EAGAIN, ENOBUFS).
+    pub send_full: u64,
+    /// Time datagrams waited for socket-buffer room, in all and the longest wait (µs): from
+    /// the first refusal until the queue was out.
+    pub send_wait_us: u64,
+    pub send_wait_max_us: u64,
+    /// The longest a wait for the socket (the driver's poll) returned after its timeout, µs,
+    /// and how many returned more than 10 ms late: time the process was ready to run and
+    /// was not (a loaded CPU), or a late timer.
+    pub poll_late_max_us: u64,
+    pub polls_late_10ms: u64,
+}
+
+impl IoStats {
+    /// A wait asked for `asked` took `took`.
+    pub fn polled(&mut self, asked: Duration, took: Duration) {
+        let late = took.saturating_sub(asked).as_micros() as u64;
+        self.poll_late_max_us = self.poll_late_max_us.max(late);
+        if late > 10_000 {
+            self.polls_late_10ms += 1;
+        }
+    }
+
+    /// One wait for socket-buffer room is over.
+    fn waited(&mut self, since: std::time::Instant) {
+        let us = since.elapsed().as_micros() as u64;
+        self.send_wait_us += us;
+        self.send_wait_max_us = self.send_wait_max_us.max(us);
+    }
 }
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
@@ -147,6 +183,28 @@ pub fn wait(fd: RawFd, timeout: Duration, out: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Wait until the socket is readable, or also writable with `writable`, or `timeout` passes.
+pub fn wait_io(fd: RawFd, timeout: Duration, writable: bool) -> io::Result<()> {
+    let events = if writable { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN };
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The socket buffer is full: try again when it has room.
+fn full(e: &io::Error) -> bool {
+    e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 fn too_big(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EMSGSIZE)
 }
@@ -165,14 +223,17 @@ pub struct Tx {
     pub max_group: usize,
     bufs: Vec<Vec<u8>>,
     groups: Vec<Group>,
-    to: Option<SocketAddr>,
     /// Buffers already sent, for `Session::recycle`.
     pub spent: Vec<Vec<u8>>,
     pub stats: IoStats,
+    /// Since when what is queued has waited for socket-buffer room.
+    full_since: Option<std::time::Instant>,
 }
 
-/// `count` datagrams from `bufs[first]` on, all `seg` bytes but perhaps the last.
+/// `count` datagrams from `bufs[first]` on, all `seg` bytes but perhaps the last, to `to`
+/// (None on a connected socket).
 struct Group {
+    to: Option<SocketAddr>,
     first: usize,
     count: usize,
     seg: usize,
@@ -193,22 +254,24 @@ impl Tx {
             max_group: MAX_SEGS,
             bufs: Vec::with_capacity(MAX_SEGS),
             groups: Vec::with_capacity(MAX_SEGS),
-            to: None,
             spent: Vec::new(),
             stats: IoStats { gso, ..IoStats::default() },
+            full_since: None,
         }
     }
 
+    /// Datagrams are queued that a full socket buffer refused: flush again once writable.
+    pub fn pending(&self) -> bool {
+        self.full_since.is_some() && !self.bufs.is_empty()
+    }
+
     /// Queue a datagram (`to`: None on a connected socket); sends what is queued first when
-    /// it goes elsewhere or the batch is full.
+    /// the batch is full (unless the socket buffer was full: then it waits in the queue).
     pub fn push(&mut self, fd: RawFd, d: Vec<u8>, to: Option<SocketAddr>) -> io::Result<()> {
-        if !self.bufs.is_empty() && to != self.to {
-            self.flush(fd)?;
-        }
-        self.to = to;
         let gso = self.stats.gso;
         let joins = self.groups.last().is_some_and(|g| {
             gso && !g.closed
+                && g.to == to
                 && d.len() <= g.seg
                 // a shorter one ends only a run of equal ones: after a lone datagram it may be
                 // one of Resize's probes of another size, and a router refusing an oversized
@@ -223,29 +286,48 @@ impl Tx {
             g.bytes += d.len();
             g.closed = d.len() < g.seg;
         } else {
-            if self.groups.len() == if gso { MAX_GROUPS } else { MAX_SEGS } {
+            if self.groups.len() >= if gso { MAX_GROUPS } else { MAX_SEGS } && self.full_since.is_none() {
                 self.flush(fd)?;
             }
             let len = d.len();
-            self.groups.push(Group { first: self.bufs.len(), count: 1, seg: len, bytes: len, closed: false });
+            self.groups.push(Group { to, first: self.bufs.len(), count: 1, seg: len, bytes: len, closed: false });
         }
         self.bufs.push(d);
         Ok(())
     }
 
-    /// Send what is queued.
+    /// Send what is queued, as much as the socket buffer takes: the rest stays queued, in
+    /// order (`pending`), for the next flush.
     pub fn flush(&mut self, fd: RawFd) -> io::Result<()> {
         if self.bufs.is_empty() {
             return Ok(());
         }
-        let r = self.send(fd);
-        self.spent.append(&mut self.bufs);
-        self.groups.clear();
-        r
+        match self.send(fd) {
+            Ok(n) if n < self.groups.len() => {
+                let sent = self.groups[n].first;
+                self.spent.extend(self.bufs.drain(..sent));
+                self.groups.drain(..n);
+                for g in &mut self.groups {
+                    g.first -= sent;
+                }
+                let now = std::time::Instant::now();
+                self.full_since.get_or_insert(now);
+                Ok(())
+            }
+            r => {
+                self.spent.append(&mut self.bufs);
+                self.groups.clear();
+                if let Some(t) = self.full_since.take() {
+                    self.stats.waited(t);
+                }
+                r.map(|_| ())
+            }
+        }
     }
 
-    /// Retry on a full socket buffer; a closed port (ICMP) is left to the session's timers.
-    fn retrying(fd: RawFd, mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    /// One call; a closed port (ICMP) is left to the session's timers. A full socket buffer
+    /// is an error here (`full`): `send` leaves the rest queued, `send_plain` waits.
+    fn once(mut call: impl FnMut() -> isize) -> io::Result<usize> {
         loop {
             let r = call();
             if r >= 0 {
@@ -253,7 +335,6 @@ impl Tx {
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                ErrorKind::WouldBlock => wait(fd, Duration::from_millis(10), true)?,
                 ErrorKind::Interrupted => {}
                 ErrorKind::ConnectionRefused => return Ok(0),
                 _ => return Err(e),
@@ -268,21 +349,46 @@ impl Tx {
     /// the interface MTU fails every one.
     fn send_some(fd: RawFd, msgs: &mut [libc::mmsghdr], stats: &mut IoStats) -> io::Result<usize> {
         let mut call = || unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), msgs.len() as _, 0) as isize };
-        let mut r = Tx::retrying(fd, &mut call);
+        let mut r = Tx::once(&mut call);
         for _ in 0..EMSGSIZE_TRIES {
             match &r {
-                Err(e) if too_big(e) => r = Tx::retrying(fd, &mut call),
+                Err(e) if too_big(e) => r = Tx::once(&mut call),
                 _ => break,
             }
             if r.is_ok() {
                 stats.ptb_reports += 1;
             }
         }
+        if r.as_ref().is_err_and(full) {
+            stats.send_full += 1;
+        }
         r
     }
 
-    fn send(&mut self, fd: RawFd) -> io::Result<()> {
-        let (mut name, name_len) = self.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0));
+    /// `send_some` until the kernel took them, waiting for room (the fallback paths only).
+    fn send_waiting(fd: RawFd, msgs: &mut [libc::mmsghdr], stats: &mut IoStats) -> io::Result<usize> {
+        let mut since = None;
+        loop {
+            match Tx::send_some(fd, msgs, stats) {
+                Err(e) if full(&e) => {
+                    since.get_or_insert_with(std::time::Instant::now);
+                    wait(fd, Duration::from_millis(10), true)?;
+                }
+                r => {
+                    if let Some(t) = since {
+                        stats.waited(t);
+                    }
+                    return r;
+                }
+            }
+        }
+    }
+
+    /// Sends the queued groups in order until the socket buffer is full; returns how many
+    /// groups were dealt with (sent, or dropped as refused), the rest to be sent later.
+    fn send(&mut self, fd: RawFd) -> io::Result<usize> {
+        let mut names: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+            self.groups.iter().map(|g| g.to.as_ref().map(to_sockaddr).unwrap_or((unsafe { zeroed() }, 0))).collect();
         let mut iovs: Vec<libc::iovec> = self
             .bufs
             .iter_mut()
@@ -291,11 +397,11 @@ impl Tx {
         // one cmsg carrying a u16 per group, 8-byte aligned; the Vec is not moved once filled
         let mut ctrls = vec![[0u64; 4]; self.groups.len()];
         let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(self.groups.len());
-        for (g, ctrl) in self.groups.iter().zip(ctrls.iter_mut()) {
+        for ((g, ctrl), (name, name_len)) in self.groups.iter().zip(ctrls.iter_mut()).zip(names.iter_mut()) {
             let mut h: libc::mmsghdr = unsafe { zeroed() };
             let m = &mut h.msg_hdr;
-            m.msg_name = if name_len > 0 { &mut name as *mut _ as *mut _ } else { std::ptr::null_mut() };
-            m.msg_namelen = name_len;
+            m.msg_name = if *name_len > 0 { name as *mut _ as *mut _ } else { std::ptr::null_mut() };
+            m.msg_namelen = *name_len;
             m.msg_iov = unsafe { iovs.as_mut_ptr().add(g.first) };
             m.msg_iovlen = g.count as _;
             if g.count > 1 {
@@ -315,7 +421,8 @@ impl Tx {
         while done < msgs.len() {
             let r = Tx::send_some(fd, &mut msgs[done..], &mut self.stats);
             match r {
-                Ok(0) => break, // port closed: the rest would be refused as well
+                Ok(0) => return Ok(msgs.len()), // port closed: the rest would be refused as well
+                Err(e) if full(&e) => return Ok(done),
                 Ok(n) => {
                     self.stats.send_calls += 1;
                     for g in &self.groups[done..done + n] {
@@ -329,15 +436,21 @@ impl Tx {
                     // kernel learnt without it (which it fragments when sent alone). One at a
                     // time tells size from a GSO refusal, and sends what fits
                     let (first, end) = (self.groups[done].first, self.groups[done].first + self.groups[done].count);
-                    let big = self.send_plain(fd, &mut iovs[first..end], &mut name, name_len)?;
+                    let (name, name_len) = &mut names[done];
+                    let big = self.send_plain(fd, &mut iovs[first..end], name, *name_len)?;
                     done += 1;
                     if big > 0 || too_big(&e) {
                         continue;
                     }
                     self.stats.gso = false;
                     self.stats.fallback = Some(format!("UDP GSO refused: {e}"));
-                    self.send_plain(fd, &mut iovs[end..], &mut name, name_len)?;
-                    return Ok(());
+                    // the rest one datagram at a time, each group to its own peer
+                    for k in done..self.groups.len() {
+                        let (first, end) = (self.groups[k].first, self.groups[k].first + self.groups[k].count);
+                        let (name, name_len) = &mut names[k];
+                        self.send_plain(fd, &mut iovs[first..end], name, *name_len)?;
+                    }
+                    return Ok(self.groups.len());
                 }
                 Err(e) if too_big(&e) => {
                     self.stats.too_big += 1;
@@ -346,7 +459,7 @@ impl Tx {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(done)
     }
 
     /// The plain path after a refusal: one message per datagram, one sendmmsg for them all.
@@ -371,7 +484,7 @@ impl Tx {
             .collect();
         let (mut done, mut big) = (0, 0);
         while done < msgs.len() {
-            let n = match Tx::send_some(fd, &mut msgs[done..], &mut self.stats) {
+            let n = match Tx::send_waiting(fd, &mut msgs[done..], &mut self.stats) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if too_big(&e) => {
@@ -519,6 +632,61 @@ mod tests {
         assert_eq!(groups, vec![(1462, 1), (1372, 1), (1252, 1), (996, 1), (548, 1), (1000, 4), (1000, 1)]);
         tx.bufs.clear();
         tx.groups.clear();
+    }
+
+    /// A full socket buffer returns at once with the rest queued in order (issue #23: waiting
+    /// there for room kept the sender from its ACKs). A Unix datagram pair stands in for the
+    /// UDP socket: its sender gets EAGAIN once the peer's queue is full, as a UDP sender does
+    /// once its send buffer is. The reader starts when the sender's flush has returned, or by
+    /// itself after 10 s (which the old path, waiting for room, needed).
+    #[test]
+    fn a_full_socket_buffer_leaves_the_rest_queued_instead_of_waiting() {
+        use std::sync::mpsc;
+        const N: u32 = 2000;
+        let mut fds = [0; 2];
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        let (a, b) = (fds[0], fds[1]);
+        let (go, started) = mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let by_itself = started.recv_timeout(Duration::from_secs(10)).is_err();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 200];
+            while got.len() < N as usize {
+                wait(b, Duration::from_millis(100), false).unwrap();
+                loop {
+                    let n = unsafe { libc::recv(b, buf.as_mut_ptr() as *mut _, buf.len(), 0) };
+                    if n < 0 {
+                        break;
+                    }
+                    got.push(u32::from_be_bytes(buf[..4].try_into().unwrap()));
+                }
+            }
+            (by_itself, got)
+        });
+        let mut tx = Tx::new(false);
+        for i in 0..N {
+            let mut d = i.to_be_bytes().to_vec();
+            d.resize(100, 0);
+            tx.push(a, d, None).unwrap();
+        }
+        tx.flush(a).unwrap();
+        let _ = go.send(());
+        assert!(tx.pending() && tx.stats.send_full >= 1, "{:?}", tx.stats);
+        assert!(tx.stats.datagrams_sent < N as u64);
+        while tx.pending() {
+            wait_io(a, Duration::from_millis(100), true).unwrap();
+            tx.flush(a).unwrap();
+        }
+        let (by_itself, got) = reader.join().unwrap();
+        assert!(!by_itself, "the sender's flush waited for the reader");
+        assert_eq!(got, (0..N).collect::<Vec<u32>>(), "every datagram, in order");
+        assert_eq!(tx.stats.datagrams_sent, N as u64);
+        assert_eq!(tx.spent.len(), N as usize, "every buffer handed back once");
+        unsafe {
+            libc::close(a);
+            libc::close(b);
+        }
     }
 
     #[test]

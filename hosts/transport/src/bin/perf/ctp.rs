@@ -56,6 +56,8 @@ pub fn io_json(s: &IoStats) -> Value {
         "df": s.df, "too_big": s.too_big, "ptb_reports": s.ptb_reports,
         "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
         "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
+        "send_full": s.send_full, "send_wait_us": s.send_wait_us, "send_wait_max_us": s.send_wait_max_us,
+        "poll_late_max_us": s.poll_late_max_us, "polls_late_10ms": s.polls_late_10ms,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
         "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),
     })
@@ -219,7 +221,21 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             let buf = Bytes::from(vec![0x5a; a.c.size]);
             let mut sent = 0u64;
             let mut trace = Trace::from_env("client");
+            // the longest time between two turns of this loop (a turn waits at most 1 ms): a
+            // sender held elsewhere (the send path, the scheduler) reads no ACKs meanwhile;
+            // and of that turn, how long the thread was runnable but not run (schedstat)
+            let (mut last_turn, mut max_gap, mut max_gap_delay) = (Instant::now(), Duration::ZERO, 0u64);
+            let delay0 = report::run_delay_ns();
+            let mut last_delay = delay0;
             while t0.elapsed().as_secs_f64() < a.secs {
+                let gap = last_turn.elapsed();
+                let delay = report::run_delay_ns();
+                if gap > max_gap {
+                    max_gap = gap;
+                    max_gap_delay = delay.zip(last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
+                }
+                last_delay = delay;
+                last_turn = Instant::now();
                 // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
                 // out before more are cut; wait for the network only when the session takes no more
                 let mut took = 0;
@@ -237,7 +253,9 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             }
             let closed = drain_close(&mut conn, Duration::from_secs(60), &mut trace)?;
             let secs = t0.elapsed().as_secs_f64();
-            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed}));
+            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed,
+                "max_turn_gap_us": max_gap.as_micros() as u64, "max_turn_gap_run_delay_us": max_gap_delay / 1000,
+                "run_delay_s": report::run_delay_ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9)}));
         }
         Mode::Pingpong => {
             let msg = vec![0x50; a.c.size];

@@ -218,6 +218,12 @@ fn udp_client(a: &ClientArgs) -> Result<(), String> {
             let mut tx = Tx::new(Offload::from_env().gso);
             let fd = s.as_raw_fd();
             while t0.elapsed().as_secs_f64() < a.secs {
+                if tx.pending() {
+                    // the socket buffer was full: what it refused goes first
+                    let _ = batch::wait(fd, Duration::from_millis(10), true);
+                    let _ = tx.flush(fd);
+                    continue;
+                }
                 for _ in 0..per {
                     let d = tx.spent.pop().unwrap_or_else(|| buf.clone());
                     let _ = tx.push(fd, d, None); // a refused datagram is not counted as sent

@@ -4,6 +4,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+/// Nanoseconds this thread has spent runnable but not running (`/proc/thread-self/schedstat`,
+/// its second field), None where the kernel does not keep it.
+pub fn run_delay_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// User + system CPU seconds of this process so far.
 pub fn cpu_secs() -> f64 {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
