@@ -25,8 +25,10 @@ MTP_OBJECT = 1 << 20
 #: The composites concast-perf --composite accepts by name (hosts/transport/src/composite.rs
 #: Preset::ALL); a `+`-joined list of microprotocols names any other.
 COMPOSITES = ("Minimal", "LossyFIFO", "Video", "Audio", "Bulk")
-CC_NAMES = ["newreno", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast",
-            "tfrc"]
+# The algorithms concast-perf knows, in its order (pinned to hosts/transport/src/cc/mod.rs's
+# NAMES by tests/unit/test_cli_convention.py).
+CC_NAMES = ["newreno", "ctcp", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas",
+            "fast", "tfrc"]
 _ports = itertools.count(15201)
 
 

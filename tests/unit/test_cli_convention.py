@@ -306,6 +306,13 @@ def test_perf_composites_are_the_transports_presets():
     assert tuple(names) == COMPOSITES
 
 
+def test_perf_algorithms_are_the_transports_names():
+    rust = (tools_root() / "hosts" / "transport" / "src" / "cc" / "mod.rs").read_text()
+    from concast.perfrun import CC_NAMES
+    listed = re.search(r"pub const NAMES: \[&str; \d+\] =\s*\[([^\]]*)\]", rust)
+    assert listed and re.findall(r'"(\w+)"', listed.group(1)) == CC_NAMES
+
+
 def tools_root():
     from concast import tools
     if tools.CHECKOUT is None:
