@@ -315,10 +315,42 @@ fn main() {
                 let mut od = engine(Limits::default(), Allocator::OnDemand);
                 let mut bp = engine(Limits::default(), Allocator::for_daemon(concast_engine::DAEMON_POOL_SLOTS));
                 let (s1, s2) = (od.load_spec(&sum_wasm).unwrap(), bp.load_spec(&sum_wasm).unwrap());
+                let native = throughput(&mut engine(Limits::default(), Allocator::OnDemand), SpecRef::native::<Aggregate<Sum>>(), messages);
+                let (od_rate, bp_rate) = (throughput(&mut od, s1, messages), throughput(&mut bp, s2, messages));
                 println!(
-                    "routerd engine: flow instantiation on-demand {:.2} us ({:.2} CPU), bounded pool {:.2} us ({:.2} CPU); sum.wasm on-demand {:.0} msg/s, bounded pool {:.0} msg/s",
+                    "routerd engine: flow instantiation on-demand {:.2} us ({:.2} CPU), bounded pool {:.2} us ({:.2} CPU); sum.wasm on-demand {od_rate:.0} msg/s, bounded pool {bp_rate:.0} msg/s; native {native:.0} msg/s (ratios {:.2}, {:.2})",
                     on_demand.wall, on_demand.cpu, pooled.wall, pooled.cpu,
-                    throughput(&mut od, s1, messages), throughput(&mut bp, s2, messages)
+                    native / od_rate, native / bp_rate
+                );
+            }
+            return;
+        }
+        // "pool_slots": what a bounded pool of each size costs: engine start and drop, address
+        // space and resident memory added, and flow instantiation with every slot in use
+        // (cold, then reused), with routerd's limits.
+        if only == "pool_slots" {
+            for slots in [8u32, 16, 64, 256, 1024, 4096] {
+                let (vm, rss) = (proc_status("VmSize:"), proc_status("VmRSS:"));
+                let started = Instant::now();
+                let mut e = engine(routerd_limits(), Allocator::Bounded { slots });
+                let start_us = started.elapsed().as_secs_f64() * 1e6;
+                let spec = e.load_spec(&sum_wasm).unwrap();
+                let cold = instantiation_us(&mut e, &spec, slots);
+                let mut out = Outputs::new();
+                for id in e.flow_slots() {
+                    e.remove_flow(id, 0, &mut out).unwrap();
+                }
+                let warm = instantiation_us(&mut e, &spec, slots);
+                let vm_added = proc_status("VmSize:").saturating_sub(vm);
+                let rss_added = proc_status("VmRSS:").saturating_sub(rss);
+                assert_eq!(e.pool_fallbacks(), 0);
+                let started = Instant::now();
+                drop(e);
+                let drop_us = started.elapsed().as_secs_f64() * 1e6;
+                println!(
+                    "pool of {slots} slots: engine start {start_us:.0} us, drop {drop_us:.0} us; VmSize +{} GiB, VmRSS +{} MiB with every slot in use; instantiation cold {cold:.2} us, reused {warm:.2} us",
+                    vm_added >> 30,
+                    rss_added >> 20
                 );
             }
             return;
