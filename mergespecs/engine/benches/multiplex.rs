@@ -90,6 +90,29 @@ fn main() {
     let wasm = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", path.display()));
 
+    // For `perf record`: MPLEX_ONLY=native|wasm runs only that path, both modes, then exits.
+    if let Ok(only) = std::env::var("MPLEX_ONLY") {
+        let pick = std::env::var("MPLEX_MODE").unwrap_or_default();
+        for (mode, delays) in [("2 ms local delay", (20_000, 2_000)), ("zero delay", (0, 0))] {
+            if !pick.is_empty() && !mode.starts_with(pick.as_str()) {
+                continue; // MPLEX_MODE=2 or MPLEX_MODE=zero picks one
+            }
+            let (rate, _) = match only.as_str() {
+                "native" => throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams),
+                _ => throughput(
+                    |e| {
+                        let spec = e.load_spec(&wasm).unwrap();
+                        write_perf_map(&spec);
+                        spec
+                    },
+                    delays,
+                    datagrams,
+                ),
+            };
+            println!("multiplex {only}, {mode}: {rate:.0} pkt/s");
+        }
+        return;
+    }
     println!(
         "\nmultiplex spec ({datagrams} one-record MplexPkts per run, batches of {BATCH}, MTU 1500)"
     );
@@ -154,6 +177,20 @@ fn main() {
     println!("\ncsv,what,value,unit,peer,peer_value,ratio");
     for line in csv {
         println!("{line}");
+    }
+}
+
+/// With CONCAST_PERF_MAP set, appends the spec's compiled functions to /tmp/perf-PID.map,
+/// so `perf report` names the guest code.
+fn write_perf_map(spec: &SpecRef) {
+    use std::io::Write;
+    if std::env::var_os("CONCAST_PERF_MAP").is_none() {
+        return;
+    }
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    for line in spec.perf_map() {
+        writeln!(f, "{line}").unwrap();
     }
 }
 
