@@ -113,9 +113,10 @@ pub const POOL_SLOT_SPAN: u64 = (4 << 30) + (32 << 20);
 pub const POOL_MIN_GUARD_BYTES: u64 = 64 << 10;
 
 /// Slots of the daemons' pool unless configured (routerd's `flow_pool_slots`, hostd's
-/// `--flow-pool-slots`): 64 × 4.03 GiB ≈ 258 GiB of address space, reserved `PROT_NONE`
-/// (no memory, no commit charge, no page tables until touched); a router rarely merges more
-/// flows at once, and more fall back, counted.
+/// `--flow-pool-slots`): 64 slots and the guard before the first ≈ 262 GiB of address
+/// space, reserved `PROT_NONE` (no memory, no commit charge, no page tables until touched);
+/// a router rarely merges more flows at once, and more fall back, counted (docs/benchmarks.md
+/// "session 12": pool sizes measured).
 pub const DAEMON_POOL_SLOTS: u32 = 64;
 
 impl Allocator {
