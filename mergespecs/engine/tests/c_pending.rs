@@ -92,6 +92,26 @@ fn a_c_spec_scans_by_peeking_and_takes_a_list_v1() {
     assert_eq!(taken, 5);
 }
 
+/// The header's pending-scan numbers are the ABI's (concast_sdk::abi::pending).
+#[test]
+fn the_c_header_has_the_abi_scan_numbers() {
+    use concast_sdk::abi::pending;
+    let header = std::fs::read_to_string(repo().join("mergespecs/sdk-c/concast_spec.h")).unwrap();
+    let define = |name: &str| -> String {
+        let line = header
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("concast_spec.h defines {name}"));
+        line.split_whitespace().nth(2).unwrap().trim_end_matches('u').to_string()
+    };
+    assert_eq!(define("CONCAST_SCAN_MAX"), pending::SCAN_MAX.to_string());
+    assert_eq!(define("CONCAST_TAKE_LIST_MAX"), pending::TAKE_LIST_MAX.to_string());
+    assert_eq!(define("CONCAST_NOT_IN_MEMORY"), pending::NOT_IN_MEMORY.to_string());
+    // struct concast_scan_record is two u32s: the ABI's 8-byte record, `at` first.
+    assert_eq!((pending::SCAN_RECORD_LEN, pending::SCAN_AT, pending::SCAN_LEN), (8, 0, 4));
+    assert!(header.contains("struct concast_scan_record {\n    uint32_t at;\n    uint32_t len;\n};"));
+}
+
 /// Every import of the ABI (concast_sdk::abi::IMPORTS) is declared in the C header.
 #[test]
 fn the_c_header_declares_every_import() {
