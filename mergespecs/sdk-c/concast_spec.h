@@ -103,6 +103,11 @@
 #define CONCAST_PENDING_NONE (-1)
 #define CONCAST_PENDING_TOO_SMALL (-2)
 
+/* pending_scan / pending_take_list (sections 5, 8) */
+#define CONCAST_SCAN_MAX 64            /* records one pending_scan writes at most */
+#define CONCAST_TAKE_LIST_MAX 64       /* indices one pending_take_list takes at most */
+#define CONCAST_NOT_IN_MEMORY 0u       /* a scan record's `at`: not laid out; pending_peek it */
+
 #define CONCAST_PROTO_UDP 17
 #define CONCAST_UDP_HEADER_LEN 8
 /* Largest payload one emit may carry (the engine's default output limit). */
@@ -192,6 +197,21 @@ CONCAST_IMPORT("egress_free_at") uint64_t concast_egress_free_at(void);
 CONCAST_IMPORT("pending_count") int32_t concast_pending_count(void);
 CONCAST_IMPORT("pending_peek") int32_t concast_pending_peek(int32_t index, void *buf, uint32_t cap);
 CONCAST_IMPORT("pending_take") int32_t concast_pending_take(int32_t index, void *buf, uint32_t cap);
+/* One record per pending datagram `first`, `first + 1`, ... (at most `cap`, at most
+ * CONCAST_SCAN_MAX): where its bytes already are in linear memory (v2: in the batch area, read
+ * them in place until this call returns to the engine) or CONCAST_NOT_IN_MEMORY, and its
+ * length. Returns how many records it wrote (0: none from `first`). */
+struct concast_scan_record {
+    uint32_t at;
+    uint32_t len;
+};
+CONCAST_IMPORT("pending_scan")
+int32_t concast_pending_scan(int32_t first, struct concast_scan_record *records, uint32_t cap);
+/* State calls: takes the `n` (<= CONCAST_TAKE_LIST_MAX) pending datagrams whose indices are
+ * listed, strictly ascending, as positions before this call, into the current state without
+ * copying them. Returns n; -1 and nothing taken if one is missing or out of order. */
+CONCAST_IMPORT("pending_take_list")
+int32_t concast_pending_take_list(const uint32_t *indices, uint32_t n);
 /* concast_build only; the engine writes the IPv4 header (protocol, TTL, DF as given) */
 CONCAST_IMPORT("emit") void concast_emit(const void *payload, uint32_t len, int32_t protocol,
                                          int32_t ttl, int32_t flags);

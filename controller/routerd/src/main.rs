@@ -91,8 +91,9 @@ struct Args {
     #[arg(long, value_parser = ["ring", "socket"])]
     cpu_io: Option<String>,
     /// Merge flows whose sandboxes come from a pool reserved at start (each slot the flow
-    /// memory limit plus a guard: 64 slots reserve about 1 GiB of address space, commit
-    /// none); flows beyond it get on-demand sandboxes, counted (stats: engine.pool_fallbacks).
+    /// memory limit plus a guard to 4 GiB + 32 MiB, so specs run without bounds checks: 64
+    /// slots reserve about 262 GiB of address space, no memory); flows beyond it get
+    /// on-demand sandboxes, counted (stats: engine.pool_fallbacks).
     /// 0 = on-demand only. From --config: `flow_pool_slots`. Default 64.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=4096))]
     flow_pool_slots: Option<u32>,

@@ -121,6 +121,47 @@ fn throughput(engine: &mut Engine, spec: SpecRef, messages: usize) -> f64 {
     (rounds * BATCH) as f64 / secs
 }
 
+/// Messages merged per second through one flow in each of `engines`, measured interleaved:
+/// each engine in turn ingests `CHUNK` batches, so a machine whose speed drifts (shared
+/// cores, frequency) slows every engine alike and the ratios stay comparable.
+fn paired_throughput(engines: &mut [(Engine, SpecRef)], messages: usize) -> Vec<f64> {
+    const CHUNK: usize = 16;
+    let input = datagrams(BATCH * 256);
+    let batches: Vec<&[Vec<u8>]> = input.chunks(BATCH).collect();
+    let flows: Vec<_> = engines
+        .iter_mut()
+        .map(|(e, spec)| {
+            let mut cfg = FlowConfig::new(FlowId::new(R, 7), spec.clone());
+            cfg.params = format!("fanin={FANIN} timeout_us=1000000").into_bytes();
+            e.add_flow(cfg, 0).unwrap()
+        })
+        .collect();
+    let mut out = Outputs::new();
+    let mut spent = vec![Duration::ZERO; engines.len()];
+    let rounds = messages / BATCH / CHUNK;
+    let mut now = 0;
+    for warm_up in [true, false] {
+        for r in 0..if warm_up { 10 } else { rounds } {
+            now += 10;
+            for ((e, _), (&flow, spent)) in engines.iter_mut().zip(flows.iter().zip(spent.iter_mut())) {
+                let started = Instant::now();
+                for c in 0..CHUNK {
+                    e.ingest(flow, batches[(r * CHUNK + c) % batches.len()], now, &mut out).unwrap();
+                    black_box(out.len());
+                    out.clear();
+                }
+                if !warm_up {
+                    *spent += started.elapsed();
+                }
+            }
+        }
+    }
+    for ((e, _), &flow) in engines.iter().zip(&flows) {
+        assert!(e.stats(flow).unwrap().quarantine.is_none());
+    }
+    spent.iter().map(|d| (rounds * CHUNK * BATCH) as f64 / d.as_secs_f64()).collect()
+}
+
 /// Mean microseconds to add one flow, over `flows` flows.
 fn instantiation_us(engine: &mut Engine, spec: &SpecRef, flows: u32) -> f64 {
     let started = Instant::now();
@@ -315,10 +356,67 @@ fn main() {
                 let mut od = engine(Limits::default(), Allocator::OnDemand);
                 let mut bp = engine(Limits::default(), Allocator::for_daemon(concast_engine::DAEMON_POOL_SLOTS));
                 let (s1, s2) = (od.load_spec(&sum_wasm).unwrap(), bp.load_spec(&sum_wasm).unwrap());
+                let native = throughput(&mut engine(Limits::default(), Allocator::OnDemand), SpecRef::native::<Aggregate<Sum>>(), messages);
+                let (od_rate, bp_rate) = (throughput(&mut od, s1, messages), throughput(&mut bp, s2, messages));
                 println!(
-                    "routerd engine: flow instantiation on-demand {:.2} us ({:.2} CPU), bounded pool {:.2} us ({:.2} CPU); sum.wasm on-demand {:.0} msg/s, bounded pool {:.0} msg/s",
+                    "routerd engine: flow instantiation on-demand {:.2} us ({:.2} CPU), bounded pool {:.2} us ({:.2} CPU); sum.wasm on-demand {od_rate:.0} msg/s, bounded pool {bp_rate:.0} msg/s; native {native:.0} msg/s (ratios {:.2}, {:.2})",
                     on_demand.wall, on_demand.cpu, pooled.wall, pooled.cpu,
-                    throughput(&mut od, s1, messages), throughput(&mut bp, s2, messages)
+                    native / od_rate, native / bp_rate
+                );
+            }
+            return;
+        }
+        // "paired": sum throughput of native, an on-demand engine and a bounded-pool engine
+        // (routerd's allocator), interleaved in one loop (see `paired_throughput`).
+        if only == "paired" {
+            for _ in 0..5 {
+                let mut engines: Vec<(Engine, SpecRef)> = [
+                    Allocator::OnDemand,
+                    Allocator::OnDemand,
+                    Allocator::for_daemon(concast_engine::DAEMON_POOL_SLOTS),
+                ]
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let mut e = engine(Limits::default(), a);
+                    let spec = if i == 0 { SpecRef::native::<Aggregate<Sum>>() } else { e.load_spec(&sum_wasm).unwrap() };
+                    (e, spec)
+                })
+                .collect();
+                let r = paired_throughput(&mut engines, messages);
+                println!(
+                    "paired sum: native {:.0} msg/s, on-demand {:.0} msg/s ({:.3}x), bounded pool {:.0} msg/s ({:.3}x)",
+                    r[0], r[1], r[0] / r[1], r[2], r[0] / r[2]
+                );
+            }
+            return;
+        }
+        // "pool_slots": what a bounded pool of each size costs: engine start and drop, address
+        // space and resident memory added, and flow instantiation with every slot in use
+        // (cold, then reused), with routerd's limits.
+        if only == "pool_slots" {
+            for slots in [8u32, 16, 64, 256, 1024, 4096] {
+                let (vm, rss) = (proc_status("VmSize:"), proc_status("VmRSS:"));
+                let started = Instant::now();
+                let mut e = engine(routerd_limits(), Allocator::Bounded { slots });
+                let start_us = started.elapsed().as_secs_f64() * 1e6;
+                let spec = e.load_spec(&sum_wasm).unwrap();
+                let cold = instantiation_us(&mut e, &spec, slots);
+                let mut out = Outputs::new();
+                for id in e.flow_slots() {
+                    e.remove_flow(id, 0, &mut out).unwrap();
+                }
+                let warm = instantiation_us(&mut e, &spec, slots);
+                let vm_added = proc_status("VmSize:").saturating_sub(vm);
+                let rss_added = proc_status("VmRSS:").saturating_sub(rss);
+                assert_eq!(e.pool_fallbacks(), 0);
+                let started = Instant::now();
+                drop(e);
+                let drop_us = started.elapsed().as_secs_f64() * 1e6;
+                println!(
+                    "pool of {slots} slots: engine start {start_us:.0} us, drop {drop_us:.0} us; VmSize +{} GiB, VmRSS +{} MiB with every slot in use; instantiation cold {cold:.2} us, reused {warm:.2} us",
+                    vm_added >> 30,
+                    rss_added >> 20
                 );
             }
             return;

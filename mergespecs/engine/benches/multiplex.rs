@@ -79,6 +79,48 @@ fn throughput(
     ((rounds * BATCH) as f64 / secs, per_bundle)
 }
 
+/// Datagrams bundled per second by each spec, measured interleaved: each flow in turn
+/// ingests `CHUNK` batches, so a shared machine's drift slows all alike and ratios hold.
+fn paired(specs: &[&dyn Fn(&mut Engine) -> SpecRef], delays: (u32, u32), datagrams: usize) -> Vec<f64> {
+    const CHUNK: usize = 16;
+    let input: Vec<Vec<u8>> = (0..SENDERS).map(|s| one_record(s, delays)).collect();
+    let batches: Vec<&[Vec<u8>]> = input.chunks(BATCH).collect();
+    let mut runs: Vec<(Engine, concast_engine::FlowSlot)> = specs
+        .iter()
+        .map(|spec| {
+            let mut engine = Engine::new(EngineConfig { node: Ipv4Addr::new(10, 0, 0, 254), ..EngineConfig::default() }).unwrap();
+            let spec = spec(&mut engine);
+            let flow = engine.add_flow(FlowConfig::new(FlowId::new(R, 1), spec), 0).unwrap();
+            (engine, flow)
+        })
+        .collect();
+    let mut out = Outputs::new();
+    let mut spent = vec![std::time::Duration::ZERO; runs.len()];
+    let rounds = datagrams / BATCH / CHUNK;
+    let mut now = 0;
+    for (warm_up, n) in [(true, 20), (false, rounds)] {
+        for r in 0..n {
+            now += 10 * CHUNK as u64;
+            for ((engine, flow), spent) in runs.iter_mut().zip(spent.iter_mut()) {
+                let started = Instant::now();
+                for c in 0..CHUNK {
+                    let at = now + 10 * c as u64; // 10 µs per batch, as `throughput`
+                    engine.ingest(*flow, batches[(r * CHUNK + c) % batches.len()], at, &mut out).unwrap();
+                    black_box(out.len());
+                    out.clear();
+                }
+                if !warm_up {
+                    *spent += started.elapsed();
+                }
+            }
+        }
+    }
+    for (engine, flow) in &runs {
+        assert!(engine.stats(*flow).unwrap().quarantine.is_none());
+    }
+    spent.iter().map(|d| (rounds * CHUNK * BATCH) as f64 / d.as_secs_f64()).collect()
+}
+
 fn main() {
     let datagrams: usize = std::env::var("CONCAST_BENCH_MESSAGES")
         .ok()
@@ -90,6 +132,49 @@ fn main() {
     let wasm = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", path.display()));
 
+    // MPLEX_PAIRED=1: native, this module and MPLEX_BEFORE_WASM (if given) interleaved, both
+    // modes, five times.
+    if std::env::var_os("MPLEX_PAIRED").is_some() {
+        let before = std::env::var_os("MPLEX_BEFORE_WASM").map(|p| std::fs::read(p).unwrap());
+        let native = |_: &mut Engine| SpecRef::native::<Multiplex>();
+        let now = |e: &mut Engine| e.load_spec(&wasm).unwrap();
+        let old = |e: &mut Engine| e.load_spec(before.as_deref().unwrap()).unwrap();
+        let mut specs: Vec<&dyn Fn(&mut Engine) -> SpecRef> = vec![&native, &now];
+        if before.is_some() {
+            specs.push(&old);
+        }
+        for _ in 0..5 {
+            for (mode, delays) in [("2 ms local delay", (20_000, 2_000)), ("zero delay", (0, 0))] {
+                let r = paired(&specs, delays, datagrams);
+                let before_text = r.get(2).map_or(String::new(), |b| format!(", before {b:.0} pkt/s ({:.3}x)", r[0] / b));
+                println!("paired multiplex, {mode}: native {:.0} pkt/s, wasm {:.0} pkt/s ({:.3}x){before_text}", r[0], r[1], r[0] / r[1]);
+            }
+        }
+        return;
+    }
+    // For `perf record`: MPLEX_ONLY=native|wasm runs only that path, both modes, then exits.
+    if let Ok(only) = std::env::var("MPLEX_ONLY") {
+        let pick = std::env::var("MPLEX_MODE").unwrap_or_default();
+        for (mode, delays) in [("2 ms local delay", (20_000, 2_000)), ("zero delay", (0, 0))] {
+            if !pick.is_empty() && !mode.starts_with(pick.as_str()) {
+                continue; // MPLEX_MODE=2 or MPLEX_MODE=zero picks one
+            }
+            let (rate, _) = match only.as_str() {
+                "native" => throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams),
+                _ => throughput(
+                    |e| {
+                        let spec = e.load_spec(&wasm).unwrap();
+                        write_perf_map(&spec);
+                        spec
+                    },
+                    delays,
+                    datagrams,
+                ),
+            };
+            println!("multiplex {only}, {mode}: {rate:.0} pkt/s");
+        }
+        return;
+    }
     println!(
         "\nmultiplex spec ({datagrams} one-record MplexPkts per run, batches of {BATCH}, MTU 1500)"
     );
@@ -154,6 +239,20 @@ fn main() {
     println!("\ncsv,what,value,unit,peer,peer_value,ratio");
     for line in csv {
         println!("{line}");
+    }
+}
+
+/// With CONCAST_PERF_MAP set, appends the spec's compiled functions to /tmp/perf-PID.map,
+/// so `perf report` names the guest code.
+fn write_perf_map(spec: &SpecRef) {
+    use std::io::Write;
+    if std::env::var_os("CONCAST_PERF_MAP").is_none() {
+        return;
+    }
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    for line in spec.perf_map() {
+        writeln!(f, "{line}").unwrap();
     }
 }
 

@@ -90,23 +90,33 @@ pub enum Allocator {
     /// wasmtime's pooling allocator with room for this many flows, reserved up front;
     /// faster instantiation, more address space.
     Pooling { flows: u32 },
-    /// A pool of `slots` sandboxes, each sized to what a flow may use
-    /// ([`Limits::memory_bytes`] plus a [`POOL_GUARD_BYTES`] guard) instead of wasmtime's
-    /// 4 GiB reservation plus guard, so the pool reserves a small, known amount of address
-    /// space ([`Allocator::reserved_bytes`]). When every slot is taken, a flow gets an
-    /// on-demand sandbox instead and the engine counts it (`Engine::pool_fallbacks`).
-    /// Specs are then compiled with explicit bounds checks (a memory smaller than 4 GiB
-    /// cannot rely on guard pages alone). What routerd and hostd use.
+    /// A pool of `slots` sandboxes, each reserving what a flow may use
+    /// ([`Limits::memory_bytes`]) followed by a guard that makes the slot span
+    /// [`POOL_SLOT_SPAN`] (the 32-bit index range plus 32 MiB), so compiled code needs no
+    /// bounds check for an access with a constant offset up to 32 MiB: any
+    /// address a 32-bit index can form lands in the memory or in `PROT_NONE` guard pages,
+    /// which trap. The reservation is address space, not memory
+    /// ([`Allocator::reserved_bytes`]). When every slot is taken, a flow gets an on-demand
+    /// sandbox instead (same layout, same code) and the engine counts it
+    /// (`Engine::pool_fallbacks`). What routerd and hostd use.
     Bounded { slots: u32 },
 }
 
-/// Guard after each slot of a [`Allocator::Bounded`] pool: accesses with a constant offset
-/// below it need no separate check of the offset.
-pub const POOL_GUARD_BYTES: u64 = 64 << 10;
+/// Address space one slot of an [`Allocator::Bounded`] pool spans, memory and guard
+/// together: wasmtime's default slot (4 GiB reservation, 32 MiB guard). Compiled code may
+/// then skip the bounds check of any access whose constant offset plus size stays within
+/// `memory reservation + guard - 4 GiB` = 32 MiB (wasmtime's `can_elide_bounds_check`);
+/// larger offsets are checked explicitly.
+pub const POOL_SLOT_SPAN: u64 = (4 << 30) + (32 << 20);
+
+/// The least guard after a slot's memory, whatever the memory limit.
+pub const POOL_MIN_GUARD_BYTES: u64 = 64 << 10;
 
 /// Slots of the daemons' pool unless configured (routerd's `flow_pool_slots`, hostd's
-/// `--flow-pool-slots`): 64 × (16 MiB + 64 KiB) ≈ 1 GiB of address space, reserved but not
-/// committed; a router rarely merges more flows at once, and more fall back, counted.
+/// `--flow-pool-slots`): 64 slots and the guard before the first ≈ 262 GiB of address
+/// space, reserved `PROT_NONE` (no memory, no commit charge, no page tables until touched);
+/// a router rarely merges more flows at once, and more fall back, counted (docs/benchmarks.md
+/// "session 12": pool sizes measured).
 pub const DAEMON_POOL_SLOTS: u32 = 64;
 
 impl Allocator {
@@ -119,12 +129,13 @@ impl Allocator {
     }
 
     /// Bytes of address space a [`Allocator::Bounded`] pool reserves for linear memories
-    /// with these limits (None for the other allocators: on-demand reserves per flow, the
-    /// plain pool 4 GiB plus guard per slot).
+    /// with these limits: its slots and the guard before the first (None for the other
+    /// allocators: on-demand reserves per flow, the plain pool 4 GiB plus guard per slot).
     pub fn reserved_bytes(&self, limits: &Limits) -> Option<u64> {
         match *self {
             Allocator::Bounded { slots } => {
-                Some(u64::from(slots) * (bounded_reservation(limits) + POOL_GUARD_BYTES))
+                let slot = bounded_reservation(limits) + bounded_guard(limits);
+                Some(u64::from(slots) * slot + bounded_guard(limits))
             }
             _ => None,
         }
@@ -136,6 +147,14 @@ impl Allocator {
 pub(crate) fn bounded_reservation(limits: &Limits) -> u64 {
     const PAGE: u64 = 64 << 10;
     (limits.memory_bytes as u64).div_ceil(PAGE).max(1) * PAGE
+}
+
+/// The guard after a bounded pool's slot (and before the first): the rest of
+/// [`POOL_SLOT_SPAN`], at least [`POOL_MIN_GUARD_BYTES`].
+pub(crate) fn bounded_guard(limits: &Limits) -> u64 {
+    POOL_SLOT_SPAN
+        .saturating_sub(bounded_reservation(limits))
+        .max(POOL_MIN_GUARD_BYTES)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use wasmtime::{Enabled, InstanceAllocationStrategy, Linker, OptLevel, PoolingAllocationConfig};
 
 use crate::budget::Stopwatch;
-use crate::config::{bounded_reservation, Allocator, CpuLimit, EngineConfig, POOL_GUARD_BYTES};
+use crate::config::{bounded_guard, bounded_reservation, Allocator, CpuLimit, EngineConfig};
 use crate::epoch::EpochTicker;
 use crate::fallback::Fallback;
 use crate::fault::Fault;
@@ -156,9 +156,10 @@ fn wasmtime_config(config: &EngineConfig, pooled: bool) -> wasmtime::Config {
         Allocator::Pooling { flows } => flows,
         Allocator::Bounded { slots } => {
             // Each memory reserves what the limit lets it grow to, never more, and never
-            // moves: the compiled code checks bounds against that constant.
+            // moves; the guard after it covers the rest of the 32-bit index range, so the
+            // compiled code relies on the guard pages instead of checking each access.
             c.memory_reservation(bounded_reservation(&config.limits))
-                .memory_guard_size(POOL_GUARD_BYTES)
+                .memory_guard_size(bounded_guard(&config.limits))
                 .memory_reservation_for_growth(0)
                 .memory_may_move(false);
             slots

@@ -53,7 +53,7 @@ mod spec;
 mod states;
 mod timers;
 
-pub use config::{Allocator, CpuLimit, EngineConfig, Limits, DAEMON_POOL_SLOTS, POOL_GUARD_BYTES};
+pub use config::{Allocator, CpuLimit, EngineConfig, Limits, DAEMON_POOL_SLOTS, POOL_MIN_GUARD_BYTES, POOL_SLOT_SPAN};
 pub use engine::{Engine, EngineError, FlowConfig, FlowError, FlowSlot, PoolStats};
 pub use fault::{Fault, Quarantine};
 pub use gate::EgressGate;

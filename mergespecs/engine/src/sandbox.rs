@@ -118,6 +118,19 @@ impl WasmSpec {
         }
     }
 
+    /// `perf` map lines of the compiled functions (see `SpecRef::perf_map`).
+    pub(crate) fn code_map(&self) -> Vec<String> {
+        let module = self.pre.module();
+        let text = module.text().as_ptr() as usize;
+        module
+            .functions()
+            .map(|f| {
+                let name = f.name.unwrap_or_else(|| format!("wasm-function[{}]", f.index.as_u32()));
+                format!("{:x} {:x} wasm::{name}", text + f.offset, f.len)
+            })
+            .collect()
+    }
+
     /// Lets flows overflow a full bounded pool into `fallback` (the module's bytes are kept
     /// to compile it there when first needed).
     pub(crate) fn overflow_into(&mut self, fallback: Arc<Fallback>, bytes: &[u8]) {

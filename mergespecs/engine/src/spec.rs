@@ -174,6 +174,17 @@ impl SpecRef {
     pub fn is_wasm(&self) -> bool {
         matches!(self.0.kind, SpecKind::Wasm(_))
     }
+
+    /// Where the compiled code of each function of a `.wasm` spec sits in this process, as
+    /// `perf` map lines (`START SIZE name`, hex): written to `/tmp/perf-PID.map`, they let
+    /// `perf report` name the guest's functions (named from the module's name section, or
+    /// `wasm-function[N]`). Empty for a native spec.
+    pub fn perf_map(&self) -> Vec<String> {
+        match &self.0.kind {
+            SpecKind::Wasm(spec) => spec.code_map(),
+            SpecKind::Native(_) => Vec::new(),
+        }
+    }
 }
 
 impl fmt::Debug for SpecRef {

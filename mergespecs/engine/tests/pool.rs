@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use concast_engine::{
     Allocator, Engine, EngineConfig, Fault, FlowSlot, Limits, OutputKind, Outputs, Unmerged,
-    POOL_GUARD_BYTES,
+    POOL_SLOT_SPAN,
 };
 
 fn bounded(slots: u32) -> Engine {
@@ -111,26 +111,109 @@ fn an_access_past_memory_inside_the_reservation_traps() {
     }
 }
 
-/// The pool's reservation is what the limits say, and is all it adds to the process's
-/// address space (the plain pool reserves several GiB per slot).
+/// Without bounds checks in the compiled code, the guard pages are what stop an access: one
+/// anywhere past the flow's memory in the 32-bit index range, with or without a constant
+/// offset, traps and quarantines the flow (pooled or past the pool), and one whose offset is
+/// too large for the guard to cover is checked explicitly and traps too, rather than
+/// reaching another slot.
 #[test]
-fn the_pool_reserves_slots_times_the_memory_limit() {
+fn an_access_anywhere_past_memory_traps() {
+    let mut engine = bounded(8);
+    // (index, constant offset) of an 8-byte load; memory is two pages.
+    let accesses: [(u32, u32); 6] = [
+        (16 << 20, 0),                   // just past the 16 MiB reservation, in the guard
+        (2 << 30, 0),                    // the middle of the index range
+        (u32::MAX - 7, 0),               // the last 8 bytes a 32-bit index reaches
+        (u32::MAX - 7, 16 << 20),        // past 4 GiB by a constant offset the guard covers
+        (u32::MAX - 7, (32 << 20) + 8),  // past the slot: checked explicitly
+        (131_064, 1 << 30),              // in memory by index, past it by offset
+    ];
+    let sum = spec_bytes("sum");
+    let good = add(&mut engine, &sum, 100, "fanin=2");
+    for (g, (index, offset)) in (1..).zip(accesses) {
+        let reader = spec_merging(&format!(
+            "(drop (i64.load offset={offset} (i32.const {}))) (i32.const 0)",
+            index as i32
+        ));
+        let flow = add(&mut engine, &reader, g, "");
+        engine.ingest(flow, &[contribution(1, g, 5, 1)], 0, &mut Outputs::new()).unwrap();
+        let q = engine.stats(flow).unwrap().quarantine.expect("quarantined");
+        assert!(
+            matches!(&q.fault, Fault::Trap(t) if t.contains("out of bounds")),
+            "index {index:#x} offset {offset:#x}: {q}"
+        );
+    }
+    // Past the pool (on demand, same layout) as well.
+    let reader = spec_merging("(drop (i64.load (i32.const -8))) (i32.const 0)");
+    let mut full = bounded(1);
+    add(&mut full, &sum, 100, "fanin=2");
+    let past = add(&mut full, &reader, 1, "");
+    // Two: the new spec's ABI probe and its flow, both past the full pool.
+    assert_eq!(full.pool_fallbacks(), 2);
+    full.ingest(past, &[contribution(1, 1, 5, 1)], 0, &mut Outputs::new()).unwrap();
+    let q = full.stats(past).unwrap().quarantine.expect("quarantined");
+    assert!(matches!(&q.fault, Fault::Trap(t) if t.contains("out of bounds")), "{q}");
+    // The other flows merge on.
+    merges(&mut engine, good, 100, 10);
+}
+
+/// The memory limit holds in a pool slot and past the pool: a spec growing its memory past
+/// 16 MiB is stopped at the limit and quarantined.
+#[test]
+fn a_memory_grow_bomb_stops_at_the_limit_in_the_pool_and_past_it() {
+    let mut engine = bounded(1);
+    let bomb = spec_merging(
+        "(loop $more (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) (i32.const 0)",
+    );
+    let in_pool = add(&mut engine, &bomb, 1, "");
+    let past_pool = add(&mut engine, &bomb, 2, "");
+    assert_eq!(engine.pool_fallbacks(), 1);
+    let limit = Limits::default().memory_bytes;
+    for (g, flow) in [(1, in_pool), (2, past_pool)] {
+        engine.ingest(flow, &[contribution(1, g, 5, 1)], 0, &mut Outputs::new()).unwrap();
+        let stats = engine.stats(flow).unwrap();
+        let q = stats.quarantine.expect("quarantined");
+        assert!(matches!(q.fault, Fault::MemoryLimit { limit: l, .. } if l == limit), "flow {g}: {q}");
+        assert!(stats.memory_bytes <= limit, "flow {g} holds {} bytes", stats.memory_bytes);
+    }
+}
+
+/// The pool's reservation is what [`Allocator::reserved_bytes`] says: slots of
+/// [`POOL_SLOT_SPAN`] (memory limit plus guard) and one guard before the first, reserved up
+/// front as address space only: the process's resident memory barely moves.
+#[test]
+fn the_pool_reserves_slots_of_the_index_range() {
     let limits = Limits::default();
     let slots = 64;
-    let expected = u64::from(slots) * (limits.memory_bytes as u64 + POOL_GUARD_BYTES);
+    let expected = u64::from(slots) * POOL_SLOT_SPAN + (POOL_SLOT_SPAN - limits.memory_bytes as u64);
     assert_eq!(Allocator::Bounded { slots }.reserved_bytes(&limits), Some(expected));
-    let before = vm_size();
+    let (before, rss_before) = (vm_size(), rss());
     let engine = bounded(slots);
     let added = vm_size() - before;
-    println!("64 slots: {} MiB of address space (pool memories {} MiB)", added >> 20, expected >> 20);
+    let rss_added = rss().saturating_sub(rss_before);
+    println!(
+        "64 slots: {} MiB of address space (pool memories {} MiB), resident +{} KiB",
+        added >> 20,
+        expected >> 20,
+        rss_added >> 10
+    );
     assert!(added >= expected, "the slots are reserved up front: {added}");
-    // Instances and tables have their own (small) slabs; nothing near 4 GiB a slot.
+    // Instances and tables have their own (small) slabs.
     assert!(added < expected + (1 << 30), "{added} bytes added for {expected} of memories");
+    assert!(rss_added < 64 << 20, "reserving committed {rss_added} bytes");
     drop(engine);
 }
 
+fn rss() -> u64 {
+    status_kib("VmRSS:") << 10
+}
+
 fn vm_size() -> u64 {
+    status_kib("VmSize:") << 10
+}
+
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
 }
