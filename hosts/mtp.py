@@ -8,6 +8,9 @@ hosts/transport/src/ffi_mtp.rs (the same libconcast_transport.so as concast.host
             data = cli.get(f"127.0.0.1:{srv.port}", "hello", timeout=10)
             print(cli.stats()["window"], cli.stats()["counters"]["repeats"])
             pages = cli.get_many(f"127.0.0.1:{srv.port}", ["hello", "size:5000"])  # at once
+        srv.set_channel(7, "hello")                      # the server names "hello" by channel 7
+        data = cli.get(addr, "hello"); cli.last_channel  # -> 7, to reuse: get(..., channel=7)
+        cli.stats()["watch_cuts"], cli.stats()["rcvbuf_drops"]   # the receive-buffer watch
 
 Every failure raises a subclass of MtpError carrying the Rust side's reason and its code:
 MtpRefused (the server refused: no such object ...), MtpExpired (no reply for the expire
@@ -93,6 +96,8 @@ def _load() -> ctypes.CDLL:
         lib.mtp_server_port.restype = i
         lib.mtp_server_put.argtypes = [vp, c, sz, c, sz, c, sz]
         lib.mtp_server_put.restype = i
+        lib.mtp_server_channel.argtypes = [vp, u32, c, sz, c, sz]
+        lib.mtp_server_channel.restype = i
         lib.mtp_server_remove.argtypes = [vp, c, sz, c, sz]
         lib.mtp_server_remove.restype = i
         lib.mtp_server_stop.argtypes = [vp, c, sz]
@@ -101,6 +106,9 @@ def _load() -> ctypes.CDLL:
         lib.mtp_client_new.restype = vp
         lib.mtp_get.argtypes = [vp, c, c, sz, u32, u32, u32, ctypes.POINTER(u8p), ctypes.POINTER(sz), c, sz]
         lib.mtp_get.restype = i
+        lib.mtp_get_channel.argtypes = [vp, c, c, sz, u32, u32, u32, u32, ctypes.POINTER(u8p),
+                                        ctypes.POINTER(sz), ctypes.POINTER(u32), c, sz]
+        lib.mtp_get_channel.restype = i
         lib.mtp_get_many.argtypes = [vp, c, ctypes.POINTER(c), ctypes.POINTER(sz), sz, u32, u32, u32,
                                      ctypes.POINTER(u8p), ctypes.POINTER(sz), ctypes.POINTER(i),
                                      ctypes.POINTER(vp), c, sz]
@@ -214,6 +222,18 @@ class MtpServer(_Handle):
         n, data = _name(name), bytes(data)
         self._call(_load().mtp_server_put, n, len(n), data, len(data))
 
+    def set_channel(self, channel: int, name: str | bytes | None) -> None:
+        """Name the object `name` by `channel` (1-255; the dissertation's ch. V "Payload
+        Suppression"): replies for it carry the channel, clients take it (MtpClient.last_channel)
+        and leave the name out of their later requests. None forgets the channel: a request
+        on it then gets a channel error, and the client sends the name again."""
+        if not isinstance(channel, int) or not 1 <= channel <= 255:
+            raise MtpError(f"channel must be 1..255, got {channel!r}")
+        n = _name(name) if name is not None else b""
+        if name is not None and not n:
+            raise MtpError("name must not be empty (None forgets the channel)")
+        self._call(_load().mtp_server_channel, channel, n, len(n))
+
     def remove(self, name: str | bytes) -> None:
         """Stop serving the object `name` (MtpError if there is none)."""
         n = _name(name)
@@ -249,6 +269,9 @@ class MtpClient(_Handle):
     per client). None or 0 keeps each default (docs/transport.md, "MTP")."""
 
     _free = "mtp_client_free"
+    #: The channel the server's replies named in the last completed get() (ch. V "Channel
+    #: Identifiers": handed back for reuse as get(..., channel=...)); None before any.
+    last_channel: int | None = None
 
     def __init__(self, window: str | None = None, link: str | None = None, rcvbuf: int = 0,
                  max_size: int = 0, repeat_floor: float | None = None,
@@ -268,21 +291,27 @@ class MtpClient(_Handle):
         self._h = h
 
     def get(self, server: str, name: str | bytes, timeout: float = 30.0,
-            expire: float | None = None, single: bool = False) -> bytes:
+            expire: float | None = None, single: bool = False, channel: int = 0) -> bytes:
         """The whole object `name` from `server` ("host:port"). `expire` (seconds) overrides
         the client's expire time for this transaction; `single` makes it a single-datagram
-        transaction (one request, no flow control). Raises MtpRefused, MtpExpired,
-        MtpTimeout, MtpTooLarge, MtpAborted or MtpError."""
+        transaction (one request, no flow control); `channel` (0-255) is the request's channel
+        (one a server handed back before, say). Afterwards `last_channel` is the channel the
+        server's replies named. Raises MtpRefused, MtpExpired, MtpTimeout, MtpTooLarge,
+        MtpAborted or MtpError."""
+        if not isinstance(channel, int) or not 0 <= channel <= 255:
+            raise MtpError(f"channel must be 0..255, got {channel!r}")
         lib = _load()
         n = _name(name)
         out = ctypes.POINTER(ctypes.c_uint8)()
         size = ctypes.c_size_t(0)
+        named = ctypes.c_uint32(channel)
         err = ctypes.create_string_buffer(_ERR)
-        r = lib.mtp_get(self._handle(), server.encode(), n, len(n), _ms(expire, "expire"),
-                        SINGLE if single else 0, _ms(timeout, "timeout"), ctypes.byref(out),
-                        ctypes.byref(size), err, _ERR)
+        r = lib.mtp_get_channel(self._handle(), server.encode(), n, len(n), channel, _ms(expire, "expire"),
+                                SINGLE if single else 0, _ms(timeout, "timeout"), ctypes.byref(out),
+                                ctypes.byref(size), ctypes.byref(named), err, _ERR)
         if r < 0:
             _raise(r, err)
+        self.last_channel = named.value
         if not out:
             return b""
         try:
@@ -332,7 +361,10 @@ class MtpClient(_Handle):
     def stats(self) -> dict:
         """The options, gets/done/failed/bytes, the last transaction's flow (window in
         datagrams, window_bytes, datagram_size, flowtimeout_bytes, repeat_interval_us,
-        min_rtt_us, mean_rtt_us, transit_bytes), losses declared, and the client's counters
-        (`counters`: requests, repeats, replies, timeouts, ...) toward the last server."""
+        min_rtt_us, mean_rtt_us, transit_bytes), losses declared, the client's counters
+        (`counters`: requests, repeats, replies, timeouts, ...) toward the last server, its
+        socket's kernel_rcvbuf, rcvbuf_drops (datagrams the kernel dropped for a full receive
+        buffer) and watch_cuts (windows the receive-buffer watch cut, ch. V), and `channel`
+        (the last completed transaction's, as last_channel)."""
         lib = _load()
         return _json(lib, lib.mtp_client_stats(self._handle()))

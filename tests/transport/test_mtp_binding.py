@@ -209,3 +209,48 @@ def test_a_stopped_server_keeps_its_counters(server):
     assert st["running"] is False
     assert st["final"]["replies"] >= 1 and st["final"]["requests"] == st["queries"]
     srv.stop()  # twice is harmless
+
+
+def test_channels_the_server_names_come_back_and_name_less_requests_use_them(server):
+    # ch. V "Channel Identifiers" / "Payload Suppression": the server names "big" by channel
+    # 7; the client hands the channel back (last_channel) and its later subrequests go without
+    # the name (the server's by_channel count); once the server forgets the channel, a request
+    # on it names the object and gets the object, with the request's channel back
+    srv, addr = server
+    srv.set_channel(7, "big")
+    assert srv.stats()["channels"] == {"7": "big"}
+    with mtp.MtpClient() as cli:
+        assert cli.last_channel is None
+        assert cli.get(addr, "big", timeout=60) == BIG
+        assert cli.last_channel == 7 and cli.stats()["channel"] == 7
+        assert cli.get(addr, "small", timeout=20, channel=3) == SMALL
+        assert cli.last_channel == 3  # named by no channel: the request's own comes back
+        srv.set_channel(7, None)
+        assert srv.stats()["channels"] == {}
+        assert cli.get(addr, "big", timeout=60, channel=7) == BIG
+        assert cli.last_channel == 7
+    srv.stop()
+    final = srv.stats()["final"]
+    assert final["by_channel"] >= MB // 1400 // 2, final
+    with mtp.MtpClient() as cli:
+        for bad in (-1, 256, "7"):
+            with pytest.raises(mtp.MtpError, match="channel must be 0..255"):
+                cli.get(addr, "big", timeout=1, channel=bad)
+    for bad in (0, 256):
+        with pytest.raises(mtp.MtpError, match="channel must be 1..255"):
+            srv.set_channel(bad, "big")
+    with pytest.raises(mtp.MtpError, match="must not be empty"):
+        srv.set_channel(5, "")
+
+
+def test_stats_show_the_receive_buffer_watch(server):
+    # the socket's view of ch. V's receive-buffer watch: the buffer the kernel gave (Linux
+    # doubles what is asked, capped by rmem_max), its overflow drops and the watch's cuts
+    _, addr = server
+    with mtp.MtpClient(rcvbuf=100_000) as cli:
+        assert cli.get(addr, "big", timeout=60) == BIG
+        st = cli.stats()
+    rmem_max = int(open("/proc/sys/net/core/rmem_max").read())
+    assert st["kernel_rcvbuf"] == 2 * min(100_000, rmem_max), st
+    assert st["rcvbuf_drops"] >= 0 and st["watch_cuts"] >= 0, st
+    assert st["watch_cuts"] == st["counters"]["overflow_cuts"], st

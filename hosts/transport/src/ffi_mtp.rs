@@ -127,6 +127,9 @@ fn addr_of(s: &str) -> Result<SocketAddr, Fail> {
 #[derive(Default)]
 struct Shelf {
     named: RwLock<HashMap<Vec<u8>, Arc<Vec<u8>>>>,
+    /// Channels that name objects (ch. V "Payload Suppression"): replies carry the channel,
+    /// and clients leave the name out of later subrequests.
+    channels: RwLock<HashMap<u8, Vec<u8>>>,
     queries: AtomicU64,
     refused: AtomicU64,
 }
@@ -138,6 +141,15 @@ struct Store {
 }
 
 impl Responder for Store {
+    fn channel_of(&mut self, name: &[u8]) -> Option<u8> {
+        let ch = self.shelf.channels.read().unwrap_or_else(|e| e.into_inner());
+        ch.iter().find(|(_, n)| n.as_slice() == name).map(|(&c, _)| c)
+    }
+
+    fn name_of(&mut self, channel: u8) -> Option<Vec<u8>> {
+        self.shelf.channels.read().unwrap_or_else(|e| e.into_inner()).get(&channel).cloned()
+    }
+
     fn respond(&mut self, q: &Query) -> Answer {
         self.shelf.queries.fetch_add(1, Ordering::Relaxed);
         let obj = self.shelf.named.read().unwrap_or_else(|e| e.into_inner()).get(q.name).cloned();
@@ -219,12 +231,15 @@ impl MtpServer {
             "dir": self.dir.as_ref().map(|d| d.display().to_string()), "limit": self.limit,
             "running": self.thread.as_ref().is_some_and(|t| !t.is_finished()),
             "objects": named.len(), "object_bytes": named.values().map(|o| o.len()).sum::<usize>(),
+            "channels": self.shelf.channels.read().unwrap_or_else(|e| e.into_inner()).iter()
+                .map(|(c, n)| (c.to_string(), Value::from(String::from_utf8_lossy(n).into_owned()))).collect::<serde_json::Map<String, Value>>(),
             "queries": self.shelf.queries.load(Ordering::Relaxed),
             "refused": self.shelf.refused.load(Ordering::Relaxed), "failed": self.failed,
         });
         if let Some(s) = &self.last {
             v["final"] = json!({"requests": s.requests, "replies": s.replies, "refused": s.refused,
-                                "malformed": s.malformed, "shed": s.shed});
+                                "malformed": s.malformed, "shed": s.shed, "by_channel": s.by_channel,
+                                "channel_errors": s.channel_errors});
         }
         v
     }
@@ -304,6 +319,34 @@ pub unsafe extern "C" fn mtp_server_put(
         }
         let data = bytes(data, len, "data")?.to_vec();
         s.shelf.named.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_vec(), Arc::new(data));
+        Ok(())
+    });
+    code(r, err, cap)
+}
+
+/// Name an object by `channel` (1-255; ch. V "Payload Suppression"): replies for `name` carry
+/// the channel, and a request without a name on that channel asks for `name`. `name_len` 0
+/// forgets the channel (a request naming it then gets a channel error and the client sends
+/// the name again). A channel names one object; naming another replaces it.
+///
+/// # Safety
+/// See the module documentation.
+#[no_mangle]
+pub unsafe extern "C" fn mtp_server_channel(h: *mut MtpServer, channel: u32, name: *const u8, name_len: usize, err: *mut c_char, cap: usize) -> c_int {
+    let r = guard(|| {
+        let s = server(h)?;
+        let c = u8::try_from(channel).ok().filter(|&c| c > 0).ok_or_else(|| arg(format!("a channel is 1 to 255, got {channel}")))?;
+        let name = bytes(name, name_len, "name")?;
+        if name.len() > crate::mtp::wire::MAX_NAME {
+            return Err(arg(format!("a name has 1 to {} bytes, got {}", crate::mtp::wire::MAX_NAME, name.len())));
+        }
+        let mut ch = s.shelf.channels.write().unwrap_or_else(|e| e.into_inner());
+        if name.is_empty() {
+            ch.remove(&c);
+        } else {
+            ch.retain(|_, n| n.as_slice() != name);
+            ch.insert(c, name.to_vec());
+        }
         Ok(())
     });
     code(r, err, cap)
@@ -422,6 +465,9 @@ pub struct MtpClient {
     failed: u64,
     bytes: u64,
     last_error: Option<String>,
+    /// The channel the last completed transaction's replies named (ch. V "Channel
+    /// Identifiers": handed back for reuse).
+    last_channel: Option<u8>,
 }
 
 /// A client configuration from the caller's options; 0 or null keeps a default.
@@ -526,6 +572,7 @@ impl MtpClient {
         sample.take(&ep.client, ids[0], noble);
         let mut got: Vec<Option<Result<Vec<u8>, Fail>>> = vec![None; ids.len()];
         let mut left = ids.len();
+        let mut channel_of = None;
         let run = ep.run(timeout, |c, _, o| {
             let (tx, r) = match o {
                 Output::Progress { tx, .. } => {
@@ -534,7 +581,12 @@ impl MtpClient {
                     }
                     return false;
                 }
-                Output::Done { tx, object, .. } => (tx, Ok(object)),
+                Output::Done { tx, object, channel, .. } => {
+                    if ids.contains(&tx) {
+                        channel_of = Some(channel);
+                    }
+                    (tx, Ok(object))
+                }
                 Output::Failed { tx, reason } => {
                     let code = if reason.contains(TOO_LARGE_MARK) { MTP_E_TOO_LARGE } else { MTP_E_REFUSED };
                     let what = if code == MTP_E_REFUSED { "refused" } else { "too large" };
@@ -564,6 +616,7 @@ impl MtpClient {
         }
         run.map_err(|e| io_err("client socket", e))?;
         self.sample = sample;
+        self.last_channel = channel_of.or(self.last_channel);
         let out: Vec<Result<Vec<u8>, Fail>> = got
             .into_iter()
             .map(|g| g.unwrap_or_else(|| Err((MTP_E_TIMEOUT, format!("timed out after {} ms; transaction destroyed", timeout.as_millis())))))
@@ -592,6 +645,7 @@ impl MtpClient {
             "expire_us": self.cfg.expire_us, "max_object": self.cfg.max_object,
             "gets": self.gets, "done": self.done, "failed": self.failed, "bytes": self.bytes,
             "last_error": self.last_error, "server": self.last.map(|a| a.to_string()),
+            "channel": self.last_channel,
             "servers": self.eps.keys().map(|a| a.to_string()).collect::<Vec<_>>(),
             "window": s.window, "window_bytes": s.window_bytes, "peak_window": s.peak_window,
             "datagram_size": s.datagram_size, "flowtimeout_bytes": s.flowtimeout_bytes,
@@ -605,6 +659,11 @@ impl MtpClient {
             v["mean_window"] = json!(mean_window);
             v["mean_in_flight"] = json!(mean_in_flight);
             v["foreign"] = json!(ep.foreign);
+            // the socket's own view (ch. V's receive-buffer watch): the buffer the kernel gave,
+            // datagrams it dropped for a full buffer, and the watch's window cuts
+            v["kernel_rcvbuf"] = json!(ep.kernel_rcvbuf);
+            v["rcvbuf_drops"] = json!(ep.overflow_drops());
+            v["watch_cuts"] = json!(ep.watch_cuts);
             v["counters"] = stats_json(&st);
         }
         v
@@ -663,6 +722,7 @@ pub unsafe extern "C" fn mtp_client_new(
             failed: 0,
             bytes: 0,
             last_error: None,
+            last_channel: None,
         })
     });
     match r {
@@ -696,12 +756,60 @@ pub unsafe extern "C" fn mtp_get(
     err: *mut c_char,
     cap: usize,
 ) -> c_int {
+    // SAFETY: as the caller's
+    unsafe { get_on(h, server, name, name_len, 0, expire_ms, flags, timeout_ms, out, out_len, std::ptr::null_mut(), err, cap) }
+}
+
+/// `mtp_get` on a channel: the request carries `channel` (0-255; ch. V "Channel Identifiers",
+/// e.g. one a server handed back before), and `*channel_out` (when not null) receives the
+/// channel the server's replies named, for reuse.
+///
+/// # Safety
+/// See the module documentation.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn mtp_get_channel(
+    h: *mut MtpClient,
+    server: *const c_char,
+    name: *const u8,
+    name_len: usize,
+    channel: u32,
+    expire_ms: u32,
+    flags: u32,
+    timeout_ms: u32,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    channel_out: *mut u32,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    // SAFETY: as the caller's
+    unsafe { get_on(h, server, name, name_len, channel, expire_ms, flags, timeout_ms, out, out_len, channel_out, err, cap) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn get_on(
+    h: *mut MtpClient,
+    server: *const c_char,
+    name: *const u8,
+    name_len: usize,
+    channel: u32,
+    expire_ms: u32,
+    flags: u32,
+    timeout_ms: u32,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    channel_out: *mut u32,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
     write_err(err, cap, "");
     let r = guard(|| {
         // SAFETY: the caller passes writable out-pointers (or null, an error)
         let (Some(out), Some(out_len)) = (unsafe { out.as_mut() }, unsafe { out_len.as_mut() }) else {
             return Err(arg("out and out_len must not be null"));
         };
+        let channel = u8::try_from(channel).map_err(|_| arg(format!("a channel is 0 to 255, got {channel}")))?;
         *out = std::ptr::null_mut();
         *out_len = 0;
         let c = client(h)?;
@@ -713,9 +821,14 @@ pub unsafe extern "C" fn mtp_get(
         let opts = RequestOpts {
             expire_us: (expire_ms > 0).then_some(expire_ms as u64 * 1000),
             single: flags & MTP_SINGLE != 0,
+            channel,
             ..RequestOpts::default()
         };
         let obj = c.get(server, name, opts, Duration::from_millis(timeout_ms as u64))?;
+        // SAFETY: null or writable
+        if let (Some(co), Some(ch)) = (unsafe { channel_out.as_mut() }, c.last_channel) {
+            *co = ch as u32;
+        }
         if !obj.is_empty() {
             *out_len = obj.len();
             *out = Box::into_raw(obj.into_boxed_slice()) as *mut u8;

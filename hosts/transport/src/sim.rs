@@ -13,6 +13,10 @@ pub struct Link {
     pub delay_us: u64,
     pub rate_bps: Option<f64>,
     pub queue_pkts: usize,
+    /// Count the queue in packets waiting, whatever their size, as a pfifo does (HTB's leaf
+    /// queue on the emulated paths); otherwise a datagram is dropped when the backlog exceeds
+    /// `queue_pkts` of its own transmission time.
+    pub queue_in_packets: bool,
     /// Drop exactly these datagrams (0-based count of datagrams offered), besides random loss.
     pub drop_nth: Vec<u64>,
     /// Drop the datagrams this picks (by their bytes: a test that must lose one segment's
@@ -21,6 +25,8 @@ pub struct Link {
     pub offered: u64,
     pub dropped: u64,
     busy_until: f64,
+    /// When each datagram still queued starts its transmission (`queue_in_packets`).
+    starts: std::collections::VecDeque<f64>,
     rng: u64,
 }
 
@@ -31,11 +37,13 @@ impl Link {
             delay_us: 1_000,
             rate_bps: None,
             queue_pkts: 100,
+            queue_in_packets: false,
             drop_nth: Vec::new(),
             drop_if: None,
             offered: 0,
             dropped: 0,
             busy_until: 0.0,
+            starts: std::collections::VecDeque::new(),
             rng: seed.max(1),
         }
     }
@@ -69,7 +77,16 @@ impl Link {
         if let Some(rate) = self.rate_bps {
             let tx = len as f64 * 8.0 * 1e6 / rate;
             let start = self.busy_until.max(at);
-            if start - at > self.queue_pkts as f64 * tx {
+            if self.queue_in_packets {
+                while self.starts.front().is_some_and(|&s| s <= at) {
+                    self.starts.pop_front();
+                }
+                if self.starts.len() >= self.queue_pkts {
+                    self.dropped += 1;
+                    return None;
+                }
+                self.starts.push_back(start);
+            } else if start - at > self.queue_pkts as f64 * tx {
                 self.dropped += 1;
                 return None;
             }

@@ -368,7 +368,7 @@ fn suppressing_a_channel_ends_its_transactions_with_the_size_only() {
     assert!(n.run_until(60_000_000, all_done));
     for o in &n.outputs {
         match o {
-            Output::Done { tx, total, object, suppressed } if *tx == video => {
+            Output::Done { tx, total, object, suppressed, .. } if *tx == video => {
                 assert_eq!((*total, object.len(), *suppressed), (500_000, 0, true))
             }
             Output::Done { tx, total, suppressed, .. } if *tx == size => assert_eq!((*total, *suppressed), (123, true)),

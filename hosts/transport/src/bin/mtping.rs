@@ -39,6 +39,10 @@ struct ClientOpts {
     /// Expire timer per transaction, seconds.
     #[arg(long, default_value_t = 30.0)]
     expire: f64,
+    /// Every request asks for one datagram (the rule before requests fetched up to a window;
+    /// comparison only: the dissertation's subrequests ask for what the window has room for).
+    #[arg(long)]
+    one_datagram_requests: bool,
 }
 
 impl ClientOpts {
@@ -56,6 +60,7 @@ impl ClientOpts {
             min_size: 256.min(self.size),
             expire_us: (self.expire * 1e6) as u64,
             seed: std::process::id() as u64 ^ 0x5EED,
+            one_datagram_requests: self.one_datagram_requests,
             ..ClientConfig::default()
         }
     }
@@ -96,6 +101,10 @@ enum Cmd {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 120.0)]
         limit: f64,
+        /// Write the client's trace here as CSV: every request, reply and loss declared, with
+        /// the transaction's window and transit after it.
+        #[arg(long)]
+        trace: Option<PathBuf>,
         #[command(flatten)]
         opts: ClientOpts,
     },
@@ -187,8 +196,9 @@ fn main() {
         Cmd::Ping { server, count, interval_ms, opts } => {
             addr(&server).and_then(|a| tool::ping(a, count, Duration::from_millis(interval_ms), opts.config()))
         }
-        Cmd::Get { server, name, count, parallel, limit, opts } => addr(&server)
-            .and_then(|a| tool::get(a, &name, count, parallel, opts.config(), Duration::from_secs_f64(limit))),
+        Cmd::Get { server, name, count, parallel, limit, trace, opts } => addr(&server).and_then(|a| {
+            tool::get_traced(a, &name, count, parallel, opts.config(), Duration::from_secs_f64(limit), trace.as_deref())
+        }),
         Cmd::Sim { printed, sweep, max_loss, loss, bw, rtt_ms, cong, buffer, messages, repeat_floor_ms, seeds, proto } => {
             let one = Model { loss, bw, rtt_us: (rtt_ms * 1000.0) as u64, cong, buffer };
             match sim(printed, sweep, max_loss, one, messages, &repeat_floor_ms, seeds, &proto) {

@@ -55,6 +55,13 @@ pub struct ClientConfig {
     /// random loss never shrinks MTP's window, so on a path without a queue only this does).
     pub max_window: u32,
     pub seed: u64,
+    /// Every request asks for one datagram, as before requests fetched up to a window
+    /// (comparison only; the dissertation's subrequests ask for what the window has room for,
+    /// ch. V "Mechanisms").
+    pub one_datagram_requests: bool,
+    /// Keep a record of every request sent, reply taken and loss declared (`take_trace`), to
+    /// trace a transfer round by round.
+    pub trace: bool,
 }
 
 impl ClientConfig {
@@ -89,6 +96,8 @@ impl Default for ClientConfig {
             max_object: 1 << 30,
             max_window: 1024,
             seed: 1,
+            one_datagram_requests: false,
+            trace: false,
         }
     }
 }
@@ -139,8 +148,10 @@ pub enum Output {
     /// In-order bytes of an `in_order` transaction.
     Data { tx: u32, offset: u32, bytes: Vec<u8> },
     /// Complete. `object` is empty for `in_order`, size-only and suppressed transactions;
-    /// `suppressed` says the payload was suppressed (size-only, or its channel).
-    Done { tx: u32, total: u32, object: Vec<u8>, suppressed: bool },
+    /// `suppressed` says the payload was suppressed (size-only, or its channel). `channel` is
+    /// the channel the server's replies named, handed back for reuse in later transactions
+    /// (ch. V "Channel Identifiers"; the request's own when the server kept it).
+    Done { tx: u32, total: u32, object: Vec<u8>, suppressed: bool, channel: u8 },
     Finished { tx: u32, prefix: Vec<u8>, complete: bool },
     Stopped { tx: u32, prefix: Vec<u8> },
     /// Update callback: the contiguous prefix received is now `received` bytes.
@@ -181,6 +192,23 @@ pub struct ClientStats {
     pub channel_errors: u64,
 }
 
+/// One line of a client's trace (`ClientConfig::trace`): what happened to which bytes, and the
+/// transaction's window and transit right after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    pub at_us: u64,
+    /// "send" (a request), "repeat" (a request for bytes asked for before), "reply" (a reply
+    /// datagram taken) or "lost" (bytes declared lost: their repeat interval passed).
+    pub kind: &'static str,
+    pub tx: u32,
+    pub offset: u32,
+    /// Bytes asked for, arrived or declared lost.
+    pub bytes: u32,
+    /// The transaction's window and transit in bytes (0 without the dissertation's window).
+    pub window: usize,
+    pub transit: usize,
+}
+
 /// One request (a transaction's offset), possibly sent several times.
 struct Pending {
     /// Bytes it asks for: one datagram's, or (a `multi` transaction) its response limit.
@@ -190,8 +218,9 @@ struct Pending {
     sends: Vec<(u32, u64, u32, u64, u32)>,
     in_flight: bool,
     sendno: u64,
-    /// When it is declared lost unless a reply to it comes first (a `multi` request: each
-    /// reply moves it a repeat interval on).
+    /// When what it asked for and has not come is declared lost: a repeat interval after it
+    /// was sent (ch. V "Data Loss and Recovery": data that fails to arrive within the repeat
+    /// interval), whatever part of a `multi` request has come meanwhile.
     due: u64,
 }
 
@@ -261,6 +290,7 @@ pub struct Client {
     occ: Occupancy,
     /// Sums of ended transactions' flow counters.
     ended_flow: (u64, u64, u64),
+    trace: Vec<TraceEvent>,
 }
 
 /// Time-weighted window and requests in flight while transactions are alive: what the
@@ -321,6 +351,7 @@ impl Client {
             stats: ClientStats::default(),
             occ: Occupancy::default(),
             ended_flow: (0, 0, 0),
+            trace: Vec::new(),
         })
     }
 
@@ -356,6 +387,19 @@ impl Client {
             overflow_cuts: o,
             ..self.stats.clone()
         }
+    }
+
+    /// The trace so far (empty unless `ClientConfig::trace`), handed over and cleared.
+    pub fn take_trace(&mut self) -> Vec<TraceEvent> {
+        std::mem::take(&mut self.trace)
+    }
+
+    fn note(&mut self, now: u64, kind: &'static str, id: u32, offset: u32, bytes: u32) {
+        if !self.cfg.trace {
+            return;
+        }
+        let (window, transit) = self.txs.get(&id).map_or((0, 0), |t| (t.flow.as_ref().map_or(0, |f| f.window), t.transit));
+        self.trace.push(TraceEvent { at_us: now, kind, tx: id, offset, bytes, window, transit });
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -466,7 +510,7 @@ impl Client {
                 None => f,
             }
         });
-        let multi = flow.is_some() && !opts.size_only && !opts.in_order;
+        let multi = flow.is_some() && !opts.size_only && !opts.in_order && !self.cfg.one_datagram_requests;
         let tx = Tx {
             name: name.to_vec(),
             opts,
@@ -628,6 +672,7 @@ impl Client {
             if let Some(f) = t.flow.as_mut() {
                 f.lost(n as usize);
             }
+            self.note(now, "lost", id, off, n as u32);
             self.settle(now, id);
             return;
         }
@@ -641,6 +686,7 @@ impl Client {
             // datagram; no shared window, no backoff
             t.transit = t.transit.saturating_sub(len as usize);
             f.lost(len as usize);
+            self.note(now, "lost", id, off, len);
             self.settle(now, id);
             return;
         }
@@ -793,7 +839,7 @@ impl Client {
     /// One reply datagram of a `multi` request (ch. V "Mechanisms"): its bytes leave transit
     /// and tell the window (per datagram, as a one-datagram request's would); the server's
     /// response limit bounds later subrequests and trims this one; a request whose extent has
-    /// all come ends, and one still waiting is given a repeat interval from now.
+    /// all come ends; one still waiting is due a repeat interval (as it stands now) after its send.
     fn accept_part(&mut self, now: u64, h: &Header, body: &[u8], key: u32, sent_at: u64) {
         self.stats.replies += 1;
         self.last_reply_at = now;
@@ -860,11 +906,21 @@ impl Client {
                 land(t, &mut self.in_flight, &mut self.by_send, p.sendno);
             }
         } else if p.in_flight {
+            // what has not come is lost when it fails to arrive within the repeat interval of its
+            // request's send (ch. V "Data Loss and Recovery"), the interval as the replies have
+            // adjusted it (2-4x the mean RTT, the floor), not the application's initial value the
+            // request left with, and not restarted by each reply: restarting cost a round trip and
+            // the burst's spread per repeat round, the initial 1 s another 0.4 s on the `wan` path
+            // (docs/experiments.md, "Why MTP got slower on the wan path")
             let ft = t.flow.as_ref().map_or(self.cfg.repeat_us, |f| f.repeat_us);
-            p.due = now + ft;
-            self.deadlines.push(Reverse((p.due, p.sendno, id, key)));
+            let due = p.sends.last().map_or(now, |s| s.1) + ft;
+            if due != p.due {
+                p.due = due;
+                self.deadlines.push(Reverse((due, p.sendno, id, key)));
+            }
         }
         t.transit = transit_of(t);
+        self.note(now, "reply", id, h.offset, n);
         self.deliver(id);
         self.settle(now, id);
     }
@@ -890,7 +946,7 @@ impl Client {
             // the first valid response is the whole response (glossary)
             let total = n;
             self.end(id);
-            self.out.push_back(Output::Done { tx: id, total, object: body.to_vec(), suppressed: h.flags & F_NOPAYLOAD != 0 });
+            self.out.push_back(Output::Done { tx: id, total, object: body.to_vec(), suppressed: h.flags & F_NOPAYLOAD != 0, channel: h.channel });
             return;
         }
         let ends = h.flags & (F_END | F_STREAM) != 0;
@@ -932,6 +988,7 @@ impl Client {
         }
         if self.cfg.noble() {
             // the dissertation declares a loss by its repeat interval only (ch. V)
+            self.note(now, "reply", id, h.offset, n);
             self.deliver(id);
             self.settle(now, id);
             return;
@@ -990,7 +1047,7 @@ impl Client {
             let total = t.total.unwrap_or(0);
             let mut object = if t.opts.in_order || t.suppressed { Vec::new() } else { t.buf };
             object.truncate(total as usize);
-            self.out.push_back(Output::Done { tx: id, total, object, suppressed: t.suppressed });
+            self.out.push_back(Output::Done { tx: id, total, object, suppressed: t.suppressed, channel: t.opts.channel });
         }
     }
 
@@ -1093,7 +1150,8 @@ impl Client {
         let again = t.asked.covered(s, s + len) > 0;
         t.asked.insert(s, s + len);
         let p = t.pending.entry(s).or_insert(Pending { len, sends: Vec::new(), in_flight: false, sendno, due });
-        if !p.sends.is_empty() || again {
+        let repeat = !p.sends.is_empty() || again;
+        if repeat {
             self.stats.repeats += 1;
         }
         p.len = len;
@@ -1108,6 +1166,7 @@ impl Client {
         self.deadlines.push(Reverse((due, sendno, id, s)));
         self.stats.requests += 1;
         self.out.push_back(Output::Transmit(wire::datagram(&h, name)));
+        self.note(now, if repeat { "repeat" } else { "send" }, id, s, len);
         self.cc.on_pkt_sent(&mut self.ctl, sendno as u32);
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::client::{Abort, Client, ClientConfig, ClientStats, Output, RequestOpts};
+use super::client::{Abort, Client, ClientConfig, ClientStats, Output, RequestOpts, TraceEvent};
 use super::server::{generated_size, Answer, Objects, Query, Responder};
 use super::udp::{serve_idle, Endpoint};
 
@@ -113,6 +113,13 @@ pub fn ping(server: SocketAddr, count: usize, interval: Duration, cfg: ClientCon
 /// Fetches `name` `count` times, `parallel` transactions at a time, and reports goodput and
 /// the SHA-256 of the first copy (and whether every copy had the same).
 pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: ClientConfig, limit: Duration) -> io::Result<Value> {
+    get_traced(server, name, count, parallel, cfg, limit, None)
+}
+
+/// `get`, writing the client's trace (`ClientConfig::trace`: every request, reply and loss
+/// with the window and transit after it) as CSV to `trace` when given.
+pub fn get_traced(server: SocketAddr, name: &str, count: usize, parallel: usize, mut cfg: ClientConfig, limit: Duration, trace: Option<&std::path::Path>) -> io::Result<Value> {
+    cfg.trace |= trace.is_some();
     let mut ep = Endpoint::new(Client::new(cfg).map_err(io::Error::other)?, server)?;
     let (mut started, mut done, mut failed, mut bytes) = (0usize, 0usize, Vec::new(), 0u64);
     let (mut hash, mut same) = (None::<String>, true);
@@ -152,6 +159,9 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
         let _ = ep.client.abort(now, id, Abort::Destroy);
     }
     let (mean_window, mean_in_flight) = ep.client.occupancy();
+    if let Some(path) = trace {
+        write_trace(path, &ep.client.take_trace())?;
+    }
     Ok(json!({"role": "get", "name": name, "objects": done, "wanted": count, "complete": finished && failed.is_empty(),
               "failed": failed, "bytes": bytes, "partial_bytes": partial, "secs": secs, "kbytes_per_s": bytes as f64 / 1e3 / secs,
               "mbit_s": bytes as f64 * 8.0 / 1e6 / secs, "sha256": hash, "all_same": same,
@@ -159,4 +169,15 @@ pub fn get(server: SocketAddr, name: &str, count: usize, parallel: usize, cfg: C
               "mean_in_flight": mean_in_flight, "flowtimeout_us": ep.client.flowtimeout_us(),
               "datagram_size": ep.client.datagram_size(), "stats": stats_json(&ep.client.stats()),
               "kernel_rcvbuf": ep.kernel_rcvbuf, "rcvbuf_drops": ep.overflow_drops(), "watch_cuts": ep.watch_cuts}))
+}
+
+/// A client's trace as CSV, one line per event.
+pub fn write_trace(path: &std::path::Path, events: &[TraceEvent]) -> io::Result<()> {
+    use std::io::Write;
+    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "t_us,kind,tx,offset,bytes,window,transit")?;
+    for e in events {
+        writeln!(w, "{},{},{},{},{},{},{}", e.at_us, e.kind, e.tx, e.offset, e.bytes, e.window, e.transit)?;
+    }
+    w.flush()
 }
