@@ -121,6 +121,27 @@ def test_intake_loss_is_kernel_rx_less_what_the_parser_saw(monkeypatch):
     assert r.p4.received() == {str(p): n for p, (n, _) in enumerate(cells) if n}
 
 
+def test_egress_loss_is_what_the_program_sent_less_the_kernels_tx(monkeypatch):
+    """Bmv2Router.egress: diverted frames against the CPU port's tx, forwarded and ARP
+    answers against the other ports' tx."""
+    from concast.netmodel import naming
+    from concast.topologies import line
+    plan = __import__("concast.netmodel.addressing", fromlist=["plan"]).plan(
+        line(1, senders=1, dataplane="bmv2").topo)
+    r = next(iter(dataplane.Bmv2Dataplane("t1", plan).routers.values()))
+
+    class P4:
+        def counters(self):
+            return {"diverted": {"own_address": 3, "csp": 4, "concast": 100}, "forwarded": 50,
+                    "arp_answered": 2, "malformed": {}, "dropped": {}, "reinjected": 9}
+
+    r.p4 = P4()
+    kernel = {str(naming.CPU_OFPORT): {"tx_pkts": 100}, "1": {"tx_pkts": 30}, "2": {"tx_pkts": 21}}
+    monkeypatch.setattr(type(r), "port_counters", lambda self, tag: kernel)
+    assert r.egress("t1") == {"cpu": {"sent_by_p4": 107, "kernel_tx": 100, "egress_lost": 7},
+                              "ports": {"sent_by_p4": 52, "kernel_tx": 51, "egress_lost": 1}}
+
+
 def test_net_up_options_reach_the_running_network(monkeypatch):
     from concast.topologies import line, running
     got = {}
