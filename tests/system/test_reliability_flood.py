@@ -15,8 +15,12 @@ plane counts losses:
   port's veth drops, routerd's socket drops, and r2's IP statistics (/proc/net/snmp in its
   namespace: header errors and discards, for anything tc did not divert).
 - BMv2: the P4 program counts the bad Concast ID options itself (its parser drops them:
-  `malformed`, by kind), so they count as counted there; lost = frames r2's switch
-  interfaces received and BMv2 sent out of none, less those P4 counts (docs/dataplane-bmv2.md).
+  `malformed`, by kind), so they count as counted there; lost = what simple_switch lost
+  silently, counted as differences: at its intake (kernel rx of a port less the P4
+  `received` count) and at its egress queues (the program's sends less the kernel's tx;
+  `Bmv2Router.intake`/`egress`, docs/dataplane-bmv2.md "Intake loss"). The flood's books on
+  s5's port must balance: sent = intake loss + parsed, parsed = counted by kind (+ the CPU
+  port's egress loss and routerd's socket drops).
 
 Once at full speed, once paced to a rate the data plane keeps up with, where routerd's
 counters must equal what was sent when no loss is reported.
