@@ -131,6 +131,42 @@ class Bmv2Router:
                 for port, iface in self.ports_map(tag).items()}
         return {key: links[iface] for iface, key in keys.items() if iface in links}
 
+    def intake(self, tag: str) -> dict[str, dict]:
+        """Per port (keyed as port_counters): `kernel_rx`, the frames the kernel delivered to
+        the switch's interface; `parsed`, the frames the P4 parser handed to ingress from
+        that port (counter `received`); `intake_lost`, the difference: frames simple_switch
+        took from neither into its pipeline (its capture socket's buffer or its input queue
+        full). Cumulative since the interface and the switch started; take differences. The
+        P4 counter is read first, so a frame in flight between the two shows as lost until
+        the switch has drained."""
+        parsed = self.p4.received()
+        kernel = self.port_counters(tag)
+        out = {}
+        for port in self.ports_map(tag):
+            key = str(naming.CPU_OFPORT if port == P.CPU_PORT else port)
+            if key in kernel:
+                rx, seen = kernel[key]["rx_pkts"], parsed.get(str(port), 0)
+                out[key] = {"kernel_rx": rx, "parsed": seen, "intake_lost": rx - seen}
+        return out
+
+    def egress(self, tag: str) -> dict[str, dict]:
+        """What the program sent to a port against what the kernel counted out of it, for
+        the CPU port (`cpu`: the `diverted` counter's frames) and the other ports together
+        (`ports`: `forwarded` + `arp_answered`). simple_switch drops a frame silently when
+        its egress queue for the port (64 frames) is full; `egress_lost` is the difference.
+        Cumulative; take differences when the switch is idle (a queued frame shows as lost
+        until it leaves)."""
+        c = self.p4.counters()
+        kernel = self.port_counters(tag)
+        cpu = str(naming.CPU_OFPORT)
+        to_cpu = sum(c["diverted"].values())
+        to_ports = c["forwarded"] + c["arp_answered"]
+        tx_cpu = kernel.get(cpu, {}).get("tx_pkts", 0)
+        tx_ports = sum(p["tx_pkts"] for k, p in kernel.items() if k != cpu)
+        return {"cpu": {"sent_by_p4": to_cpu, "kernel_tx": tx_cpu, "egress_lost": to_cpu - tx_cpu},
+                "ports": {"sent_by_p4": to_ports, "kernel_tx": tx_ports,
+                          "egress_lost": to_ports - tx_ports}}
+
     def command_line(self) -> str:
         """What routerd runs for divert/undivert/clear (--dataplane-cmd, whitespace-split)."""
         return (f"{sys.executable} -m concast.controller.p4 --switch {self.address}"

@@ -36,6 +36,8 @@ C_REINJECTED = "ConcastIngress.reinjected"
 C_FORWARDED = "ConcastIngress.forwarded"
 C_DROPPED = "ConcastIngress.dropped"
 C_ARP = "ConcastIngress.arp_answered"
+C_RECEIVED = "ConcastIngress.received"     # index: the ingress port; N_PORTS in headers.p4
+N_PORTS = 256
 
 # Index -> name of the indexed counters (ERR_*, DIV_*, DROP_* in headers.p4).
 MALFORMED_KINDS = (

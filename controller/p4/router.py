@@ -6,6 +6,7 @@
     r.remove_flow("10.1.1.2", 7)         # routerd: flow gone
     r.disable_diversion()                # routerd gone: forward CSP like an oblivious router
     r.counters()                         # {"malformed": {...}, "diverted": {...}, ...}
+    r.received()                         # {"1": frames parsed from port 1, ..., "255": CPU}
 """
 from __future__ import annotations
 
@@ -82,3 +83,9 @@ class P4Router:
             "dropped": {k: drop[i][0] for i, k in enumerate(P.DROP_REASONS)},
             "arp_answered": c(P.C_ARP)[0][0],
         }
+
+    def received(self) -> dict[str, int]:
+        """Frames the parser handed to ingress, by BMv2 port ("255": the CPU port); ports
+        that received nothing are left out."""
+        return {str(port): n for port, (n, _) in enumerate(self.client.read_counter(P.C_RECEIVED))
+                if n}

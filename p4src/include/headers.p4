@@ -42,6 +42,9 @@ const bit<8> DIV_CSP         = 1;
 const bit<8> DIV_CONCAST     = 2;
 const bit<32> N_DIV = 3;
 
+/* Size of the `received` counter, indexed by the ingress port (CPU_PORT included). */
+const bit<32> N_PORTS = 256;
+
 /* Index of the `dropped` counter. */
 const bit<32> DROP_NOT_IPV4 = 0;   /* neither IPv4 nor an ARP request we answer */
 const bit<32> DROP_TTL      = 1;   /* TTL 0 or 1 on arrival: would reach 0 */

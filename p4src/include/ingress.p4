@@ -172,6 +172,10 @@ control ConcastIngress(inout headers_t hdr, inout metadata_t meta,
     counter(1, CounterType.packets_and_bytes) forwarded;      /* sent out by ipv4_lpm */
     counter(N_DROP, CounterType.packets) dropped;             /* index: DROP_* */
     counter(1, CounterType.packets) arp_answered;
+    /* Every frame the parser handed to ingress, by the port it came in on: against the
+     * kernel's rx count of that port's interface it gives what the switch lost at its
+     * intake, before the parser (docs/dataplane-bmv2.md, "Intake loss"). */
+    counter(N_PORTS, CounterType.packets) received;
 
     ArpResponder() arp;
     HeaderChecks() checks;
@@ -179,6 +183,7 @@ control ConcastIngress(inout headers_t hdr, inout metadata_t meta,
     Forward() forward;
 
     apply {
+        received.count((bit<32>) std.ingress_port);
         if (hdr.arp.isValid()) {
             bool request;
             bool answered;

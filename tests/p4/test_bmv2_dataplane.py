@@ -303,6 +303,24 @@ def test_diversion_disabled_forwards_csp(bmv2):
     only(bmv2.exchange("h1", frame(sent)), "rd")
 
 
+def test_every_frame_is_counted_received_once_on_its_port(bmv2, flow):
+    """`received` counts each frame the parser hands to ingress, by its port, whatever the
+    verdict: forwarded, malformed, diverted, re-injected from the CPU port, an ARP request."""
+    bad_option = ipv4(bytes([0x9E, 4, 0, 0]))                # concast_option_bad_length
+    arp = bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src=HOST_MAC["h1"]) /
+                ARP(op=1, hwsrc=HOST_MAC["h1"], psrc=SRC, pdst="10.1.0.99"))   # no answer
+    sends = [("h1", frame(ipv4())), ("h1", frame(bad_option)), ("h2", frame(ipv4(CONCAST + b"\x00\x00"),
+                                                                          src_mac=HOST_MAC["h2"])),
+             ("h1", arp), ("rd", frame(ipv4(), src_mac=HOST_MAC["rd"]))]
+    ports = {"h1": "1", "h2": "2", "rd": str(P.CPU_PORT)}
+    for name, raw in sends:
+        before = bmv2.router.received()
+        bmv2.exchange(name, raw)
+        after = bmv2.router.received()
+        grew = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+        assert grew == {ports[name]: 1}, (name, grew)
+
+
 # -- the run-time command line (what routerd can call) ----------------------------------------
 
 def test_flow_command_line_as_second_controller(bmv2, tmp_path):

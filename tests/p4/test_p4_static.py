@@ -22,6 +22,9 @@ def _consts(prefix: str) -> dict[str, int]:
 
 def test_cpu_port_agrees():
     assert re.search(rf"#define CPU_PORT_NUM {P.CPU_PORT}\b", SOURCE)
+    # `received` is indexed by the ingress port: the CPU port must have its own cell
+    assert re.search(rf"const bit<32> N_PORTS = {P.N_PORTS};", SOURCE)
+    assert P.CPU_PORT < P.N_PORTS
 
 
 def test_malformed_counter_indexes_agree():
@@ -57,7 +60,7 @@ def test_names_used_by_the_client_are_in_the_source():
         body = body[:body.index("\ncontrol ")] if "\ncontrol " in body else body
         assert re.search(rf"\b(table|action) {name}\b", body), full
     for full in (P.C_MALFORMED, P.C_DIVERTED, P.C_REINJECTED, P.C_FORWARDED, P.C_DROPPED,
-                 P.C_ARP):
+                 P.C_ARP, P.C_RECEIVED):
         control, name = full.split(".")
         assert f"control {control}(" in SOURCE
         assert re.search(rf"\) {name};", SOURCE), full

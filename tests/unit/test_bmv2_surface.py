@@ -88,6 +88,60 @@ def test_a_user_program_reaches_routerds_command(tmp_path):
     assert readout.p4info_of({}) == P.P4INFO_PATH
 
 
+def test_intake_loss_is_kernel_rx_less_what_the_parser_saw(monkeypatch):
+    """Bmv2Router.intake: per port (keyed as port_counters, the CPU port as OVS names it),
+    the interface's kernel rx against the P4 `received` cell of the same BMv2 port."""
+    from concast.controller.p4.router import P4Router
+    from concast.netmodel import naming
+    from concast.topologies import line
+    plan = __import__("concast.netmodel.addressing", fromlist=["plan"]).plan(
+        line(1, senders=1, dataplane="bmv2").topo)
+    r = next(iter(dataplane.Bmv2Dataplane("t1", plan).routers.values()))
+    ports = r.ports_map("t1")
+    assert P.CPU_PORT in ports and len(ports) >= 2
+    cells = [(0, 0)] * P.N_PORTS
+    kernel = {}
+    for k, port in enumerate(sorted(ports)):
+        cells[port] = (100 * (k + 1) - k, 0)                 # port k lost k frames
+        kernel[str(naming.CPU_OFPORT if port == P.CPU_PORT else port)] = {"rx_pkts": 100 * (k + 1)}
+
+    class Client:
+        def read_counter(self, name):
+            assert name == P.C_RECEIVED
+            return cells
+
+    r.p4 = P4Router(Client())
+    monkeypatch.setattr(type(r), "port_counters", lambda self, tag: kernel)
+    got = r.intake("t1")
+    assert set(got) == set(kernel)
+    for k, port in enumerate(sorted(ports)):
+        key = str(naming.CPU_OFPORT if port == P.CPU_PORT else port)
+        assert got[key] == {"kernel_rx": 100 * (k + 1), "parsed": 100 * (k + 1) - k,
+                            "intake_lost": k}
+    assert r.p4.received() == {str(p): n for p, (n, _) in enumerate(cells) if n}
+
+
+def test_egress_loss_is_what_the_program_sent_less_the_kernels_tx(monkeypatch):
+    """Bmv2Router.egress: diverted frames against the CPU port's tx, forwarded and ARP
+    answers against the other ports' tx."""
+    from concast.netmodel import naming
+    from concast.topologies import line
+    plan = __import__("concast.netmodel.addressing", fromlist=["plan"]).plan(
+        line(1, senders=1, dataplane="bmv2").topo)
+    r = next(iter(dataplane.Bmv2Dataplane("t1", plan).routers.values()))
+
+    class P4:
+        def counters(self):
+            return {"diverted": {"own_address": 3, "csp": 4, "concast": 100}, "forwarded": 50,
+                    "arp_answered": 2, "malformed": {}, "dropped": {}, "reinjected": 9}
+
+    r.p4 = P4()
+    kernel = {str(naming.CPU_OFPORT): {"tx_pkts": 100}, "1": {"tx_pkts": 30}, "2": {"tx_pkts": 21}}
+    monkeypatch.setattr(type(r), "port_counters", lambda self, tag: kernel)
+    assert r.egress("t1") == {"cpu": {"sent_by_p4": 107, "kernel_tx": 100, "egress_lost": 7},
+                              "ports": {"sent_by_p4": 52, "kernel_tx": 51, "egress_lost": 1}}
+
+
 def test_net_up_options_reach_the_running_network(monkeypatch):
     from concast.topologies import line, running
     got = {}
