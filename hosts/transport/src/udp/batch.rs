@@ -168,25 +168,17 @@ fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 
 /// Wait until the socket is readable (or writable with `out`) or `timeout` passes.
 pub fn wait(fd: RawFd, timeout: Duration, out: bool) -> io::Result<()> {
-    let mut p = libc::pollfd { fd, events: if out { libc::POLLOUT } else { libc::POLLIN }, revents: 0 };
-    // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
+    poll_for(fd, if out { libc::POLLOUT } else { libc::POLLIN }, timeout)
 }
 
 /// Wait until the socket is readable, or also writable with `writable`, or `timeout` passes.
 pub fn wait_io(fd: RawFd, timeout: Duration, writable: bool) -> io::Result<()> {
-    let events = if writable { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN };
+    poll_for(fd, if writable { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN }, timeout)
+}
+
+fn poll_for(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Result<()> {
     let mut p = libc::pollfd { fd, events, revents: 0 };
+    // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
