@@ -92,27 +92,23 @@ impl PositiveAck {
         s.ack_advanced = cum > s.snd_una;
         s.ack_duplicate = !s.ack_advanced && kind == Kind::Ack && !s.unacked.is_empty();
         let mut done = Vec::new();
-        let rack = s.rack.policy.is_some();
-        let mut seqs = Vec::new(); // what was delivered, for RACK
+        let min_rtt = s.min_rtt_us;
         if s.ack_advanced {
             s.snd_una = cum;
             while let Some(e) = s.unacked.first_entry() {
                 if *e.key() >= cum {
                     break;
                 }
-                if rack {
-                    seqs.push(*e.key());
-                }
+                let q = *e.key();
                 done.push(e.remove());
+                s.rack.delivered(q, now, min_rtt);
             }
         }
         for i in (0..32).filter(|i| bitmap & 1 << i != 0) {
             let q = cum.wrapping_add(1 + i);
             if let Some(id) = s.unacked.remove(&q) {
                 done.push(id);
-                if rack {
-                    seqs.push(q);
-                }
+                s.rack.delivered(q, now, min_rtt);
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
         }
@@ -121,17 +117,12 @@ impl PositiveAck {
             let keys: Vec<u32> = s.unacked.range(first..end).map(|(q, _)| *q).collect();
             for q in keys {
                 done.extend(s.unacked.remove(&q));
-                if rack {
-                    seqs.push(q);
-                }
+                s.rack.delivered(q, now, min_rtt);
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
         }
         if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
             s.highest_sacked = None;
-        }
-        for q in seqs {
-            s.rack.delivered(q, now, s.min_rtt_us);
         }
         for id in done {
             cx.release(id, Barrier::Done);

@@ -60,6 +60,9 @@ impl Rack {
 
     /// A data segment was acknowledged, cumulatively or selectively, at `now`.
     pub fn delivered(&mut self, seq: u32, now: u64, min_rtt_us: f64) {
+        if self.policy.is_none() {
+            return;
+        }
         let Some(x) = self.sent.remove(&seq) else { return };
         let rtt = now.saturating_sub(x.at_us);
         // a retransmission acknowledged sooner than the path allows: the ACK was the original's
