@@ -757,7 +757,7 @@ pub unsafe extern "C" fn mtp_get(
     cap: usize,
 ) -> c_int {
     // SAFETY: as the caller's
-    unsafe { get_on(h, server, name, name_len, 0, expire_ms, flags, timeout_ms, out, out_len, std::ptr::null_mut(), err, cap) }
+    unsafe { mtp_get_channel(h, server, name, name_len, 0, expire_ms, flags, timeout_ms, out, out_len, std::ptr::null_mut(), err, cap) }
 }
 
 /// `mtp_get` on a channel: the request carries `channel` (0-255; ch. V "Channel Identifiers",
@@ -769,26 +769,6 @@ pub unsafe extern "C" fn mtp_get(
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn mtp_get_channel(
-    h: *mut MtpClient,
-    server: *const c_char,
-    name: *const u8,
-    name_len: usize,
-    channel: u32,
-    expire_ms: u32,
-    flags: u32,
-    timeout_ms: u32,
-    out: *mut *mut u8,
-    out_len: *mut usize,
-    channel_out: *mut u32,
-    err: *mut c_char,
-    cap: usize,
-) -> c_int {
-    // SAFETY: as the caller's
-    unsafe { get_on(h, server, name, name_len, channel, expire_ms, flags, timeout_ms, out, out_len, channel_out, err, cap) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn get_on(
     h: *mut MtpClient,
     server: *const c_char,
     name: *const u8,
