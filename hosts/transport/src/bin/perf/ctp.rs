@@ -225,11 +225,12 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             // sender held elsewhere (the send path, the scheduler) reads no ACKs meanwhile;
             // and of that turn, how long the thread was runnable but not run (schedstat)
             let (mut last_turn, mut max_gap, mut max_gap_delay) = (Instant::now(), Duration::ZERO, 0u64);
-            let delay0 = report::run_delay_ns();
+            let run_delay = report::RunDelay::open();
+            let delay0 = run_delay.ns();
             let mut last_delay = delay0;
             while t0.elapsed().as_secs_f64() < a.secs {
                 let gap = last_turn.elapsed();
-                let delay = report::run_delay_ns();
+                let delay = run_delay.ns();
                 if gap > max_gap {
                     max_gap = gap;
                     max_gap_delay = delay.zip(last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
@@ -255,7 +256,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             let secs = t0.elapsed().as_secs_f64();
             report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed,
                 "max_turn_gap_us": max_gap.as_micros() as u64, "max_turn_gap_run_delay_us": max_gap_delay / 1000,
-                "run_delay_s": report::run_delay_ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9)}));
+                "run_delay_s": run_delay.ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9)}));
         }
         Mode::Pingpong => {
             let msg = vec![0x50; a.c.size];
