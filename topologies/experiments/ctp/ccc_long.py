@@ -42,29 +42,32 @@ def _path(s: CccSettings, tag: str):
     return EmuPath(delay_ms=RTT_MS / 2, rate_mbit=s.rate_mbit, queue_pkts=max(bdp, 100), seed=s.seed, tag=tag)
 
 
+SEND_PATH_FIELDS = ("send_full", "send_wait_ms", "send_wait_max_ms", "poll_late_max_ms", "polls_late_10ms",
+                    "turn_gap_max_ms", "turn_gap_max_run_delay_ms", "run_delay_per_flow_s", "turn_gap_median_ms")
+
+
 def send_path(clients: list[dict]) -> dict:
     """The CTCP senders' send-path waits (concast-perf's `io`: sends refused for a full socket
     buffer and the time datagrams waited for room), how late their polls returned (the CPU
     not running a ready sender) and the longest gap between two turns of a sender's loop;
     None for kernel TCP, which reports none of them."""
     io = [c["io"] for c in clients if "send_full" in (c.get("io") or {})]
-    gaps = sorted(c["max_turn_gap_us"] for c in clients if "max_turn_gap_us" in c)
     if not io:
-        return {"send_full": None, "send_wait_ms": None, "send_wait_max_ms": None, "poll_late_max_ms": None,
-                "polls_late_10ms": None, "turn_gap_max_ms": None, "turn_gap_max_run_delay_ms": None,
-                "run_delay_per_flow_s": None, "turn_gap_median_ms": None}
+        return dict.fromkeys(SEND_PATH_FIELDS)
+    turned = [c for c in clients if "max_turn_gap_us" in c]
+    gaps = [c["max_turn_gap_us"] for c in turned]
+    longest = max(turned, key=lambda c: c["max_turn_gap_us"], default=None)
+    delays = [c["run_delay_s"] for c in clients if c.get("run_delay_s") is not None]
     return {"send_full": sum(i["send_full"] for i in io),
             "send_wait_ms": sum(i["send_wait_us"] for i in io) / 1e3,
             "send_wait_max_ms": max(i["send_wait_max_us"] for i in io) / 1e3,
             "poll_late_max_ms": max(i.get("poll_late_max_us", 0) for i in io) / 1e3,
             "polls_late_10ms": sum(i.get("polls_late_10ms", 0) for i in io),
-            "turn_gap_max_ms": gaps[-1] / 1e3 if gaps else None,
+            "turn_gap_max_ms": max(gaps) / 1e3 if gaps else None,
             # of the longest turn, how long its sender was runnable but not run (schedstat)
-            "turn_gap_max_run_delay_ms": max((c for c in clients if "max_turn_gap_us" in c),
-                                             key=lambda c: c["max_turn_gap_us"]).get("max_turn_gap_run_delay_us", 0) / 1e3
-                                         if gaps else None,
-            "run_delay_per_flow_s": (statistics.fmean(c["run_delay_s"] for c in clients if c.get("run_delay_s") is not None)
-                                     if any(c.get("run_delay_s") is not None for c in clients) else None),
+            "turn_gap_max_run_delay_ms": (longest.get("max_turn_gap_run_delay_us", 0) / 1e3
+                                          if longest else None),
+            "run_delay_per_flow_s": statistics.fmean(delays) if delays else None,
             "turn_gap_median_ms": statistics.median(gaps) / 1e3 if gaps else None}
 
 
