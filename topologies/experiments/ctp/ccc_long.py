@@ -78,9 +78,10 @@ def run(s: CccSettings, say=print) -> list[dict]:
         for h in ("a", "b"):
             subprocess.run(["ip", "netns", "exec", p.ns[h], "sysctl", "-qw", f"net.ipv4.tcp_rmem={TCP_BUF}",
                             f"net.ipv4.tcp_wmem={TCP_BUF}"], check=True)
+        # runs interleaved (every sender once, then again): a load change hits every sender alike
         for n in s.flows:
-            for name in s.senders:
-                for r in range(s.runs):
+            for r in range(s.runs):
+                for name in s.senders:
                     st0 = p.stats()
                     load0 = os.getloadavg()[0]
                     rec = perf.run_case(p, dict({**SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
