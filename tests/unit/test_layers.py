@@ -26,7 +26,7 @@ FOLDERS = {"scripts/concast": "concast", "controller": "concast.controller",
 FOUNDATION = {"concast", "concast.tools", "concast.netns", "concast.netmodel", "concast.procs",
               "concast.registry", "concast.sysfs", "concast.inet", "concast.scapy",
               "concast.argtypes", "concast.prereq", "concast.progress", "concast.pcapfile",
-              "concast.offline", "concast.provenance",
+              "concast.offline", "concast.provenance", "concast.fanout",
               "concast.vectors"}
 NETWORKS = {"concast.topologies", "concast.perfpath", "concast.perfrun"}
 DAEMONS = {"concast.controller", "concast.hosts", "concast.mergespecs"}

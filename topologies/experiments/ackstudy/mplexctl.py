@@ -1,12 +1,13 @@
 """Mplex_Control for many hosts at once, through their hostd API sockets: the receiver
 once, every sender with one MaxLocalDelay, on and off. Requests go to all senders first,
-then the answers are awaited, so 200 joins take one signalling round, not 200."""
+then the answers are awaited, so 200 joins take one signalling round, not 200. The hosts'
+sockets are asked `workers` at a time (`concast.fanout`; 1 = one after another)."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from concast import tools
+from concast import fanout, tools
 
 GROUP = 1
 
@@ -36,7 +37,8 @@ def embed_params(params: tuple[str, ...], out) -> Path:
 
 
 def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
-               max_total_ms: float, timeout: float = 60.0, rounds: int = 3) -> int:
+               max_total_ms: float, timeout: float = 60.0, rounds: int = 3,
+               workers: int = fanout.WORKERS) -> int:
     """Every client captures its pure ACKs toward the server, or this raises saying who
     did not (and why). A client whose join fell back (CSP gave up after its retries: the
     first join of a network fetches the spec over every hop) is turned off and on again,
@@ -48,24 +50,21 @@ def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
     failed: dict[str, str] = {}
     for round_ in range(rounds):
         if round_:
-            senders_off(net, pending, server_ip)
+            senders_off(net, pending, server_ip, workers)
             rejoins += len(pending)
         conns = {h: Client(net.hostd_socket(h), timeout=timeout) for h in pending}
         try:
-            waiting = []
-            for h, c in conns.items():
-                r = c.request("mplex", action="on", role="sender", receiver=server_ip,
-                              group=GROUP, max_local_delay_ms=max_local_ms,
-                              max_total_delay_ms=max_total_ms)
-                if r["state"] != "capturing":
-                    waiting.append(h)
+            def join(h):
+                return conns[h].request("mplex", action="on", role="sender", receiver=server_ip,
+                                        group=GROUP, max_local_delay_ms=max_local_ms,
+                                        max_total_delay_ms=max_total_ms)["state"]
+            waiting = [h for h, state in fanout.each(join, conns, workers).items()
+                       if state != "capturing"]
             deadline = time.monotonic() + timeout
-            failed = {}
-            for h in waiting:
-                ok, text = wait_capture(conns[h], server_ip, GROUP,
-                                        max(0.1, deadline - time.monotonic()))
-                if not ok:
-                    failed[h] = text
+
+            def wait(h):
+                return wait_capture(conns[h], server_ip, GROUP, max(0.1, deadline - time.monotonic()))
+            failed = {h: text for h, (ok, text) in fanout.each(wait, waiting, workers).items() if not ok}
         finally:
             for c in conns.values():
                 c.close()
@@ -77,20 +76,22 @@ def senders_on(net, clients: list[str], server_ip: str, max_local_ms: float,
                        f"{rounds} joins (first: {first[0]}: {first[1]})")
 
 
-def senders_off(net, clients: list[str], server_ip: str) -> None:
+def senders_off(net, clients: list[str], server_ip: str, workers: int = fanout.WORKERS) -> None:
     from concast.hosts import Client
-    for h in clients:
+
+    def off(h):
         with Client(net.hostd_socket(h)) as c:
             c.request("mplex", action="off", role="sender", receiver=server_ip, group=GROUP)
+    fanout.each(off, clients, workers)
 
 
-def status(net, hosts: list[str]) -> dict[str, dict]:
+def status(net, hosts: list[str], workers: int = fanout.WORKERS) -> dict[str, dict]:
     from concast.hosts import Client
-    out = {}
-    for h in hosts:
+
+    def ask(h):
         with Client(net.hostd_socket(h)) as c:
-            out[h] = c.request("mplex", action="status")
-    return out
+            return c.request("mplex", action="status")
+    return fanout.each(ask, hosts, workers)
 
 
 def sender_acks(st: dict) -> int:

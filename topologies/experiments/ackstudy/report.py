@@ -7,7 +7,7 @@ import json
 import statistics
 from pathlib import Path
 
-from concast.topologies.experiments.ackstudy import faults, fidelity, paper
+from concast.topologies.experiments.ackstudy import faults, fidelity, paper, phases
 
 RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "completed", "failed",
               "fetch_errors", "intact",
@@ -19,7 +19,8 @@ RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "complete
               "links_frames_in", "links_dropped_queue", "links_dropped_loss",
               "engine_received", "engine_out", "engine_taken", "engine_dropped",
               "engine_gate_held", "engine_gate_hold_us", "engine_timer_fires",
-              "engine_cpu_port_kernel_drops", "routers_open_states_end", *fidelity.FIELDS, *faults.FIELDS]
+              "engine_cpu_port_kernel_drops", "routers_open_states_end", *fidelity.FIELDS, *faults.FIELDS,
+              *phases.FIELDS]
 
 
 def write_runs(rows: list[dict], path: Path) -> None:

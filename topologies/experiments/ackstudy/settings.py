@@ -41,6 +41,8 @@ class Settings:
     # the clients' hostd bundles its own ACKs first (paper 4.2.1); off = routers alone
     sender_bundling: bool = True
     warmup_s: float = 3.0
+    # the hosts' and routers' control sockets asked this many at a time (1 = one after another)
+    control_workers: int = 32
     # the sweep
     envs: tuple[str, ...] = ENVS
     delays_ms: tuple[float, ...] = paper.DELAYS_MS
@@ -137,6 +139,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "flow (seeded choice) T seconds into the page fetches; their "
                         "diversion is removed at once and routerd restarted after the run "
                         "(docs/reliability.md)")
+    p.add_argument("--control-workers", type=int, metavar="N",
+                   help="ask the hosts' and routers' control sockets N at a time between runs "
+                        "(default 32; 1 = one after another, as before session 13)")
     p.add_argument("--servers", metavar="A,B,...",
                    help="spread the network over these servers with Mininet Cluster Edition "
                         "(stub domains whole; docs/cluster.md); the placement goes into "
@@ -151,6 +156,10 @@ def from_args(ns: argparse.Namespace) -> Settings:
         v = getattr(ns, key, None)
         if v is not None:
             setattr(s, key, v)
+    if getattr(ns, "control_workers", None) is not None:
+        if ns.control_workers < 1:
+            raise SystemExit("concast exp ack-study: --control-workers must be 1 or more")
+        s.control_workers = ns.control_workers
     if getattr(ns, "keep_unfaithful", False):
         s.keep_unfaithful = True
     if getattr(ns, "retry_unfaithful", None) is not None:

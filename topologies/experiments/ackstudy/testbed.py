@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from concast.progress import sayer
-from concast.topologies.experiments.ackstudy import faults, fidelity, hostactions, mplexctl
+from concast.topologies.experiments.ackstudy import faults, fidelity, hostactions, mplexctl, phases
 from concast.topologies.experiments.ackstudy.runner import combined
 from concast.topologies.experiments.ackstudy.settings import Settings
 
@@ -115,8 +115,9 @@ class Testbed:
         # fetches the multiplex spec over CSP (37 chunks a hop) and caches it by hash.
         t1 = time.monotonic()
         self.warmup_rejoins = mplexctl.senders_on(self.net, self.clients, self.sv_ip, 0,
-                                                  s.max_total_delay_ms, timeout=90)
-        mplexctl.senders_off(self.net, self.clients, self.sv_ip)
+                                                  s.max_total_delay_ms, timeout=90,
+                                                  workers=s.control_workers)
+        mplexctl.senders_off(self.net, self.clients, self.sv_ip, s.control_workers)
         self.warmup_s = time.monotonic() - t1
         say(f"warm-up: {len(self.clients)} clients joined (group {mplexctl.GROUP}) in "
             f"{self.warmup_s:.0f} s ({self.warmup_rejoins} re-joins); every router holds the spec")
@@ -184,37 +185,46 @@ class Testbed:
         s, net = self.s, self.net
         hosts = self.clients + [SERVER]
         join_s = rejoins = None
+        w = s.control_workers
+        phase = phases.Phases()
         if mode == "on":
             t0 = time.monotonic()
             # The first join of a sweep fetches the spec over every hop (CSP chunks through
             # 10 ms links and 20-packet queues); routers cache it for later joins.
             rejoins = mplexctl.senders_on(net, self.clients, self.sv_ip, delay_ms,
-                                          s.max_total_delay_ms)
+                                          s.max_total_delay_ms, workers=w)
             join_s = time.monotonic() - t0
-        before = mplexctl.status(net, hosts)
+        phase("join")
+        before = mplexctl.status(net, hosts, w)
         # One snapshot of every link before and one after; the run's lateness starts here.
         emu_before = net.emulator.call("stats", reset_lateness=True)
         cpu_before = self.actions.cpu_times()
         late_before = self.lateness_by_class(emu_before["links"])
         links_before = link_totals(emu_before["links"])
         engines_before = self.engine_counters()
+        phase("snap_before")
         killer = faults.arm(self, engines_before)          # --kill-routerd (faults.py)
         env, seed = getattr(self, "cross_env", ("none", 0))
         res = self.actions.fetch_all(self.clients, self.sv_ip, WEB_PORT, s.page_bytes,
                                      s.topo_seed, s.fetch_timeout_s,
                                      self.out / "fetch" / f"{env}-{seed}-{mode}-{delay_ms:g}")
+        phase("fetch")
         # The last ACKs (of the FIN exchange) leave after the last byte; bundles wait up to
         # MaxLocalDelay at every hop (at most ~12 hops here).
         time.sleep(s.settle_s + 12 * delay_ms / 1000)
-        after = mplexctl.status(net, hosts)
+        phase("settle")
+        after = mplexctl.status(net, hosts, w)
         emu = net.emulator.call("stats")
         cpu = fidelity.cpu_shares(cpu_before, self.actions.cpu_times())
         links_after = link_totals(emu["links"])
         late_after = self.lateness_by_class(emu["links"])
         engines_after = self.engine_counters()
+        phase("snap_after")
         if mode == "on":
-            mplexctl.senders_off(net, self.clients, self.sv_ip)
+            mplexctl.senders_off(net, self.clients, self.sv_ip, w)
+        phase("leave")
         row = measure(res, before, after, self.clients)
+        row.update(phase.row())
         row["join_s"], row["rejoins"] = join_s, rejoins
         row.update({f"links_{k}": links_after[k] - links_before[k] for k in LINK_COUNTERS})
         row.update(ack_books(row, links_before, links_after))
@@ -233,20 +243,23 @@ class Testbed:
         with the bundles it holds open (`open_states`) and the frames the kernel dropped
         at its CPU port (`cpu_port_kernel_drops`, every kind; `concast router stats`), to
         tell where ACKs that neither R nor a link accounts for went."""
+        from concast import fanout
         from concast.controller import routerdmgmt as routerd
-        out = {}
-        for r in self.net.plan.routers:
+
+        def ask(r):
             sock = self.net.routerd_socket(r)
             try:
                 flows = routerd.query(sock, "flows")["flows"]
                 drops = routerd.query(sock, "stats")["counters"].get("cpu_port_kernel_drops", 0)
             except (OSError, ValueError, KeyError):
-                continue  # a router that does not answer counts as nothing
+                return None  # a router that does not answer counts as nothing
+            mine = {}
             for f in flows:
                 if f.get("group") == mplexctl.GROUP and f.get("engine"):
-                    out[r] = {**f["engine"]["counters"], "open_states": f["engine"]["open_states"]}
-            out.setdefault(r, {})["cpu_port_kernel_drops"] = drops
-        return out
+                    mine = {**f["engine"]["counters"], "open_states": f["engine"]["open_states"]}
+            return {**mine, "cpu_port_kernel_drops": drops}
+        answers = fanout.each(ask, self.net.plan.routers, self.s.control_workers)
+        return {r: a for r, a in answers.items() if a is not None}
 
     def lateness_by_class(self, links: list[dict]) -> dict:
         return fidelity.lateness_by_class(links, set(self.net.plan.hosts))
