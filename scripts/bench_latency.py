@@ -246,7 +246,7 @@ def main() -> int:
                     egress = want_egress
                 want_busy = args.busy_poll_us if path.endswith("-bp") else 0
                 if want_busy != busy:
-                    answer = routerd.query(sock, f"busy-poll {want_busy}")
+                    answer = routerd.query(sock, routerd.busy_poll_command(want_busy))
                     if "error" in answer:
                         raise RuntimeError(f"routerd: {answer['error']}")
                     busy = want_busy

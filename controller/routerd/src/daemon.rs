@@ -173,8 +173,11 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
             // Inside a busy-poll window: look at the port until a frame waits, a timer is
             // due or the window ends, then poll() without sleeping (the management socket).
             let mut t = began;
+            // Each look that finds nothing yields the core: on a machine with fewer cores
+            // than runnable tasks, the data plane that is to write the awaited frame may be
+            // waiting for this very core (measured: docs/benchmarks.md, session 13).
             while t < until && !port.rx_ready() && !concast_daemon::stopping() {
-                std::hint::spin_loop();
+                unsafe { libc::sched_yield() };
                 t = now();
             }
             busy.spun_us += t.saturating_sub(began);
