@@ -22,9 +22,11 @@ def query(path: str | Path, command: str = "stats", timeout: float = 3.0) -> dic
     """The answer to `command` (one of COMMANDS, or busy_poll_command(us)); `egress
     ports|cpu` and `busy-poll US` switch where routerd sends what it writes and its busy-poll
     window (benchmarks compare both ways); `read-delay` gives the CPU port's read-delay bins."""
-    busy = command.startswith("busy-poll ") and command.split()[1].isdigit()
-    if command not in COMMANDS and not (busy and command == busy_poll_command(int(command.split()[1]))):
-        raise ValueError(f"unknown routerd command {command!r}: {', '.join(COMMANDS)}")
+    word, _, us = command.partition(" ")
+    busy = word == "busy-poll" and us.isdigit() and int(us) <= BUSY_POLL_MAX_US
+    if command not in COMMANDS and not busy:
+        raise ValueError(f"unknown routerd command {command!r}: {', '.join(COMMANDS)}, "
+                         f"busy-poll 0..{BUSY_POLL_MAX_US}")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(path))
