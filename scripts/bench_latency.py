@@ -192,6 +192,7 @@ def main() -> int:
     read_delay: dict[str, dict[int, int]] = {k: {} for k in samples}  # routerd's wake-up, us bin -> frames
     bp_hits = {k: 0 for k in samples}
     bp_spun_us = {k: 0 for k in samples}
+    cpu_ns = {k: 0 for k in samples}  # routerd's threads on a CPU during the measured blocks
     mine: list[subprocess.Popen] = []
     net = None
     t_start = time.monotonic()
@@ -211,6 +212,17 @@ def main() -> int:
             # script started) under SCHED_FIFO wakes without waiting behind other runnable tasks.
             subprocess.run(["chrt", "-a", "-f", "-p", str(args.routerd_rt), str(started["r1"].pid)], check=True)
         sock = net.routerd_socket("r1")
+        tasks = Path(f"/proc/{started['r1'].pid}/task")
+
+        def routerd_cpu_ns() -> int:
+            """routerd's threads (its loop and the engine's epoch ticker): ns on a CPU so far."""
+            total = 0
+            for t in tasks.glob("*/schedstat"):
+                try:
+                    total += int(t.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+            return total
         if bmv2:
             # BMv2 diverts by (R, G) entry: group 8 diverted (routerd has no flow for it),
             # group 9 never; routerd installs group 7's entry itself (after clearing all).
@@ -265,7 +277,9 @@ def main() -> int:
                     group = GROUP_PLAIN
                 block(group, args.warmup)
                 c0, d0 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
+                t0 = routerd_cpu_ns()
                 res = block(group, args.block)
+                cpu_ns[path] += routerd_cpu_ns() - t0
                 c1, d1 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
                 before = dict(d0.get("bins", []))
                 for us, k in d1.get("bins", []):
@@ -354,7 +368,7 @@ def main() -> int:
               f" + merge engine (merge-bp - pass-bp) {diff('merge-bp', 'pass-bp')}")
         print(f"  busy-poll saves (merge - merge-bp) {diff('merge', 'merge-bp')}, (pass - pass-bp) {diff('pass', 'pass-bp')}")
     print("routerd's wake-up per path (cpu_port_read_delay of the measured blocks' frames, 1 us bins), "
-          "busy-poll turns that caught frames, and time spent spinning per round trip:")
+          "busy-poll turns that caught frames, time spent spinning and routerd's CPU time per round trip:")
     for path, bins in read_delay.items():
         n = sum(bins.values())
         if not n:
@@ -366,23 +380,26 @@ def main() -> int:
                 if seen >= rank:
                     return us
             return -1
+        rts = max(1, summary[path]["n"])
         summary[path].update(read_delay_p50_us=q(0.5), read_delay_p90_us=q(0.9), busy_poll_hits=bp_hits[path],
-                             busy_poll_spun_us_per_rt=bp_spun_us[path] / max(1, summary[path]["n"]))
+                             busy_poll_spun_us_per_rt=bp_spun_us[path] / rts)
         print(f"  {path:<9} frames {n:>5}  p50 {q(0.5):>4} us  p90 {q(0.9):>4} us  hits {bp_hits[path]:>5}  "
-              f"spun {bp_spun_us[path] / max(1, summary[path]['n']):.0f} us per round trip")
+              f"spun {bp_spun_us[path] / rts:.0f} us, CPU {cpu_ns[path] / 1000 / rts:.1f} us per round trip")
+    for path in summary:
+        summary[path]["routerd_cpu_us_per_rt"] = cpu_ns[path] / 1000 / max(1, summary[path]["n"])
     if "cpu_port_read_delay" in stats_end:
         print(f"routerd's CPU port ({stats_end.get('cpu_io')}): kernel ring write to routerd's read, every diverted "
               f"frame of the run: {json.dumps(stats_end['cpu_port_read_delay'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
              "paired_minus_plain_us,busy_poll_us,read_delay_p50_us,read_delay_p90_us,busy_poll_hits,"
-             "busy_poll_spun_us_per_rt"]
+             "busy_poll_spun_us_per_rt,routerd_cpu_us_per_rt"]
     for path, s in summary.items():
         lines.append(f"{path},{s['n']},{s['p50']:.1f},{s['p90']:.1f},{s['p99']:.1f},{s['mean']:.1f},"
                      f"{s['lost']},{s['merged_replies']},{s['blocks_off_path']},"
                      f"{s['p50'] - summary['plain']['p50']:.1f},{paired(path, 'plain'):.1f},"
                      f"{args.busy_poll_us if path.endswith('-bp') else 0},{s.get('read_delay_p50_us', '')},"
                      f"{s.get('read_delay_p90_us', '')},{s.get('busy_poll_hits', '')},"
-                     f"{s.get('busy_poll_spun_us_per_rt', 0):.0f}")
+                     f"{s.get('busy_poll_spun_us_per_rt', 0):.0f},{s['routerd_cpu_us_per_rt']:.1f}")
     print("# csv")
     print("\n".join(lines))
     if args.csv:
