@@ -193,6 +193,7 @@ def main() -> int:
     bp_hits = {k: 0 for k in samples}
     bp_spun_us = {k: 0 for k in samples}
     cpu_ns = {k: 0 for k in samples}  # routerd's threads on a CPU during the measured blocks
+    ticker_ns = {k: 0 for k in samples}  # of which the engine's epoch ticker
     mine: list[subprocess.Popen] = []
     net = None
     t_start = time.monotonic()
@@ -214,12 +215,14 @@ def main() -> int:
         sock = net.routerd_socket("r1")
         tasks = Path(f"/proc/{started['r1'].pid}/task")
 
-        def routerd_cpu_ns() -> int:
-            """routerd's threads (its loop and the engine's epoch ticker): ns on a CPU so far."""
-            total = 0
-            for t in tasks.glob("*/schedstat"):
+        def routerd_cpu_ns() -> dict[str, int]:
+            """routerd's threads (its loop; the engine's epoch ticker, `concast-epoch`): ns on a
+            CPU so far, by thread name."""
+            total: dict[str, int] = {}
+            for t in tasks.iterdir():
                 try:
-                    total += int(t.read_text().split()[0])
+                    name = (t / "comm").read_text().strip()
+                    total[name] = total.get(name, 0) + int((t / "schedstat").read_text().split()[0])
                 except (OSError, ValueError, IndexError):
                     pass
             return total
@@ -279,7 +282,9 @@ def main() -> int:
                 c0, d0 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
                 t0 = routerd_cpu_ns()
                 res = block(group, args.block)
-                cpu_ns[path] += routerd_cpu_ns() - t0
+                t1 = routerd_cpu_ns()
+                cpu_ns[path] += sum(t1.values()) - sum(t0.values())
+                ticker_ns[path] += t1.get("concast-epoch", 0) - t0.get("concast-epoch", 0)
                 c1, d1 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
                 before = dict(d0.get("bins", []))
                 for us, k in d1.get("bins", []):
@@ -384,7 +389,8 @@ def main() -> int:
         summary[path].update(read_delay_p50_us=q(0.5), read_delay_p90_us=q(0.9), busy_poll_hits=bp_hits[path],
                              busy_poll_spun_us_per_rt=bp_spun_us[path] / rts)
         print(f"  {path:<9} frames {n:>5}  p50 {q(0.5):>4} us  p90 {q(0.9):>4} us  hits {bp_hits[path]:>5}  "
-              f"spun {bp_spun_us[path] / rts:.0f} us, CPU {cpu_ns[path] / 1000 / rts:.1f} us per round trip")
+              f"spun {bp_spun_us[path] / rts:.0f} us, CPU {cpu_ns[path] / 1000 / rts:.1f} us "
+              f"(epoch ticker {ticker_ns[path] / 1000 / rts:.1f}) per round trip")
     for path in summary:
         summary[path]["routerd_cpu_us_per_rt"] = cpu_ns[path] / 1000 / max(1, summary[path]["n"])
     if "cpu_port_read_delay" in stats_end:

@@ -43,7 +43,16 @@ fn main() {
     let gap_us: u64 = args.get(1).map_or(300, |a| a.parse().expect("GAP_US"));
     let rounds: usize = args.get(2).map_or(20, |a| a.parse().expect("ROUNDS"));
     let spec = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../build/mergespecs/sum.wasm")).expect("build/mergespecs/sum.wasm (make specs)");
-    let engine = Engine::new(EngineConfig { node: ip("10.0.0.1"), ..EngineConfig::default() }).unwrap();
+    // As routerd builds its engine (daemon.rs): the per-flow CPU budget (--flow-cpu-ms 500)
+    // and the daemon's sandbox pool; CONCAST_HOP_BARE=1 leaves both at the engine's defaults.
+    let bare = std::env::var_os("CONCAST_HOP_BARE").is_some();
+    let mut limits = concast_engine::Limits::default();
+    let mut allocator = EngineConfig::default().allocator;
+    if !bare {
+        limits.cpu_per_second = Some(Duration::from_millis(500));
+        allocator = concast_engine::Allocator::for_daemon(concast_engine::DAEMON_POOL_SLOTS);
+    }
+    let engine = Engine::new(EngineConfig { node: ip("10.0.0.1"), limits, allocator, ..EngineConfig::default() }).unwrap();
     let mut router = Router::new(ip("10.0.0.1"), ROUTER_MAC, [2, 0, 0, 0, 0, 0xc], Config::default(), engine, Box::new(dataplane::Static));
     router.add_static_flow(0, FlowId { receiver: ip("10.0.9.2"), group: 7 }, Selector { proto: 17, dport: 7007 }, spec, b"fanin=1").unwrap();
     let clock = Instant::now();
@@ -84,6 +93,7 @@ fn main() {
         }
     }
     let c = router.counters.to_json();
+    println!("engine as routerd's: {}", !bare);
     println!("one frame per turn, {rounds} rounds of 100 per case, sleep {gap_us} us; counters: merged_in {} passed_through {}", c["merged_in"], c["passed_through"]);
     println!("{:<22} {:>8} {:>8} {:>8}", "case", "p50 us", "p90 us", "p99 us");
     for (label, xs) in times.iter_mut() {
