@@ -7,14 +7,26 @@ import json
 import socket
 from pathlib import Path
 
-COMMANDS = ("status", "flows", "stats", "egress ports", "egress cpu")
+COMMANDS = ("status", "flows", "stats", "egress ports", "egress cpu", "read-delay")
+BUSY_POLL_MAX_US = 10_000  # controller/routerd/src/busypoll.rs MAX_WINDOW_US
+
+
+def busy_poll_command(us: int) -> str:
+    """`busy-poll US`: routerd's busy-poll window from now on (0 = off; docs/routerd.md)."""
+    if not 0 <= us <= BUSY_POLL_MAX_US:
+        raise ValueError(f"busy-poll window must be 0..{BUSY_POLL_MAX_US} us, not {us}")
+    return f"busy-poll {us}"
 
 
 def query(path: str | Path, command: str = "stats", timeout: float = 3.0) -> dict:
-    """The answer to `command` (one of COMMANDS); `egress ports|cpu` switches where routerd
-    sends what it writes (benchmarks compare the two)."""
-    if command not in COMMANDS:
-        raise ValueError(f"unknown routerd command {command!r}: {', '.join(COMMANDS)}")
+    """The answer to `command` (one of COMMANDS, or busy_poll_command(us)); `egress
+    ports|cpu` and `busy-poll US` switch where routerd sends what it writes and its busy-poll
+    window (benchmarks compare both ways); `read-delay` gives the CPU port's read-delay bins."""
+    word, _, us = command.partition(" ")
+    busy = word == "busy-poll" and us.isdigit() and int(us) <= BUSY_POLL_MAX_US
+    if command not in COMMANDS and not busy:
+        raise ValueError(f"unknown routerd command {command!r}: {', '.join(COMMANDS)}, "
+                         f"busy-poll 0..{BUSY_POLL_MAX_US}")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(path))

@@ -27,15 +27,20 @@ and background load hit them alike:
             on OVS, `--egress ports`; switched per block with the management command
             `egress ports|cpu`)
   merge     as merge-cpu, out of the port: the concast hop as routerd runs by default
+  pass-bp   with --busy-poll-us N: as pass, with routerd busy-polling N us after each turn
+  merge-bp  the same for merge (routerd's window switched per block with `busy-poll N|0`)
 
 The concast hop's added latency is merge - plain (what the target names) = pass - plain
 (diversion, routerd's AF_PACKET read and write) + merge - pass (the merge engine). Through the
 CPU port it is merge-cpu - plain = reflect - plain (OVS's second pass: the data plane's share)
 + pass-cpu - reflect (routerd's I/O) + merge-cpu - pass-cpu (the engine).
+With --busy-poll-us the -bp paths run beside the others in the same rounds, and routerd's
+wake-up (`cpu_port_read_delay`: kernel's ring write to routerd's read) is shown per path.
 Replies are never diverted (the selector matches only datagrams to rx). routerd's counters are
 read per block to check that each block took the path it names.
 
-Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--csv FILE] [--samples-csv FILE]
+Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--busy-poll-us N]
+       [--paths plain,pass,merge,...] [--csv FILE] [--samples-csv FILE]
 """
 from __future__ import annotations
 
@@ -62,6 +67,7 @@ HOP_GOAL_US = 20  # issue #26 item 4: the OVS hop with direct egress (the design
 GROUP_PLAIN = 9     # BMv2: no concast_flows entry, so forwarded by the P4 program alone
 # Measured in this order (reversed every other round); -cpu: routerd writes through the CPU port.
 PATHS = ("plain", "reflect", "pass-cpu", "merge-cpu", "pass", "merge")
+BP_PATHS = ("pass-bp", "merge-bp")  # with --busy-poll-us
 
 # Runs in rx's namespace: echo every contribution straight back to the sender (argv[2]),
 # whatever the source (a merged datagram comes from the router), marking merged ones.
@@ -141,6 +147,10 @@ def main() -> int:
     ap.add_argument("--routerd-rt", type=int, default=0, metavar="PRIO",
                     help="run routerd under SCHED_FIFO at this priority (1-99; default 0 = normal): how much of "
                          "the hop is routerd waiting for a CPU")
+    ap.add_argument("--busy-poll-us", type=int, default=0, metavar="N",
+                    help="also measure pass-bp and merge-bp: routerd busy-polls N us after each turn "
+                         "(routerd --busy-poll-us, switched per block; 1..10000; default 0 = not measured)")
+    ap.add_argument("--paths", help="measure only these paths (comma-separated; plain is always measured)")
     ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
     ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
     args = ap.parse_args()
@@ -157,16 +167,33 @@ def main() -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
+    if not 0 <= args.busy_poll_us <= 10_000:
+        print("bench_latency: --busy-poll-us must be 0..10000", file=sys.stderr)
+        return 2
 
     load = open("/proc/loadavg").read().split()[:3]
     bmv2 = args.dataplane == "bmv2"
     paths = ("plain", "reflect", "pass-cpu", "merge-cpu") if bmv2 else PATHS
+    if args.busy_poll_us and not bmv2:
+        paths += BP_PATHS
+    if args.paths:
+        want = {"plain", *args.paths.split(",")}
+        if want - set(paths):
+            print(f"bench_latency: --paths: unknown or unavailable {sorted(want - set(paths))}; "
+                  f"choose from {', '.join(paths)}", file=sys.stderr)
+            return 2
+        paths = tuple(p for p in paths if p in want)
     samples: dict[str, list[float]] = {p: [] for p in paths}
     lost = {k: 0 for k in samples}
     merged_replies = {k: 0 for k in samples}
     wrong_path = {k: 0 for k in samples}
     rows_raw: list[tuple[str, int, float]] = []
     block_p50: dict[str, list[float]] = {k: [] for k in samples}   # per round, same order
+    read_delay: dict[str, dict[int, int]] = {k: {} for k in samples}  # routerd's wake-up, us bin -> frames
+    bp_hits = {k: 0 for k in samples}
+    bp_spun_us = {k: 0 for k in samples}
+    cpu_ns = {k: 0 for k in samples}  # routerd's threads on a CPU during the measured blocks
+    ticker_ns = {k: 0 for k in samples}  # of which the engine's epoch ticker
     mine: list[subprocess.Popen] = []
     net = None
     t_start = time.monotonic()
@@ -186,6 +213,19 @@ def main() -> int:
             # script started) under SCHED_FIFO wakes without waiting behind other runnable tasks.
             subprocess.run(["chrt", "-a", "-f", "-p", str(args.routerd_rt), str(started["r1"].pid)], check=True)
         sock = net.routerd_socket("r1")
+        tasks = Path(f"/proc/{started['r1'].pid}/task")
+
+        def routerd_cpu_ns() -> dict[str, int]:
+            """routerd's threads (its loop; the engine's epoch ticker, `concast-epoch`): ns on a
+            CPU so far, by thread name."""
+            total: dict[str, int] = {}
+            for t in tasks.iterdir():
+                try:
+                    name = (t / "comm").read_text().strip()
+                    total[name] = total.get(name, 0) + int((t / "schedstat").read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+            return total
         if bmv2:
             # BMv2 diverts by (R, G) entry: group 8 diverted (routerd has no flow for it),
             # group 9 never; routerd installs group 7's entry itself (after clearing all).
@@ -206,7 +246,7 @@ def main() -> int:
                 raise RuntimeError("the UDP client in s1 died")
             return json.loads(line_)
 
-        selector_on, reflecting, egress = True, False, "ports"
+        selector_on, reflecting, egress, busy = True, False, "ports", 0
         rounds = -(-args.samples // args.block)
         for rnd in range(rounds):
             order = list(paths)
@@ -219,6 +259,12 @@ def main() -> int:
                     if "error" in answer:
                         raise RuntimeError(f"routerd: {answer['error']}")
                     egress = want_egress
+                want_busy = args.busy_poll_us if path.endswith("-bp") else 0
+                if want_busy != busy:
+                    answer = routerd.query(sock, routerd.busy_poll_command(want_busy))
+                    if "error" in answer:
+                        raise RuntimeError(f"routerd: {answer['error']}")
+                    busy = want_busy
                 want_on = path != "plain"
                 if not bmv2 and want_on != selector_on:
                     if want_on:
@@ -233,9 +279,19 @@ def main() -> int:
                 if bmv2 and path == "plain":
                     group = GROUP_PLAIN
                 block(group, args.warmup)
-                c0 = routerd.query(sock)["counters"]
+                c0, d0 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
+                t0 = routerd_cpu_ns()
                 res = block(group, args.block)
-                c1 = routerd.query(sock)["counters"]
+                t1 = routerd_cpu_ns()
+                cpu_ns[path] += sum(t1.values()) - sum(t0.values())
+                ticker_ns[path] += t1.get("concast-epoch", 0) - t0.get("concast-epoch", 0)
+                c1, d1 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
+                before = dict(d0.get("bins", []))
+                for us, k in d1.get("bins", []):
+                    if k - before.get(us, 0):
+                        read_delay[path][us] = read_delay[path].get(us, 0) + k - before.get(us, 0)
+                bp_hits[path] += c1.get("busy_poll_hits", 0) - c0.get("busy_poll_hits", 0)
+                bp_spun_us[path] += c1.get("busy_poll_spun_us", 0) - c0.get("busy_poll_spun_us", 0)
                 got = [r for r in res["rtts"] if r is not None]
                 samples[path] += got
                 block_p50[path].append(statistics.median(got) if got else float("nan"))
@@ -249,7 +305,8 @@ def main() -> int:
                 n = args.block
                 expect = {"plain": (0, 0, 0, 0), "reflect": (0, 0, 0, 0),
                           "pass-cpu": (n, 0, n, 0), "merge-cpu": (n, n, 0, 0),
-                          "pass": (n, 0, n, n), "merge": (n, n, 0, n)}[path]
+                          "pass": (n, 0, n, n), "merge": (n, n, 0, n),
+                          "pass-bp": (n, 0, n, n), "merge-bp": (n, n, 0, n)}[path]
                 if (d_in, d_merged, d_pass, d_egress) != expect:
                     wrong_path[path] += 1
         stats_end = routerd.query(sock)
@@ -285,10 +342,12 @@ def main() -> int:
         return statistics.median(x - y for x, y in zip(block_p50[a], block_p50[b]))
 
     def diff(a: str, b: str) -> str:
+        if a not in med or b not in med:
+            return "n/a (not measured)"
         return f"{med[a] - med[b]:+.1f} us (paired {paired(a, b):+.1f})"
     hop = "merge-cpu" if bmv2 else "merge"
-    verdict = "meets" if med[hop] - med["plain"] <= 50 else "above"
-    if not bmv2:
+    verdict = "meets" if hop in med and med[hop] - med["plain"] <= 50 else "above"
+    if not bmv2 and "merge" in med:
         print(f"concast hop, routerd's default direct egress (merge - plain): {diff('merge', 'plain')} "
               f"[target <= 50 us: {verdict}]")
         print(f"  = diversion and routerd I/O (pass - plain) {diff('pass', 'plain')}"
@@ -297,23 +356,56 @@ def main() -> int:
         print(f"issue #26 goal, concast hop with direct egress <= {HOP_GOAL_US} us over plain OVS "
               f"(routerd --cpu-io {args.cpu_io}{f', SCHED_FIFO {args.routerd_rt}' if args.routerd_rt else ''}): {hop:+.1f} us, {hop / HOP_GOAL_US:.2f} of the goal: "
               f"{'met' if hop <= HOP_GOAL_US else 'not met'}")
-    print(f"concast hop, writing back through the CPU port (merge-cpu - plain): {diff('merge-cpu', 'plain')}"
-          + (f" [target <= 50 us: {verdict}]" if bmv2 else ""))
-    print(f"  = the data plane's second pass through the CPU port (reflect - plain) {diff('reflect', 'plain')}"
-          f" + routerd I/O (pass-cpu - reflect) {diff('pass-cpu', 'reflect')}"
-          f" + merge engine (merge-cpu - pass-cpu) {diff('merge-cpu', 'pass-cpu')}")
-    if not bmv2:
-        print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
+    if "merge-cpu" in med:
+        print(f"concast hop, writing back through the CPU port (merge-cpu - plain): {diff('merge-cpu', 'plain')}"
+              + (f" [target <= 50 us: {verdict}]" if bmv2 else ""))
+        print(f"  = the data plane's second pass through the CPU port (reflect - plain) {diff('reflect', 'plain')}"
+              f" + routerd I/O (pass-cpu - reflect) {diff('pass-cpu', 'reflect')}"
+              f" + merge engine (merge-cpu - pass-cpu) {diff('merge-cpu', 'pass-cpu')}")
+        if not bmv2:
+            print(f"direct egress saves (merge-cpu - merge) {diff('merge-cpu', 'merge')}")
     print(f"routerd at the end: {json.dumps(stats_end['counters'])}")
+    if args.busy_poll_us and not bmv2 and "merge-bp" in med:
+        bp = med["merge-bp"] - med["plain"]
+        print(f"issue #26 goal with busy-poll {args.busy_poll_us} us (merge-bp - plain): {diff('merge-bp', 'plain')}, "
+              f"{bp / HOP_GOAL_US:.2f} of the goal: {'met' if bp <= HOP_GOAL_US else 'not met'}")
+        print(f"  = diversion and routerd I/O (pass-bp - plain) {diff('pass-bp', 'plain')}"
+              f" + merge engine (merge-bp - pass-bp) {diff('merge-bp', 'pass-bp')}")
+        print(f"  busy-poll saves (merge - merge-bp) {diff('merge', 'merge-bp')}, (pass - pass-bp) {diff('pass', 'pass-bp')}")
+    print("routerd's wake-up per path (cpu_port_read_delay of the measured blocks' frames, 1 us bins), "
+          "busy-poll turns that caught frames, time spent spinning and routerd's CPU time per round trip:")
+    for path, bins in read_delay.items():
+        n = sum(bins.values())
+        if not n:
+            continue
+        def q(p: float) -> int:
+            rank, seen = max(1, -(-n * p // 1)), 0
+            for us in sorted(bins):
+                seen += bins[us]
+                if seen >= rank:
+                    return us
+            return -1
+        rts = max(1, summary[path]["n"])
+        summary[path].update(read_delay_p50_us=q(0.5), read_delay_p90_us=q(0.9), busy_poll_hits=bp_hits[path],
+                             busy_poll_spun_us_per_rt=bp_spun_us[path] / rts)
+        print(f"  {path:<9} frames {n:>5}  p50 {q(0.5):>4} us  p90 {q(0.9):>4} us  hits {bp_hits[path]:>5}  "
+              f"spun {bp_spun_us[path] / rts:.0f} us, CPU {cpu_ns[path] / 1000 / rts:.1f} us "
+              f"(epoch ticker {ticker_ns[path] / 1000 / rts:.1f}) per round trip")
+    for path in summary:
+        summary[path]["routerd_cpu_us_per_rt"] = cpu_ns[path] / 1000 / max(1, summary[path]["n"])
     if "cpu_port_read_delay" in stats_end:
         print(f"routerd's CPU port ({stats_end.get('cpu_io')}): kernel ring write to routerd's read, every diverted "
               f"frame of the run: {json.dumps(stats_end['cpu_port_read_delay'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
-             "paired_minus_plain_us"]
+             "paired_minus_plain_us,busy_poll_us,read_delay_p50_us,read_delay_p90_us,busy_poll_hits,"
+             "busy_poll_spun_us_per_rt,routerd_cpu_us_per_rt"]
     for path, s in summary.items():
         lines.append(f"{path},{s['n']},{s['p50']:.1f},{s['p90']:.1f},{s['p99']:.1f},{s['mean']:.1f},"
                      f"{s['lost']},{s['merged_replies']},{s['blocks_off_path']},"
-                     f"{s['p50'] - summary['plain']['p50']:.1f},{paired(path, 'plain'):.1f}")
+                     f"{s['p50'] - summary['plain']['p50']:.1f},{paired(path, 'plain'):.1f},"
+                     f"{args.busy_poll_us if path.endswith('-bp') else 0},{s.get('read_delay_p50_us', '')},"
+                     f"{s.get('read_delay_p90_us', '')},{s.get('busy_poll_hits', '')},"
+                     f"{s.get('busy_poll_spun_us_per_rt', 0):.0f},{s['routerd_cpu_us_per_rt']:.1f}")
     print("# csv")
     print("\n".join(lines))
     if args.csv:

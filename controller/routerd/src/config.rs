@@ -83,6 +83,7 @@ pub struct RouterConfig {
     pub link_state: Option<String>,
     pub cpu_io: Option<String>,
     pub flow_pool_slots: Option<u32>,
+    pub busy_poll_us: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -137,6 +138,7 @@ mod tests {
             link_state: Some("/dev/shm/x".into()),
             cpu_io: Some("ring".into()),
             flow_pool_slots: Some(64),
+            busy_poll_us: Some(0),
         }
     }
 

@@ -152,6 +152,14 @@ impl ReadDelay {
         0
     }
 
+    /// Every bin that holds a frame, `[[us, frames], ...]` (the last bin, DELAY_BINS - 1,
+    /// holds 1 ms and more): a benchmark takes differences between two reads to get the
+    /// delays of the frames in between (management command `read-delay`).
+    pub fn bins_json(&self) -> serde_json::Value {
+        let bins: Vec<[u64; 2]> = self.bins.iter().enumerate().filter(|(_, &c)| c > 0).map(|(us, &c)| [us as u64, c]).collect();
+        serde_json::json!({"n": self.n, "sum_ns": self.sum_ns, "bins": bins})
+    }
+
     /// `{n, mean_us, p50_us, p90_us, p99_us}` (bins are 1 µs wide: p50_us 12 = 12..13 µs).
     pub fn to_json(&self) -> serde_json::Value {
         let mean = if self.n == 0 { 0.0 } else { self.sum_ns as f64 / self.n as f64 / 1000.0 };
@@ -300,6 +308,16 @@ impl CpuPort {
         Ok(n)
     }
 
+    /// Whether a frame waits to be read, without reading it: on the ring a look at the next
+    /// slot's status word (no system call), on the socket a zero-timeout poll().
+    pub fn rx_ready(&self) -> bool {
+        if let Some(ring) = &self.ring {
+            return ring.ready();
+        }
+        let mut fd = [libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        unsafe { libc::poll(fd.as_mut_ptr(), 1, 0) > 0 }
+    }
+
     /// Frames the kernel could not queue for this socket (its buffer was full) since it
     /// was opened: the part of a flood the data plane handed over that routerd never saw.
     pub fn kernel_drops(&self) -> u64 {
@@ -386,6 +404,17 @@ mod tests {
         let j = d.to_json();
         assert_eq!((j["n"].as_u64(), j["p50_us"].as_u64()), (Some(6), Some(2)));
         assert_eq!(ReadDelay::default().to_json()["p50_us"], 0);
+    }
+
+    #[test]
+    fn read_delay_bins_list_only_the_filled_ones() {
+        let mut d = ReadDelay::default();
+        for ns in [3_200, 3_900, 40_000, 5_000_000] {
+            d.add(ns);
+        }
+        let j = d.bins_json();
+        assert_eq!(j["n"], 4);
+        assert_eq!(j["bins"], serde_json::json!([[3, 2], [40, 1], [DELAY_BINS - 1, 1]]));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Instant;
 use concast_engine::{Engine, EngineConfig};
 use serde_json::{json, Value};
 
+use crate::busypoll::BusyPoll;
 use crate::cpu_port::{CpuPort, RxMode};
 use crate::dataplane;
 use crate::egress::{self, Egress};
@@ -55,6 +56,8 @@ pub struct Settings {
     pub batch: usize,
     /// How the CPU port is read: the memory-mapped ring (falling back to recvmmsg) or recvmmsg.
     pub cpu_io: RxMode,
+    /// Bounded busy-poll after a turn that moved frames, µs (0 = off; busypoll.rs).
+    pub busy_poll_us: u64,
     /// `--flow`s and the parameters given to every one of them.
     pub flows: Vec<StaticFlow>,
     pub flow_params: String,
@@ -160,36 +163,59 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
         }
     }
     concast_daemon::wait::fine_timer_slack();
+    let mut busy = BusyPoll::new(s.busy_poll_us);
     while !concast_daemon::stopping() {
         // To the µs: the engine's next deadline already has the timer lead taken off.
-        let wait_us = concast_daemon::wait::timeout_us(router.next_deadline(), now(), 100_000);
+        let began = now();
+        let mut wait_us = concast_daemon::wait::timeout_us(router.next_deadline(), began, 100_000);
+        let spin = busy.spin_until(began, router.next_deadline());
+        if let Some(until) = spin {
+            // Inside a busy-poll window: look at the port until a frame waits, a timer is
+            // due or the window ends, then poll() without sleeping (the management socket).
+            let mut t = began;
+            // Each look that finds nothing yields the core: on a machine with fewer cores
+            // than runnable tasks, the data plane that is to write the awaited frame may be
+            // waiting for this very core (measured: docs/benchmarks.md, session 13).
+            while t < until && !port.rx_ready() && !concast_daemon::stopping() {
+                unsafe { libc::sched_yield() };
+                t = now();
+            }
+            busy.spun_us += t.saturating_sub(began);
+            wait_us = 0;
+        }
         let mut fds = [
             libc::pollfd { fd: port.raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: mgmt.raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
         concast_daemon::wait::poll_us(&mut fds, wait_us).map_err(|e| format!("poll: {e}"))?;
+        let mut moved = 0;
         loop {
             let n = port.recv_batch().map_err(|e| format!("reading the CPU port: {e}"))?;
             if n == 0 {
                 break;
             }
+            moved += n;
             // Frames are read in place from the port's receive buffers; sending needs only a
             // shared borrow of the port too.
             let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::with_capacity(n) };
             router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
             sink.flush();
         }
+        busy.after_turn(now(), moved, spin.is_some());
         let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::new() };
         router.tick(now(), &mut sink);
         sink.flush();
         if fds[1].revents != 0 {
-            mgmt.serve(|cmd| match cmd.strip_prefix("egress ") {
-                Some(mode) => switch_egress(mode, egress.is_some(), &mut use_egress),
-                None => {
+            mgmt.serve(|cmd| match (cmd.strip_prefix("egress "), cmd.strip_prefix("busy-poll ")) {
+                (Some(mode), _) => switch_egress(mode, egress.is_some(), &mut use_egress),
+                (_, Some(us)) => switch_busy_poll(us, &mut busy),
+                _ if cmd == "read-delay" => port.read_delay().bins_json(),
+                _ => {
                     let mut answer = router.answer(cmd);
                     if let Some(c) = answer.get_mut("counters") {
                         add_egress_counters(c, egress.as_ref());
                         c["cpu_port_kernel_drops"] = port.kernel_drops().into();
+                        add_busy_poll_counters(c, &busy);
                     }
                     if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {
                         a.insert("cpu_io".into(), port.rx_mode().into());
@@ -205,6 +231,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     }
     let mut counters = router.counters.to_json();
     add_egress_counters(&mut counters, egress.as_ref());
+    add_busy_poll_counters(&mut counters, &busy);
     emit(Level::Info, "stopped", &[("counters", &counters)]);
     Ok(())
 }
@@ -219,6 +246,25 @@ fn switch_egress(mode: &str, have_routes: bool, use_egress: &mut bool) -> Value 
     }
     emit(Level::Info, "egress_switched", &[("egress", &mode.trim())]);
     json!({"egress": mode.trim()})
+}
+
+/// The management command `busy-poll US`: the busy-poll window from now on (0 = off).
+fn switch_busy_poll(us: &str, busy: &mut BusyPoll) -> Value {
+    match crate::busypoll::parse_window(us) {
+        Ok(w) => {
+            busy.set_window(w);
+            emit(Level::Info, "busy_poll_switched", &[("busy_poll_us", &w)]);
+            json!({"busy_poll_us": w})
+        }
+        Err(e) => json!({"error": e}),
+    }
+}
+
+/// Adds the busy-poll window and what it caught to routerd's `counters`.
+fn add_busy_poll_counters(counters: &mut Value, busy: &BusyPoll) {
+    if let (Some(c), Value::Object(b)) = (counters.as_object_mut(), busy.to_json()) {
+        c.extend(b);
+    }
 }
 
 /// Adds direct egress's counters to routerd's `counters` (nothing without direct egress).

@@ -97,6 +97,13 @@ struct Args {
     /// 0 = on-demand only. From --config: `flow_pool_slots`. Default 64.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=4096))]
     flow_pool_slots: Option<u32>,
+    /// After a turn that read frames, keep looking at the CPU port (and due merge timers)
+    /// without sleeping in poll() for this many µs, so a frame arriving soon after is read
+    /// without a wake-up; costs up to that much CPU per turn. 0 = off (sleep at once).
+    /// Never on many routers sharing few cores (the 220-router ACK study). From --config:
+    /// `busy_poll_us`. 0..=10000, default 0.
+    #[arg(long, value_parser = concast_routerd::busypoll::parse_window)]
+    busy_poll_us: Option<u64>,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
     /// that is signed is still checked (docs/protocol.md 2.9).
     #[arg(long)]
@@ -245,6 +252,10 @@ fn settings(a: &Args) -> Result<Settings, String> {
         flow_pool_slots: a.flow_pool_slots.or(cfg.flow_pool_slots).unwrap_or(concast_engine::DAEMON_POOL_SLOTS),
         cpu_ofport: a.cpu_ofport,
         batch: a.batch,
+        busy_poll_us: match a.busy_poll_us.or(cfg.busy_poll_us) {
+            Some(us) => concast_routerd::busypoll::parse_window(&us.to_string()).map_err(|e| format!("busy_poll_us: {e}"))?,
+            None => 0,
+        },
         flows: a.flows.clone(),
         flow_params: a.flow_params.clone(),
     })

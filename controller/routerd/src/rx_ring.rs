@@ -128,6 +128,12 @@ impl RxRing {
         Some(ready)
     }
 
+    /// Whether [`RxRing::next`] would return a slot now (a look at one status word: what a
+    /// busy-polling loop spins on).
+    pub fn ready(&self) -> bool {
+        self.held < self.slots && self.status(self.head).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
     /// The bytes of a slot [`RxRing::next`] returned (valid while it is held).
     pub fn bytes(&self, r: &Ready) -> &[u8] {
         unsafe { std::slice::from_raw_parts(self.base.add(r.offset), r.snaplen) }
