@@ -74,6 +74,7 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
     rows = ccc_long.run(s, say=lambda m: None)
     assert [r["sender"] for r in rows] == list(ccc_long.SENDERS)
     assert ccc_long.SENDERS["CTCP"]["cc"] == "ctcp", "CTCP runs with kernel TCP's RTO policy (issue #23)"
+    assert ccc_long.CTCP_WINDOW_SEGS == 26214, "CTCP's window: kernel TCP's 64 MB at 2,560 B a datagram"
     for r in rows:
         assert not r["errors"], r
         assert r["flows_reported"] == 2 and r["mbps"] > 0, r

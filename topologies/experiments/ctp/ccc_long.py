@@ -15,13 +15,19 @@ from dataclasses import dataclass, field
 
 from .ccc_table2 import PAPER
 
+RTT_MS = 110.0
+TCP_BUF = "4096 131072 67108864"
+# CTCP's window: the receive memory kernel TCP may use here (TCP_BUF's 64 MB) at the 2,560
+# bytes of socket buffer concast's UDP driver counts a datagram (`udp.rs`, TRUESIZE): 26,214
+# segments, above two BDPs (18,164 frames), so Reno's sawtooth is not cut off. concast-perf's
+# default 8,192 (6,553 before session 13's driver fix) held one flow near 600 Mbit/s (issue #23).
+CTCP_WINDOW_SEGS = int(TCP_BUF.split()[-1]) // 2560
 SENDERS = {
     "TCP reno": {"proto": "tcp", "cc": "reno", "size": 65536},
     "TCP cubic": {"proto": "tcp", "cc": "cubic", "size": 65536},
-    "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "ctcp", "size": 65536},
+    "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "ctcp", "size": 65536,
+             "args": ["--window-segs", str(CTCP_WINDOW_SEGS)]},
 }
-RTT_MS = 110.0
-TCP_BUF = "4096 131072 67108864"
 
 
 @dataclass

@@ -54,6 +54,10 @@ pub struct CcCtl {
     /// Time-based loss detection (RACK, RFC 8985; `micro::rack`) and its reordering window;
     /// None leaves loss detection to duplicate ACKs and the timer.
     pub rack: Option<RackPolicy>,
+    /// Proportional Rate Reduction in a loss recovery (RFC 6937; `micro::ccwin`): what is sent
+    /// follows what is delivered, instead of the burst RFC 6675's pipe allows once the
+    /// holes are declared lost. The window the algorithm set is PRR's ssthresh.
+    pub prr: bool,
     /// Custom control messages to send to the peer's algorithm.
     pub custom_out: Vec<Vec<u8>>,
     // observations, written by the framework before each callback
@@ -79,6 +83,7 @@ impl CcCtl {
             rto_us: None,
             rto_policy: None,
             rack: None,
+            prr: false,
             custom_out: Vec::new(),
             now_us: 0,
             rtt_us: 0.0,

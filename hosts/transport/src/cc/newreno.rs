@@ -39,6 +39,10 @@ impl Ccc for NewReno {
     fn init(&mut self, c: &mut CcCtl) {
         c.rto_policy = self.rto;
         c.rack = self.rack;
+        // CTCP recovers as the Linux TCP it is measured against does (RFC 6937's PRR): RFC
+        // 6675's pipe alone sent half a window at once after a slow-start overflow and lost
+        // it again (issue #23)
+        c.prr = self.rack.is_some();
     }
 
     fn on_ack(&mut self, c: &mut CcCtl, ack: u32) {

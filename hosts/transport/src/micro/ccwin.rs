@@ -26,6 +26,43 @@ pub struct WindowedCongestion {
     /// After a timeout, until the next advancing ACK: (window before it, timestamp of the
     /// retransmission).
     undo: Option<(f64, u32)>,
+    /// Proportional Rate Reduction's state while a loss recovery runs (algorithms that ask
+    /// for it, `CcCtl::prr`).
+    prr: Option<Prr>,
+    /// A timeout's recovery is slow start, not PRR (RFC 6937 §3 applies to fast recovery).
+    timed_out: bool,
+}
+
+/// RFC 6937 §3, in segments.
+#[derive(Debug, Default)]
+struct Prr {
+    /// Flight size when the recovery began (snd.nxt - snd.una).
+    recover_fs: f64,
+    /// Segments delivered (acknowledged, cumulatively or selectively) since it began.
+    delivered: u64,
+    /// Segments sent since it began.
+    out: u64,
+    /// `delivered` at the last ACK, for the ACK's own DeliveredData.
+    delivered_mark: u64,
+    /// What the last ACK allows to send (sndcnt), less what was sent since.
+    budget: u64,
+}
+
+impl Prr {
+    /// sndcnt for an ACK (RFC 6937 §3, with the slow-start reduction bound): while the pipe
+    /// is above ssthresh, send in proportion to what was delivered; below it, grow back to
+    /// ssthresh no faster than slow start.
+    fn on_ack(&mut self, pipe: f64, ssthresh: f64) {
+        let dd = self.delivered - self.delivered_mark;
+        self.delivered_mark = self.delivered;
+        let sndcnt = if pipe > ssthresh {
+            (self.delivered as f64 * ssthresh / self.recover_fs.max(1.0)).ceil() - self.out as f64
+        } else {
+            let limit = (self.delivered.saturating_sub(self.out)).max(dd) as f64 + 1.0;
+            (ssthresh - pipe).min(limit)
+        };
+        self.budget = sndcnt.max(0.0) as u64;
+    }
 }
 
 impl WindowedCongestion {
@@ -38,6 +75,8 @@ impl WindowedCongestion {
             last_slot: f64::NEG_INFINITY, pace_at: 0.0,
             pace: None,
             undo: None,
+            prr: None,
+            timed_out: false,
         }
     }
 
@@ -60,8 +99,17 @@ impl WindowedCongestion {
         loop {
             let rtx = self.next_rtx(cx);
             let Some(id) = rtx.or_else(|| self.held.front().copied()) else { return };
-            if self.inflight.len() as f64 >= self.host.ctl.cwnd.max(1.0).floor() {
+            if rtx.is_none() && beyond_flow_window(cx, id) {
+                // the usable window is the smaller of cwnd and the peer's (RFC 5681 §2): a
+                // segment Windowed Flow still holds is not in flight, yet counted here it
+                // filled the pipe and held back the retransmissions (issue #23)
                 return;
+            }
+            match self.prr.as_ref() {
+                Some(p) if p.budget == 0 => return,
+                Some(_) => {}
+                None if self.inflight.len() as f64 >= self.host.ctl.cwnd.max(1.0).floor() => return,
+                None => {}
             }
             let period = self.host.ctl.pkt_snd_period_us;
             if period > 0.0 {
@@ -83,6 +131,10 @@ impl WindowedCongestion {
                 self.last_slot = due.max(now - period);
             }
             self.inflight.insert(id);
+            if let Some(p) = self.prr.as_mut() {
+                p.budget -= 1;
+                p.out += 1;
+            }
             if rtx.is_some() {
                 cx.shared.rtx_pending.pop_front();
                 cx.stats.retransmits += 1;
@@ -117,6 +169,7 @@ impl Micro for WindowedCongestion {
 
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         self.host.observe(cx, self.inflight.len() as u32);
+        self.track_recovery(cx);
         match ev {
             Event::SegmentToNet => {
                 let Some(id) = arg.seg.filter(|id| cx.is_data(*id)) else { return };
@@ -127,12 +180,21 @@ impl Micro for WindowedCongestion {
             Event::SegmentDone | Event::SegmentLost => {
                 if let Some(id) = arg.seg {
                     self.inflight.remove(&id);
+                    if ev == Event::SegmentDone && cx.is_data(id) {
+                        if let Some(p) = self.prr.as_mut() {
+                            p.delivered += 1;
+                        }
+                    }
                 }
             }
             Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
             // the retransmission leaves right after this event, stamped with this time
-            Event::SegmentTimeout if self.undo.is_none() => {
-                self.undo = Some((self.host.ctl.cwnd, (cx.now as u32).max(1)));
+            Event::SegmentTimeout => {
+                if self.undo.is_none() {
+                    self.undo = Some((self.host.ctl.cwnd, (cx.now as u32).max(1)));
+                }
+                self.prr = None;
+                self.timed_out = true;
             }
             Event::SegmentFromNet if cx.shared.ack_advanced => {
                 let seg = arg.seg.and_then(|id| cx.seg(id));
@@ -142,6 +204,7 @@ impl Micro for WindowedCongestion {
                     if echo != 0 && (rtx.wrapping_sub(echo) as i32) > 0 {
                         cx.stats.spurious_timeouts += 1;
                         cx.shared.in_recovery = false;
+                        (self.prr, self.timed_out) = (None, false);
                         self.host.cc.on_spurious_timeout(&mut self.host.ctl);
                         self.host.on_event(ev, arg, cx);
                         self.host.ctl.cwnd = self.host.ctl.cwnd.max(cwnd);
@@ -155,6 +218,34 @@ impl Micro for WindowedCongestion {
         }
         self.host.on_event(ev, arg, cx);
         self.host.publish(cx);
+        if ev == Event::SegmentFromNet && arg.seg.and_then(|id| cx.seg(id)).is_some_and(|s| s.attrs.get(ACK).is_some()) {
+            let (pipe, ssthresh) = (self.inflight.len() as f64, self.host.ctl.cwnd);
+            if let Some(p) = self.prr.as_mut() {
+                p.on_ack(pipe, ssthresh);
+            }
+        }
         self.release(cx);
+    }
+}
+
+/// Whether new segment `id` lies beyond the peer's flow window (Windowed Flow would hold it).
+fn beyond_flow_window(cx: &Cx, id: SegId) -> bool {
+    if !cx.cfg.composite.has(MicroId::WindowedFlow) {
+        return false;
+    }
+    let limit = cx.shared.snd_una.saturating_add(cx.shared.peer_wnd);
+    cx.seg(id).and_then(|s| s.attrs.get(SEQ)).is_some_and(|q| q as u32 >= limit)
+}
+
+impl WindowedCongestion {
+    /// Starts PRR when a fast recovery begins (not a timeout's) and ends it with the recovery.
+    fn track_recovery(&mut self, cx: &Cx) {
+        if !cx.shared.in_recovery {
+            self.prr = None;
+            self.timed_out = false;
+        } else if self.prr.is_none() && !self.timed_out && self.host.ctl.prr {
+            let fs = cx.shared.snd_max.wrapping_sub(cx.shared.snd_una) as f64;
+            self.prr = Some(Prr { recover_fs: fs, ..Prr::default() });
+        }
     }
 }

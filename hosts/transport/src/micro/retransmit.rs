@@ -25,6 +25,14 @@ impl Retransmit {
     }
 }
 
+impl Retransmit {
+    fn resends_oldest(&self, arg: &Arg, cx: &Cx) -> bool {
+        let Some(id) = arg.seg else { return false };
+        // with RACK only (ctcp): the CTP tables' composites keep RFC 6298's timer as it was
+        cx.shared.rack.policy.is_some() && cx.shared.unacked.first_key_value().is_some_and(|(_, i)| *i == id)
+    }
+}
+
 impl Micro for Retransmit {
     fn id(&self) -> MicroId {
         MicroId::Retransmit
@@ -42,6 +50,11 @@ impl Micro for Retransmit {
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         match ev {
             Event::SegmentSent if self.timer.is_none() => self.arm(cx),
+            // the oldest segment resent (a loss RACK found in its retransmission): its timer
+            // starts again from this send, as Linux's does when it resends the head (RFC 6298
+            // §5.1 leaves it running); otherwise the RTO armed for the first retransmission
+            // fires while the second is on its way (issue #23)
+            Event::SegmentSent if self.resends_oldest(arg, cx) => self.arm(cx),
             Event::SegmentFromNet => {
                 let acks = arg.seg.and_then(|id| cx.seg(id)).is_some_and(|s| s.attrs.get(ACK).is_some());
                 if acks && cx.shared.ack_advanced {

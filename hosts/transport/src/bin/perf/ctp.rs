@@ -13,6 +13,9 @@ use crate::report::{self, Tally};
 use crate::trace::Trace;
 use crate::{ClientArgs, Common, Mode};
 
+/// The largest `--window-segs`: 1 << 20 segments is 1.4 GB of payload in flight.
+const MAX_WINDOW_SEGS: u32 = 1 << 20;
+
 /// Bytes a bulk sender hands the session between pumps.
 const TURN_BYTES: usize = 256 << 10;
 
@@ -35,6 +38,13 @@ fn config(c: &Common, rate: f64) -> Result<Config, String> {
             }
             *to = (ms * 1e3) as u64;
         }
+    }
+    if let Some(w) = c.window_segs {
+        if !(64..=MAX_WINDOW_SEGS).contains(&w) {
+            return Err(format!("--window-segs must be between 64 and {MAX_WINDOW_SEGS} segments, got {w}"));
+        }
+        cfg.recv_wnd_segs = w;
+        cfg.send_buf_segs = w as usize;
     }
     Ok(cfg)
 }

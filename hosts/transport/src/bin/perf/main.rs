@@ -83,6 +83,11 @@ pub struct Common {
     /// (RFC 6298 §2.3; default 20).
     #[arg(long)]
     pub rto_g_ms: Option<f64>,
+    /// ctp: the most segments a session keeps in flight: the receiver's advertised window
+    /// (its socket's receive buffer is sized for it) and the sender's buffer of unacknowledged
+    /// data (default 8192, about 11 MB; a 1 Gbit/s, 110 ms path's BDP is 9,082 frames).
+    #[arg(long)]
+    pub window_segs: Option<u32>,
 }
 
 #[derive(Subcommand)]
