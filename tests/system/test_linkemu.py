@@ -237,6 +237,66 @@ def test_down_drops_and_up_restores(link):
     assert len(rtts(mn["h1"], IP2, 3)) == 3
 
 
+def ns_sysfs(pid: int, path: str) -> str:
+    """A sysfs file as the network namespace of `pid` sees it (a private mount of sysfs)."""
+    return subprocess.run(["nsenter", "-t", str(pid), "-n", "unshare", "-m", "sh", "-c",
+                           f"mount -t sysfs sysfs /sys && cat {path}"],
+                          check=True, capture_output=True, text=True, timeout=10).stdout.strip()
+
+
+def napi_threads() -> set[str]:
+    out = set()
+    for p in Path("/proc").iterdir():
+        try:
+            comm = (p / "comm").read_text().strip() if p.name.isdigit() else ""
+        except OSError:
+            continue
+        if comm.startswith("napi/"):
+            out.add(comm)
+    return out
+
+
+def test_taps_hand_frames_to_a_threaded_napi_poll(link):
+    """The default receive mode (docs/linkemu.md, "Where the receiving stack runs"): each TAP
+    opened with IFF_NAPI, its NAPI threaded (a napi/<dev> kernel thread runs the receiving
+    stack, not the emulator's write), GRO off so frames arrive one by one as written."""
+    mn, emu = link
+    st = emu.stats(LINK)
+    if st["a"]["rx"] == "inline-fallback":
+        pytest.skip("this kernel refused IFF_NAPI; the emulator fell back to plain TAPs")
+    assert (st["a"]["rx"], st["b"]["rx"]) == ("napi-threaded", "napi-threaded")
+    threads = napi_threads()
+    for h in ("h1", "h2"):
+        dev = f"{h}-eth0"
+        assert ns_sysfs(mn[h].pid, f"/sys/class/net/{dev}/threaded") in ("1", "enabled")
+        assert "generic-receive-offload: off" in mn[h].cmd(f"ethtool -k {dev}")
+        # comm is cut at 15 characters: napi/h1-eth0-<id> shows as napi/h1-eth0-NN
+        assert any(t.startswith(f"napi/{dev}-") for t in threads), sorted(threads)
+    # Frames still arrive whole, one by one: a 1,400-byte ping and the per-frame counters.
+    before = emu.stats(LINK)["ab"]["delivered"]
+    assert len(rtts(mn["h1"], IP2, 5)) == 5
+    assert "5 received" in mn["h1"].cmd(f"ping -n -c 5 -i 0.02 -s 1400 {IP2}")
+    assert emu.stats(LINK)["ab"]["delivered"] - before == 10
+
+
+def test_inline_mode_keeps_plain_taps(tmp_path):
+    """--rx-mode inline (CONCAST_LINKEMU_RX=inline): no IFF_NAPI, the stack in our write."""
+    from concast.netns import Scratch
+    from concast.topologies.links import LinkEmulator
+    scratch = Scratch()
+    ns = scratch.add(f"ccle-rx-{os.getpid()}")
+    emu = LinkEmulator(tmp_path, f"x{os.getpid()}", rx_mode="inline")
+    try:
+        emu.start()
+        emu.add("x", {"netns": ns, "name": "xa"}, {"netns": ns, "name": "xb"})
+        st = emu.stats("x")
+        assert (st["a"]["rx"], st["b"]["rx"]) == ("inline", "inline")
+        assert not any(t.startswith("napi/xa-") for t in napi_threads())
+    finally:
+        emu.stop()
+        scratch.close()
+
+
 def test_bad_requests_are_refused_with_a_reason(link):
     from concast.topologies.links import LinkEmuError
     _, emu = link
