@@ -28,8 +28,8 @@ PARAMS = ("delay", "loss", "bw", "max_queue_size")
 # SCHED_FIFO priority of the emulator's loop: on this 2-core machine, under load, a normal
 # thread wakes up for a due frame up to milliseconds late (docs/linkemu.md, jitter).
 REALTIME = int(os.environ.get("CONCAST_LINKEMU_RT", "5"))
-# Where the receiving stack runs for frames the emulator writes: "napi" (a kernel thread per
-# TAP; the daemon's default) or "inline" (inside the emulator's write). docs/linkemu.md.
+# Where the receiving stack runs for frames the emulator writes: "inline" (inside the
+# emulator's write; the daemon's default) or "napi" (a kernel thread per TAP). docs/linkemu.md.
 RX_MODE = os.environ.get("CONCAST_LINKEMU_RX") or None
 # The control socket lives in a short runtime directory of its own, never under the result
 # folder: a Unix socket's path must fit sun_path (108 bytes), which a long --out passed.

@@ -18,6 +18,14 @@ use crate::shard::Shard;
 use crate::tap::{self, Netns, RxMode};
 
 /// Every link of the daemon, over its shards.
+/// CPU time (user + system) the daemon's threads have used, ms: with the frames moved, the
+/// emulator's cost per frame (docs/benchmarks.md). The kernel's NAPI threads are not in it.
+pub fn process_cpu_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 pub struct Links {
     pub shards: Vec<Shard>,
     /// Which shard holds each link.
@@ -137,6 +145,7 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
                     "wake_late_max_us": wake_late.quantile_us(1.0),
                     "busy_p99_us": busy.quantile_us(0.99),
                     "busy_max_us": busy.quantile_us(1.0),
+                    "cpu_ms": process_cpu_ms(),
                 }))
             }
         },

@@ -53,11 +53,13 @@ struct Args {
     /// (docs/linkemu.md, "The event loop").
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Where the receiving namespace's stack runs for frames we write: `napi` opens each TAP
-    /// with IFF_NAPI and threaded NAPI, so a kernel thread per TAP runs it at normal priority;
-    /// `inline` runs it inside our write, on the emulator's thread. A kernel without either
-    /// falls back per TAP, and each link's stats say what it got (docs/linkemu.md).
-    #[arg(long, default_value = "napi", value_parser = tap::RxMode::parse)]
+    /// Where the receiving namespace's stack runs for frames we write: `inline` inside our
+    /// write, on the emulator's thread; `napi` opens each TAP with IFF_NAPI and threaded NAPI,
+    /// so a kernel thread per TAP runs it at normal priority (a kernel without either falls
+    /// back per TAP; each link's stats say what it got). Default inline: on this 2-core
+    /// machine napi cost more CPU per frame in all, and the emulator's own share did not
+    /// drop (docs/linkemu.md, "Where the receiving stack runs").
+    #[arg(long, default_value = "inline", value_parser = tap::RxMode::parse)]
     rx_mode: tap::RxMode,
 }
 
@@ -197,7 +199,7 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     let (delivered, write_errors) = links.totals();
-    emit(Level::Info, "stopped", &[("links", &links.len()), ("delivered", &delivered), ("write_errors", &write_errors)]);
+    emit(Level::Info, "stopped", &[("links", &links.len()), ("delivered", &delivered), ("write_errors", &write_errors), ("cpu_ms", &control::process_cpu_ms())]);
     drop(links); // stops the shards; their TAPs close
     drop(listener);
     let _ = std::fs::remove_file(&args.control);
