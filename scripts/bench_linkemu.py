@@ -9,12 +9,15 @@ emulator) sends raw Ethernet frames with AF_PACKET on the a-ends and receives on
 
   rate     64-byte frames as fast as one sender process can, round robin over 1 and 16 links
            with zero delay; frames/s delivered (the b-ends' rx_packets) over the sending time
+  cpu      the emulator's CPU time per frame in those windows (its threads' schedstat run
+           time over the frames delivered), and that of the TAPs' NAPI kernel threads
+           (`napi/<tap>-<id>`, present with --rx-mode napi): the receiving stack's share
   jitter   one 100-byte timestamped frame per ms for 5 s over a link with 5 ms delay (and 0 ms);
            one-way latency minus the configured delay, p50 and p99
   accuracy delay (the probe's median), loss 5 % (probe frames lost), rate 10 Mbit/s
            (1000-byte frames offered at full speed; rx bytes over 3 s)
 
-Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE]
+Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE] [--rx-mode napi|inline]
 """
 from __future__ import annotations
 
@@ -37,6 +40,36 @@ TOOL = tools.binary_or_build_path("linkemu-bench")
 
 def sh(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120).stdout
+
+
+def run_ns(tids: list[str]) -> int:
+    """CPU time (ns) the given /proc task directories have run, from their schedstat."""
+    total = 0
+    for t in tids:
+        try:
+            total += int(Path(t, "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass                # a thread that ended
+    return total
+
+
+def emulator_tasks(pid: int) -> list[str]:
+    return [str(p) for p in Path(f"/proc/{pid}/task").iterdir()]
+
+
+def napi_tasks(ifaces: set[str]) -> list[str]:
+    """The NAPI kernel threads of these devices (comm `napi/<dev>-<napi id>`)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            comm = (p / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("napi/") and comm[5:].rsplit("-", 1)[0] in ifaces:
+            out.append(str(p))
+    return out
 
 
 class Bench:
@@ -63,9 +96,13 @@ class Bench:
     def tool(self, *args: str) -> dict:
         return json.loads(sh("ip", "netns", "exec", self.ns, str(TOOL), *args))
 
-    def rate(self, prefix: str, n: int, seconds: float, size: int = 64) -> tuple[float, float]:
-        """(frames/s, bits/s of frames) delivered to the <prefix>b-ends."""
+    def rate(self, prefix: str, n: int, seconds: float, size: int = 64,
+             cpu: dict | None = None) -> tuple[float, float]:
+        """(frames/s, bits/s of frames) delivered to the <prefix>b-ends. With `cpu`, also the
+        emulator's and the NAPI threads' CPU ns per delivered frame, into cpu["emu"/"napi"]."""
         rx_ends = [f"{prefix}b{i}" for i in range(n)]
+        emu_t = emulator_tasks(self.emu.pid) if cpu is not None else []
+        napi_t = napi_tasks({f"{e}{i}" for e in "ab" for i in range(n)}) if cpu is not None else []
         blast = subprocess.Popen(["ip", "netns", "exec", self.ns, str(TOOL), "blast", "--ifaces",
                                   ",".join(f"{prefix}a{i}" for i in range(n)),
                                   "--duration", str(seconds + 1.0), "--size", str(size)],
@@ -73,12 +110,18 @@ class Bench:
         try:
             time.sleep(0.5)      # counted while saturated: not the start, not the drain
             t0, before = time.monotonic(), [self.rx(i) for i in rx_ends]
+            c0 = (run_ns(emu_t), run_ns(napi_t))
             time.sleep(seconds)
+            c1 = (run_ns(emu_t), run_ns(napi_t))
             t1, after = time.monotonic(), [self.rx(i) for i in rx_ends]
         finally:
             blast.wait()
         frames = sum(a[0] - b[0] for a, b in zip(after, before))
         nbytes = sum(a[1] - b[1] for a, b in zip(after, before))
+        if cpu is not None and frames:
+            cpu["emu"] = (c1[0] - c0[0]) / frames
+            cpu["napi"] = (c1[1] - c0[1]) / frames
+            cpu["napi_threads"] = len(napi_t)
         return frames / (t1 - t0), nbytes * 8 / (t1 - t0)
 
     def probe(self, tx: str, rx: str, count: int) -> dict:
@@ -91,6 +134,12 @@ def main() -> int:
     p.add_argument("--csv", help="write the figures here too")
     p.add_argument("--realtime", type=int, default=None,
                    help="the emulator's SCHED_FIFO priority (0: normal; default: links.py's)")
+    p.add_argument("--rx-mode", choices=("napi", "inline"), default=None,
+                   help="where the receiving stack runs (the daemon's --rx-mode; default: its own)")
+    p.add_argument("--rps", metavar="HEXMASK", default=None,
+                   help="experiment: write this CPU mask to every TAP's rx-0/rps_cpus")
+    p.add_argument("--emu-cpu", type=int, default=None,
+                   help="experiment: pin the emulator to this CPU (with --rps: keep them apart)")
     args = p.parse_args()
     if os.geteuid() != 0:
         print("bench_linkemu: needs root (namespaces, TAPs)", file=sys.stderr)
@@ -103,6 +152,8 @@ def main() -> int:
     scratch = Scratch()
     ns = scratch.add(f"linkemu-bench-{os.getpid()}")
     rt = {} if args.realtime is None else {"realtime": args.realtime}
+    if args.rx_mode:
+        rt["rx_mode"] = args.rx_mode
     emu = LinkEmulator(tempfile.mkdtemp(prefix="bench-linkemu-"), f"b{os.getpid()}", **rt)
     rows: list[tuple[str, float, float | None, str]] = []
 
@@ -116,10 +167,26 @@ def main() -> int:
         emu.start()
         b = Bench(scratch, ns, emu)
         b.ensure_links(16)
+        if args.emu_cpu is not None:
+            os.sched_setaffinity(emu.pid, {args.emu_cpu})
+            for t in emulator_tasks(emu.pid):
+                os.sched_setaffinity(int(Path(t).name), {args.emu_cpu})
+        if args.rps:
+            devs = " ".join(f"{e}{i}" for e in "ab" for i in range(16))
+            sh("ip", "netns", "exec", ns, "sh", "-c",
+               f"for d in {devs}; do echo {args.rps} > /sys/class/net/$d/queues/rx-0/rps_cpus; done")
+            print(f"rps_cpus {args.rps} on the TAPs", flush=True)
+        got_rx = sorted({e["rx"] for l in emu.call("stats")["links"] for e in (l["a"], l["b"])})
+        print(f"TAP receive mode: {', '.join(got_rx)}", flush=True)
         for n in (1, 16):
-            fps, _ = b.rate("", n, secs)
+            cpu: dict = {}
+            fps, _ = b.rate("", n, secs, cpu=cpu)
             veth, _ = b.rate("v", n, secs)
             row(f"frames/s through {n} link(s), 64 B, no delay", fps, veth, "frames/s")
+            if cpu:
+                row(f"emulator CPU per frame, {n} link(s)", cpu["emu"] / 1000, None, "us")
+                row(f"NAPI threads' CPU per frame, {n} link(s) ({cpu['napi_threads']} threads)",
+                    cpu["napi"] / 1000, None, "us")
         for delay_ms in (0, 5):
             emu.set("l0", params={"delay": f"{delay_ms}ms"})
             emu.call("stats", reset_lateness=True)

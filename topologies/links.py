@@ -28,6 +28,9 @@ PARAMS = ("delay", "loss", "bw", "max_queue_size")
 # SCHED_FIFO priority of the emulator's loop: on this 2-core machine, under load, a normal
 # thread wakes up for a due frame up to milliseconds late (docs/linkemu.md, jitter).
 REALTIME = int(os.environ.get("CONCAST_LINKEMU_RT", "5"))
+# Where the receiving stack runs for frames the emulator writes: "inline" (inside the
+# emulator's write; the daemon's default) or "napi" (a kernel thread per TAP). docs/linkemu.md.
+RX_MODE = os.environ.get("CONCAST_LINKEMU_RX") or None
 # The control socket lives in a short runtime directory of its own, never under the result
 # folder: a Unix socket's path must fit sun_path (108 bytes), which a long --out passed.
 RUNTIME_ROOT = Path("/run/concast/linkemu") if os.geteuid() == 0 \
@@ -113,7 +116,7 @@ class LinkEmulator:
     """One concast-linkemu process and a client of its control socket."""
 
     def __init__(self, run_dir: Path | str, tag: str, daemons=None, binary: Path = BINARY,
-                 slots: int = 4096, realtime: int = REALTIME) -> None:
+                 slots: int = 4096, realtime: int = REALTIME, rx_mode: str | None = RX_MODE) -> None:
         self.run_dir = Path(run_dir)           # its log (when not started through daemons)
         self.socket_path = control_socket(tag)
         self.state_path = Path(f"/dev/shm/concast-linkemu-{tag}")
@@ -121,6 +124,7 @@ class LinkEmulator:
         self.binary = Path(binary)
         self.slots = slots
         self.realtime = realtime
+        self.rx_mode = rx_mode      # None: the daemon's default
         self.daemon = None          # a controller.daemons.Daemon when started through Daemons
         self.popen: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -139,6 +143,8 @@ class LinkEmulator:
         self.socket_path.unlink(missing_ok=True)    # a stale one of a killed run of this tag
         argv = [str(self.binary), "--control", str(self.socket_path), "--state",
                 str(self.state_path), "--slots", str(self.slots), "--realtime", str(self.realtime)]
+        if self.rx_mode:
+            argv += ["--rx-mode", self.rx_mode]
         if self.daemons is not None:
             self.daemon = self.daemons.start("net", argv, name="linkemu")
             self.popen = self.daemon.popen

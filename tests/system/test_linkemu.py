@@ -237,6 +237,85 @@ def test_down_drops_and_up_restores(link):
     assert len(rtts(mn["h1"], IP2, 3)) == 3
 
 
+def napi_threads() -> set[str]:
+    out = set()
+    for p in Path("/proc").iterdir():
+        try:
+            comm = (p / "comm").read_text().strip() if p.name.isdigit() else ""
+        except OSError:
+            continue
+        if comm.startswith("napi/"):
+            out.add(comm)
+    return out
+
+
+def test_default_mode_keeps_plain_taps(link):
+    """The default receive mode is inline (docs/linkemu.md, "Where the receiving stack
+    runs"): plain TAPs, no NAPI thread for them."""
+    if os.environ.get("CONCAST_LINKEMU_RX"):
+        pytest.skip("CONCAST_LINKEMU_RX chooses the mode for this run")
+    mn, emu = link
+    st = emu.stats(LINK)
+    assert (st["a"]["rx"], st["b"]["rx"]) == ("inline", "inline")
+    assert not any(t.startswith(("napi/h1-eth0-", "napi/h2-eth0-")) for t in napi_threads())
+
+
+def test_napi_mode_hands_frames_to_a_threaded_napi_poll(tmp_path):
+    """--rx-mode napi (CONCAST_LINKEMU_RX=napi): each TAP opened with IFF_NAPI, its NAPI
+    threaded (a napi/<dev> kernel thread runs the receiving stack, not the emulator's write),
+    GRO off so frames arrive one by one as written; pings, small and large, get through."""
+    from concast.netns import Scratch
+    from concast.topologies.links import LinkEmulator
+    scratch = Scratch()
+    ns1 = scratch.add(f"ccle-n1-{os.getpid()}")
+    ns2 = scratch.add(f"ccle-n2-{os.getpid()}")
+    emu = LinkEmulator(tmp_path, f"n{os.getpid()}", rx_mode="napi")
+    try:
+        emu.start()
+        emu.add("n", {"netns": ns1, "name": "na", "mac": MAC1}, {"netns": ns2, "name": "nb", "mac": MAC2})
+        st = emu.stats("n")
+        if st["a"]["rx"] == "inline-fallback":
+            pytest.skip("this kernel refused IFF_NAPI; the emulator fell back to plain TAPs")
+        assert (st["a"]["rx"], st["b"]["rx"]) == ("napi-threaded", "napi-threaded")
+        threads = napi_threads()
+        for ns, dev, ip, peer, peer_mac in ((ns1, "na", IP1, IP2, MAC2), (ns2, "nb", IP2, IP1, MAC1)):
+            run = lambda *a: subprocess.run(["ip", "netns", "exec", ns, *a], check=True,
+                                            capture_output=True, text=True, timeout=10).stdout
+            assert run("cat", f"/sys/class/net/{dev}/threaded").strip() in ("1", "enabled")
+            assert "generic-receive-offload: off" in run("ethtool", "-k", dev)
+            assert any(t.startswith(f"napi/{dev}-") for t in threads), sorted(threads)
+            run("ip", "addr", "add", f"{ip}/24", "dev", dev)
+            run("ip", "link", "set", dev, "up")
+            run("ip", "neigh", "replace", peer, "lladdr", peer_mac, "dev", dev, "nud", "permanent")
+        ping = lambda size: subprocess.run(["ip", "netns", "exec", ns1, "ping", "-n", "-c", "5", "-i", "0.02",
+                                            "-W", "2", "-s", str(size), IP2],
+                                           capture_output=True, text=True, timeout=20).stdout
+        assert "5 received" in ping(56)
+        assert "5 received" in ping(1400)
+        assert emu.stats("n")["ab"]["delivered"] >= 10
+    finally:
+        emu.stop()
+        scratch.close()
+
+
+def test_inline_mode_keeps_plain_taps(tmp_path):
+    """--rx-mode inline asked for explicitly: no IFF_NAPI, the stack in our write."""
+    from concast.netns import Scratch
+    from concast.topologies.links import LinkEmulator
+    scratch = Scratch()
+    ns = scratch.add(f"ccle-rx-{os.getpid()}")
+    emu = LinkEmulator(tmp_path, f"x{os.getpid()}", rx_mode="inline")
+    try:
+        emu.start()
+        emu.add("x", {"netns": ns, "name": "xa"}, {"netns": ns, "name": "xb"})
+        st = emu.stats("x")
+        assert (st["a"]["rx"], st["b"]["rx"]) == ("inline", "inline")
+        assert not any(t.startswith("napi/xa-") for t in napi_threads())
+    finally:
+        emu.stop()
+        scratch.close()
+
+
 def test_bad_requests_are_refused_with_a_reason(link):
     from concast.topologies.links import LinkEmuError
     _, emu = link

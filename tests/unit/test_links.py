@@ -132,3 +132,35 @@ def test_stop_removes_the_runtime_directory(tmp_path):
     assert e.socket_path.exists()
     e.stop()
     assert not e.socket_path.parent.exists()
+
+
+@pytest.mark.skipif(not links.BINARY.exists(), reason=f"needs {links.BINARY}")
+def test_bad_rx_mode_is_refused_with_the_choices(tmp_path):
+    r = subprocess.run([str(links.BINARY), "--control", str(tmp_path / "c.sock"), "--rx-mode", "fast"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "want napi or inline" in r.stderr
+    assert "panicked" not in r.stderr
+
+
+def test_rx_mode_reaches_the_daemon_argv(tmp_path, monkeypatch):
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def fake_popen(argv, **kw):
+        seen["argv"] = argv
+        raise Started
+    monkeypatch.setattr(links.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(links.Path, "exists", lambda self: True)
+    for mode, tail in (("napi", ["--rx-mode", "napi"]), (None, [])):
+        e = links.LinkEmulator(tmp_path, f"w{os.getpid()}", rx_mode=mode)
+        try:
+            with pytest.raises(Started):
+                e.start()
+        finally:
+            try:
+                e.socket_path.parent.rmdir()    # made by start() before the daemon
+            except OSError:
+                pass
+        assert seen["argv"][-2:] == tail if tail else "--rx-mode" not in seen["argv"]

@@ -15,21 +15,31 @@ use serde_json::{json, Value};
 
 use crate::emu::{End, Emu, Link};
 use crate::shard::Shard;
-use crate::tap::{self, Netns};
+use crate::tap::{self, Netns, RxMode};
 
 /// Every link of the daemon, over its shards.
+/// CPU time (user + system) the daemon's threads have used, ms: with the frames moved, the
+/// emulator's cost per frame (docs/benchmarks.md). The kernel's NAPI threads are not in it.
+pub fn process_cpu_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 pub struct Links {
     pub shards: Vec<Shard>,
     /// Which shard holds each link.
     by_id: HashMap<String, usize>,
     pub state: Option<Arc<Mutex<StateFile>>>,
     pub late_bound_ns: u64,
+    /// The receive mode asked of every new TAP.
+    pub rx_mode: RxMode,
 }
 
 impl Links {
-    pub fn new(shards: Vec<Shard>, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Links {
+    pub fn new(shards: Vec<Shard>, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, rx_mode: RxMode) -> Links {
         assert!(!shards.is_empty());
-        Links { shards, by_id: HashMap::new(), state, late_bound_ns }
+        Links { shards, by_id: HashMap::new(), state, late_bound_ns, rx_mode }
     }
 
     fn shard_of(&self, id: &str) -> Result<&Shard, String> {
@@ -135,6 +145,7 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
                     "wake_late_max_us": wake_late.quantile_us(1.0),
                     "busy_p99_us": busy.quantile_us(0.99),
                     "busy_max_us": busy.quantile_us(1.0),
+                    "cpu_ms": process_cpu_ms(),
                 }))
             }
         },
@@ -231,8 +242,9 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
     };
     // TAPs are made here, not on the shard, so its links never wait for an `add`. If b fails,
     // a's fd is dropped here and its TAP disappears with it.
-    let made = tap::create(&ns_a, &name_a, mac_a).and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b)?)));
-    let (fd_a, fd_b) = match made {
+    let mode = links.rx_mode;
+    let made = tap::create(&ns_a, &name_a, mac_a, mode).and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b, mode)?)));
+    let ((fd_a, rx_a), (fd_b, rx_b)) = match made {
         Ok(x) => x,
         Err(e) => {
             release(links);
@@ -241,8 +253,8 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
     };
     let names = (name_a.clone(), name_b.clone());
     let ends = [
-        End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a) },
-        End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b) },
+        End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a), rx: rx_a.name() },
+        End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b), rx: rx_b.name() },
     ];
     let dirs = [Direction::new(params[0], seed), Direction::new(params[1], seed ^ 0x5bd1_e995)];
     let shard = links.emptiest();
@@ -255,7 +267,7 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
         return Err(e);
     }
     links.by_id.insert(id.clone(), shard);
-    emit(Level::Info, "link_add", &[("link", &id), ("a", &names.0), ("b", &names.1), ("shard", &shard), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
+    emit(Level::Info, "link_add", &[("link", &id), ("a", &names.0), ("b", &names.1), ("shard", &shard), ("rx", &format!("{},{}", rx_a.name(), rx_b.name())), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
     Ok(json!({"id": id, "slots": slots}))
 }
 
@@ -300,8 +312,8 @@ fn link_stats(l: &Link) -> Value {
     json!({
         "id": l.id,
         "up": l.dirs[0].up,
-        "a": {"name": l.ends[0].name, "netns": l.ends[0].netns, "open": l.ends[0].fd.is_some()},
-        "b": {"name": l.ends[1].name, "netns": l.ends[1].netns, "open": l.ends[1].fd.is_some()},
+        "a": {"name": l.ends[0].name, "netns": l.ends[0].netns, "open": l.ends[0].fd.is_some(), "rx": l.ends[0].rx},
+        "b": {"name": l.ends[1].name, "netns": l.ends[1].netns, "open": l.ends[1].fd.is_some(), "rx": l.ends[1].rx},
         "ab": dir_stats(l, 0),
         "ba": dir_stats(l, 1),
     })

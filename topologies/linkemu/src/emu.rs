@@ -25,6 +25,8 @@ pub struct End {
     pub name: String,
     pub netns: String,
     pub fd: Option<OwnedFd>,
+    /// How the TAP hands written frames to its stack (`tap::RxApplied::name`).
+    pub rx: &'static str,
 }
 
 pub struct Link {

@@ -53,6 +53,14 @@ struct Args {
     /// (docs/linkemu.md, "The event loop").
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Where the receiving namespace's stack runs for frames we write: `inline` inside our
+    /// write, on the emulator's thread; `napi` opens each TAP with IFF_NAPI and threaded NAPI,
+    /// so a kernel thread per TAP runs it at normal priority (a kernel without either falls
+    /// back per TAP; each link's stats say what it got). Default inline: on this 2-core
+    /// machine napi cost more CPU per frame in all, and the emulator's own share did not
+    /// drop (docs/linkemu.md, "Where the receiving stack runs").
+    #[arg(long, default_value = "inline", value_parser = tap::RxMode::parse)]
+    rx_mode: tap::RxMode,
 }
 
 const LISTENER: u64 = 1;
@@ -149,14 +157,14 @@ fn run(args: Args) -> Result<(), String> {
         n => n,
     };
     let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000)).collect::<Result<Vec<_>, _>>()?;
-    let mut links = Links::new(shards, state, args.late_bound_us * 1000);
+    let mut links = Links::new(shards, state, args.late_bound_us * 1000, args.rx_mode);
     let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
     epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
     concast_daemon::stop_on_signals();
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads)]);
+    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads), ("rx_mode", &args.rx_mode.name())]);
 
     while !concast_daemon::stopping() {
         let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };
@@ -191,7 +199,7 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     let (delivered, write_errors) = links.totals();
-    emit(Level::Info, "stopped", &[("links", &links.len()), ("delivered", &delivered), ("write_errors", &write_errors)]);
+    emit(Level::Info, "stopped", &[("links", &links.len()), ("delivered", &delivered), ("write_errors", &write_errors), ("cpu_ms", &control::process_cpu_ms())]);
     drop(links); // stops the shards; their TAPs close
     drop(listener);
     let _ = std::fs::remove_file(&args.control);

@@ -4,6 +4,15 @@
 //!
 //! No IFF_VNET_HDR and no TUNSETOFFLOAD: the kernel then hands us complete checksums and
 //! never a GSO super-frame, which is what userspace OVS and the peer stack need.
+//!
+//! Receive mode (`RxMode`, docs/linkemu.md "Where the receiving stack runs"): a plain TAP
+//! runs the receiving namespace's whole stack inside our `write` (tun's `netif_receive_skb`
+//! under `tun_chr_write_iter`), on the emulator's one real-time thread. With `IFF_NAPI` the
+//! write only queues the frame and schedules the TAP's NAPI poll; with the device's NAPI
+//! `threaded`, that poll runs in a kernel thread `napi/<dev>-<id>` at normal priority, so the
+//! stack's work leaves our thread. GRO is switched off on such a TAP so the namespace still
+//! receives the frames one by one, as written (a GRO super-frame would reach userspace OVS's
+//! packet socket whole).
 
 use std::fs::File;
 use std::io;
@@ -12,6 +21,60 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
+/// tun.c: frames written are queued and handed to the stack by a NAPI poll.
+const IFF_NAPI: libc::c_short = 0x0010;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_SGRO: u32 = 0x0000_002c;
+
+/// How frames written to a TAP reach its namespace's stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxMode {
+    /// The stack runs inside our write (plain TAP).
+    Inline,
+    /// IFF_NAPI with threaded NAPI: a kernel thread per TAP runs the stack.
+    NapiThreaded,
+}
+
+impl RxMode {
+    pub fn parse(s: &str) -> Result<RxMode, String> {
+        match s {
+            "inline" => Ok(RxMode::Inline),
+            "napi" => Ok(RxMode::NapiThreaded),
+            _ => Err(format!("rx mode {s:?}: want napi or inline")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RxMode::Inline => "inline",
+            RxMode::NapiThreaded => "napi",
+        }
+    }
+}
+
+/// What a TAP got: the mode asked for may not be what this kernel allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxApplied {
+    Inline,
+    /// IFF_NAPI and threaded NAPI both took.
+    NapiThreaded,
+    /// IFF_NAPI took but `threaded` did not: the poll runs as a softirq at our write's
+    /// bh-enable, i.e. still in our thread.
+    NapiSoftirq,
+    /// IFF_NAPI was refused (an old kernel); a plain TAP instead.
+    InlineFallback,
+}
+
+impl RxApplied {
+    pub fn name(self) -> &'static str {
+        match self {
+            RxApplied::Inline => "inline",
+            RxApplied::NapiThreaded => "napi-threaded",
+            RxApplied::NapiSoftirq => "napi-softirq",
+            RxApplied::InlineFallback => "inline-fallback",
+        }
+    }
+}
 
 /// Where an end's interface lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +119,19 @@ struct IfreqFlags {
 }
 
 #[repr(C)]
+struct IfreqData {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+#[repr(C)]
 struct IfreqAddr {
     name: [u8; 16],
     addr: libc::sockaddr,
@@ -83,22 +159,72 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
-fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>) -> io::Result<OwnedFd> {
+fn open_tap(name: &[u8; 16], flags: libc::c_short) -> io::Result<OwnedFd> {
     let raw = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut req = IfreqFlags { name: *name, flags: IFF_TAP | IFF_NO_PI, _pad: [0; 22] };
+    let mut req = IfreqFlags { name: *name, flags, _pad: [0; 22] };
     if unsafe { libc::ioctl(raw, TUNSETIFF as _, &mut req) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(fd)
+}
+
+fn inet_socket() -> io::Result<OwnedFd> {
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(sock) })
+}
+
+fn gro_off(sock: &OwnedFd, name: &[u8; 16]) -> io::Result<()> {
+    let mut val = EthtoolValue { cmd: ETHTOOL_SGRO, data: 0 };
+    let mut req = IfreqData { name: *name, data: &mut val as *mut EthtoolValue as *mut libc::c_void, _pad: [0; 16] };
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Write 1 to the device's sysfs `threaded` as this thread's network namespace sees it. The
+/// daemon's /sys belongs to its own namespace, so this thread takes a mount namespace of its
+/// own (gone when the thread ends) and mounts a sysfs there, which shows the devices of the
+/// network namespace the thread is in (what `ip netns exec` does).
+fn napi_threaded_here(name: &str) -> io::Result<()> {
+    let fail = |what: &str| io::Error::new(io::ErrorKind::Other, format!("{what}: {}", io::Error::last_os_error()));
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } < 0 {
+        return Err(fail("unshare(CLONE_NEWNS)"));
+    }
+    let root = c"/";
+    if unsafe { libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) } < 0 {
+        return Err(fail("mount --make-rprivate /"));
+    }
+    unsafe { libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH) };
+    if unsafe { libc::mount(c"sysfs".as_ptr(), c"/sys".as_ptr(), c"sysfs".as_ptr(), 0, std::ptr::null()) } < 0 {
+        return Err(fail("mount sysfs"));
+    }
+    std::fs::write(format!("/sys/class/net/{name}/threaded"), "1")
+}
+
+/// Runs in a thread that is already in the end's network namespace (and may change its own
+/// mount namespace).
+fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>, mode: RxMode) -> io::Result<(OwnedFd, RxApplied)> {
+    let (fd, mut applied) = match mode {
+        RxMode::Inline => (open_tap(name, IFF_TAP | IFF_NO_PI)?, RxApplied::Inline),
+        RxMode::NapiThreaded => match open_tap(name, IFF_TAP | IFF_NO_PI | IFF_NAPI) {
+            Ok(fd) => (fd, RxApplied::NapiThreaded),
+            // EINVAL: a kernel without IFF_NAPI; EPERM: it needs CAP_NET_ADMIN.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EPERM)) => {
+                (open_tap(name, IFF_TAP | IFF_NO_PI)?, RxApplied::InlineFallback)
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    let sock = inet_socket()?;
     if let Some(mac) = mac {
-        let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if sock < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let sock = unsafe { OwnedFd::from_raw_fd(sock) };
         let mut addr: libc::sockaddr = unsafe { std::mem::zeroed() };
         addr.sa_family = libc::ARPHRD_ETHER;
         for (i, b) in mac.iter().enumerate() {
@@ -109,30 +235,39 @@ fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>) -> io::Result<OwnedFd> {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(fd)
-}
-
-/// A TAP named `name` in `ns` with `mac`; its non-blocking fd.
-pub fn create(ns: &Netns, name: &str, mac: Option<[u8; 6]>) -> Result<OwnedFd, String> {
-    let req = ifname(name)?;
-    let what = |e: io::Error| format!("tap {name} in {ns:?}: {e}");
-    match ns {
-        Netns::Root => create_here(&req, mac).map_err(what),
-        Netns::Path(p) => {
-            let nsf = File::open(p).map_err(|e| format!("netns {p}: {e}"))?;
-            // setns changes only the calling thread: do it in a thread of its own.
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
-                        return Err(format!("setns {p}: {}", io::Error::last_os_error()));
-                    }
-                    create_here(&req, mac).map_err(what)
-                })
-                .join()
-                .unwrap_or_else(|_| Err("tap creation thread panicked".into()))
-            })
+    if applied == RxApplied::NapiThreaded {
+        // GRO off first: it is what keeps the frames whole and one by one.
+        gro_off(&sock, name)?;
+        let n = name.iter().position(|&b| b == 0).unwrap_or(16);
+        if napi_threaded_here(std::str::from_utf8(&name[..n]).unwrap_or("")).is_err() {
+            applied = RxApplied::NapiSoftirq;
         }
     }
+    Ok((fd, applied))
+}
+
+/// A TAP named `name` in `ns` with `mac`; its non-blocking fd and the receive mode it got.
+/// Always made in a short-lived thread: setns and the mount namespace taken for sysfs
+/// change only the calling thread.
+pub fn create(ns: &Netns, name: &str, mac: Option<[u8; 6]>, mode: RxMode) -> Result<(OwnedFd, RxApplied), String> {
+    let req = ifname(name)?;
+    let what = |e: io::Error| format!("tap {name} in {ns}: {e}");
+    let nsf = match ns {
+        Netns::Root => None,
+        Netns::Path(p) => Some(File::open(p).map_err(|e| format!("netns {p}: {e}"))?),
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(nsf) = &nsf {
+                if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+                    return Err(format!("setns {ns}: {}", io::Error::last_os_error()));
+                }
+            }
+            create_here(&req, mac, mode).map_err(what)
+        })
+        .join()
+        .unwrap_or_else(|_| Err("tap creation thread panicked".into()))
+    })
 }
 
 /// Read one frame into `buf` (cleared first); Ok(false) when nothing is waiting.
@@ -171,5 +306,8 @@ mod tests {
         assert_eq!(Netns::from_json(&json!(42)).unwrap(), Netns::Path("/proc/42/ns/net".into()));
         assert_eq!(Netns::from_json(&json!("ccab-h1")).unwrap(), Netns::Path("/run/netns/ccab-h1".into()));
         assert!(Netns::from_json(&json!("a/b")).is_err());
+        assert_eq!(RxMode::parse("napi").unwrap(), RxMode::NapiThreaded);
+        assert_eq!(RxMode::parse("inline").unwrap(), RxMode::Inline);
+        assert!(RxMode::parse("fast").unwrap_err().contains("napi or inline"));
     }
 }
