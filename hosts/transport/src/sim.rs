@@ -215,6 +215,20 @@ impl Pair {
         false
     }
 
+    /// A bulk sender until virtual time `end_us`: a's send queue kept full with `msg`, time
+    /// stepped a millisecond at a time, `each_ms` called after every step.
+    pub fn saturate(&mut self, msg: &[u8], end_us: u64, mut each_ms: impl FnMut(&Pair)) {
+        while self.now < end_us {
+            while self.a.can_send(msg.len()) {
+                self.a.send(msg, self.now).expect("can_send said yes");
+            }
+            let until = self.now + 1_000;
+            self.run_until(until, |p| p.now >= until);
+            self.now = self.now.max(until);
+            each_ms(self);
+        }
+    }
+
     /// Send `data` from a to b as messages of `msg` bytes, as fast as the session takes them;
     /// then close. Returns when b has everything a reliable composite must deliver, a closed,
     /// or `limit_us` passed.

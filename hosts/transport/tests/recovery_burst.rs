@@ -41,19 +41,13 @@ fn run(cc: &str, secs: u64) -> Run {
     let d = data(64 << 10);
     let end = secs * 1_000_000;
     let (mut reductions, mut last) = (0, 0.0);
-    while p.now < end {
-        while p.a.can_send(d.len()) {
-            p.a.send(&d, p.now).unwrap();
-        }
-        let until = p.now + 1_000;
-        p.run_until(until, |p| p.now >= until);
-        p.now = p.now.max(until);
+    p.saturate(&d, end, |p| {
         let w = p.a.shared().cwnd;
         if w < 0.75 * last {
             reductions += 1;
         }
         last = w;
-    }
+    });
     let st = p.a.stats();
     let bytes: usize = p.delivered_b.iter().map(|m| m.len()).sum();
     Run { reductions, timeouts: st.timeouts, mbps: bytes as f64 * 8.0 / secs as f64 / 1e6, cwnd_bdp: last / bdp }

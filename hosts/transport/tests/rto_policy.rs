@@ -31,14 +31,7 @@ fn run(cc: &str, rule: Option<RtoPolicy>, secs: u64) -> (u64, u64, f64) {
     p.ab.queue_pkts = (RATE_BPS / 8.0 * 2.0 * DELAY_US as f64 / 1e6 / FRAME as f64) as usize;
     let d = data(64 << 10);
     let end = secs * 1_000_000;
-    while p.now < end {
-        while p.a.can_send(d.len()) {
-            p.a.send(&d, p.now).unwrap();
-        }
-        let until = p.now + 1_000;
-        p.run_until(until, |p| p.now >= until);
-        p.now = p.now.max(until);
-    }
+    p.saturate(&d, end, |_| {});
     let st = p.a.stats();
     let bytes: usize = p.delivered_b.iter().map(|m| m.len()).sum();
     (st.timeouts, st.spurious_timeouts, bytes as f64 * 8.0 / secs as f64 / 1e6)
