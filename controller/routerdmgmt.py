@@ -11,9 +11,13 @@ COMMANDS = ("status", "flows", "stats", "egress ports", "egress cpu", "read-dela
 BUSY_POLL_MAX_US = 10_000  # controller/routerd/src/busypoll.rs MAX_WINDOW_US
 
 
+def busy_poll_in_range(us: int) -> bool:
+    return 0 <= us <= BUSY_POLL_MAX_US
+
+
 def busy_poll_command(us: int) -> str:
     """`busy-poll US`: routerd's busy-poll window from now on (0 = off; docs/routerd.md)."""
-    if not 0 <= us <= BUSY_POLL_MAX_US:
+    if not busy_poll_in_range(us):
         raise ValueError(f"busy-poll window must be 0..{BUSY_POLL_MAX_US} us, not {us}")
     return f"busy-poll {us}"
 
@@ -23,7 +27,7 @@ def query(path: str | Path, command: str = "stats", timeout: float = 3.0) -> dic
     ports|cpu` and `busy-poll US` switch where routerd sends what it writes and its busy-poll
     window (benchmarks compare both ways); `read-delay` gives the CPU port's read-delay bins."""
     word, _, us = command.partition(" ")
-    busy = word == "busy-poll" and us.isdigit() and int(us) <= BUSY_POLL_MAX_US
+    busy = word == "busy-poll" and us.isdigit() and busy_poll_in_range(int(us))
     if command not in COMMANDS and not busy:
         raise ValueError(f"unknown routerd command {command!r}: {', '.join(COMMANDS)}, "
                          f"busy-poll 0..{BUSY_POLL_MAX_US}")

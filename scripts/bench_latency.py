@@ -167,8 +167,8 @@ def main() -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
-    if not 0 <= args.busy_poll_us <= 10_000:
-        print("bench_latency: --busy-poll-us must be 0..10000", file=sys.stderr)
+    if not routerd.busy_poll_in_range(args.busy_poll_us):
+        print(f"bench_latency: --busy-poll-us must be 0..{routerd.BUSY_POLL_MAX_US}", file=sys.stderr)
         return 2
 
     load = open("/proc/loadavg").read().split()[:3]

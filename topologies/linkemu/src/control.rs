@@ -17,7 +17,6 @@ use crate::emu::{End, Emu, Link};
 use crate::shard::Shard;
 use crate::tap::{self, Netns, RxMode};
 
-/// Every link of the daemon, over its shards.
 /// CPU time (user + system) the daemon's threads have used, ms: with the frames moved, the
 /// emulator's cost per frame (docs/benchmarks.md). The kernel's NAPI threads are not in it.
 pub fn process_cpu_ms() -> u64 {
@@ -26,6 +25,7 @@ pub fn process_cpu_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// Every link of the daemon, over its shards.
 pub struct Links {
     pub shards: Vec<Shard>,
     /// Which shard holds each link.
