@@ -54,7 +54,7 @@ import sys
 import time
 from pathlib import Path
 
-from concast import tools
+from concast import procs, tools
 from concast.controller import routerdmgmt as routerd
 from concast.topologies import line
 
@@ -222,9 +222,11 @@ def main() -> int:
             for t in tasks.iterdir():
                 try:
                     name = (t / "comm").read_text().strip()
-                    total[name] = total.get(name, 0) + int((t / "schedstat").read_text().split()[0])
-                except (OSError, ValueError, IndexError):
-                    pass
+                except OSError:
+                    continue  # a thread that ended
+                ns = procs.oncpu_ns(t)
+                if ns is not None:
+                    total[name] = total.get(name, 0) + ns
             return total
         if bmv2:
             # BMv2 diverts by (R, G) entry: group 8 diverted (routerd has no flow for it),

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from concast import tools
+from concast import procs, tools
 from concast.netns import Scratch
 from concast.topologies.links import LinkEmulator
 
@@ -43,14 +43,8 @@ def sh(*argv: str) -> str:
 
 
 def run_ns(tids: list[str]) -> int:
-    """CPU time (ns) the given /proc task directories have run, from their schedstat."""
-    total = 0
-    for t in tids:
-        try:
-            total += int(Path(t, "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass                # a thread that ended
-    return total
+    """CPU time (ns) the given /proc task directories have run (a thread that ended: 0)."""
+    return sum(procs.oncpu_ns(t) or 0 for t in tids)
 
 
 def emulator_tasks(pid: int) -> list[str]:

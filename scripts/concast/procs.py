@@ -8,6 +8,15 @@ import time
 from pathlib import Path
 
 
+def oncpu_ns(task: str | Path) -> int | None:
+    """Nanoseconds a process or thread (/proc/PID or /proc/PID/task/TID) has run on a CPU,
+    the first field of its schedstat; None once it is gone."""
+    try:
+        return int(Path(task, "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def start_time(pid: int) -> int | None:
     """Start time in clock ticks since boot (field 22 of /proc/PID/stat); None if the
     process is gone or a zombie (dead, only waiting to be reaped)."""
