@@ -154,6 +154,9 @@ def main() -> int:
     ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
     ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
     args = ap.parse_args()
+    if not routerd.busy_poll_in_range(args.busy_poll_us):
+        print(f"bench_latency: --busy-poll-us must be 0..{routerd.BUSY_POLL_MAX_US}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("bench_latency: needs root (Mininet, OVS)", file=sys.stderr)
         return 2
@@ -167,9 +170,6 @@ def main() -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
-    if not routerd.busy_poll_in_range(args.busy_poll_us):
-        print(f"bench_latency: --busy-poll-us must be 0..{routerd.BUSY_POLL_MAX_US}", file=sys.stderr)
-        return 2
 
     load = open("/proc/loadavg").read().split()[:3]
     bmv2 = args.dataplane == "bmv2"

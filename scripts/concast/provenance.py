@@ -243,6 +243,7 @@ class Run:
                  binaries=BINARIES, specs=()):
         self.meta = start({k: v for k, v in (params or {}).items()}, seed, binaries=binaries,
                           specs=specs)
+        self.made = not (out and Path(out).exists())     # a folder this run may take back
         self.folder = Path(out) if out else run_folder(tools.RESULTS / kind)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._stdout = None
@@ -262,10 +263,17 @@ class Run:
             self.meta["exit"] = err.code
         elif kind is not None:
             self.meta["error"] = f"{kind.__name__}: {err}"
+        if self.made and self.meta.get("exit") in REFUSED:
+            shutil.rmtree(self.folder, ignore_errors=True)   # nothing ran: leave no empty run behind
+            return False
         write(self.folder, finish(self.meta))
         print(f"results and meta.json: {self.folder}", file=sys.stderr, flush=True)
         return False
 
+
+# Exit statuses of a run refused before it started (docs/cli.md): a bad command line, a missing
+# prerequisite. Such a run keeps no folder it made.
+REFUSED = (2, 3)
 
 # A bench script's options that name a file it writes; main_in_run copies each into the folder.
 FILE_OPTIONS = ("--json", "--csv", "--samples-csv")

@@ -190,3 +190,18 @@ def test_the_record_says_whether_the_kernel_has_netem():
     from concast.topologies import links
     got = provenance.machine()["netem"]
     assert got == (links.netem_available() if os.geteuid() == 0 else None)
+
+
+@pytest.mark.parametrize("status", [2, 3])
+def test_a_refused_bench_run_leaves_no_folder_it_made(tmp_path, monkeypatch, capsys, status):
+    monkeypatch.setattr(tools, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr("sys.argv", ["bench_x.py", "--bad"])
+    assert provenance.main_in_run("bench-x", lambda: status) == status
+    assert not any((tmp_path / "results" / "bench-x").iterdir())
+    given = tmp_path / "given"
+    given.mkdir()                                       # the user's own folder stays, with its record
+    assert provenance.main_in_run("bench-x", lambda: status, ["--out", str(given)]) == status
+    assert json.loads((given / "meta.json").read_text())["exit"] == status
+    assert provenance.main_in_run("bench-x", lambda: 1) == 1   # a run that failed keeps its record
+    (run,) = (tmp_path / "results" / "bench-x").iterdir()
+    assert json.loads((run / "meta.json").read_text())["exit"] == 1
