@@ -22,6 +22,9 @@ pub struct Link {
     /// Drop the datagrams this picks (by their bytes: a test that must lose one segment's
     /// retransmission), besides the rest.
     pub drop_if: Option<Box<dyn FnMut(&[u8]) -> bool + Send>>,
+    /// Deliver these datagrams (0-based count offered) once more for each time listed, as
+    /// a network that duplicates packets does (RFC 5681 §2 names it a cause of duplicate ACKs).
+    pub duplicate_nth: Vec<u64>,
     pub offered: u64,
     pub dropped: u64,
     busy_until: f64,
@@ -40,6 +43,7 @@ impl Link {
             queue_in_packets: false,
             drop_nth: Vec::new(),
             drop_if: None,
+            duplicate_nth: Vec::new(),
             offered: 0,
             dropped: 0,
             busy_until: 0.0,
@@ -144,6 +148,11 @@ impl Pair {
     fn put(&mut self, to_b: bool, d: Vec<u8>) {
         let link = if to_b { &mut self.ab } else { &mut self.ba };
         if let Some(at) = link.offer_datagram(self.now, &d) {
+            let n = link.offered - 1;
+            for _ in 0..link.duplicate_nth.iter().filter(|&&k| k == n).count() {
+                self.order += 1;
+                self.wire.push(Reverse((at, self.order, to_b, d.clone())));
+            }
             self.order += 1;
             self.wire.push(Reverse((at, self.order, to_b, d)));
         }

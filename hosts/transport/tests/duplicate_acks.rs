@@ -1,0 +1,73 @@
+//! What counts as a duplicate ACK (issue #23): with selective acknowledgements, only an ACK
+//! that reports data not reported before (RFC 6675 §2). The ACK a receiver sends for a segment
+//! it already holds (a duplicated packet, or a spurious retransmission) reports nothing new;
+//! three of them must not start a recovery. One CTCP flow over UDT/CCC's 110 ms path (§4.2),
+//! in virtual time, its window below the path's capacity so nothing is lost.
+use concast_transport::sim::Pair;
+use concast_transport::{Config, Preset};
+
+const DELAY_US: u64 = 55_000;
+const RATE_BPS: f64 = 100e6;
+const FRAME: usize = 1442;
+
+fn data(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8).collect()
+}
+
+struct Run {
+    retransmits: u64,
+    /// Copies the receiver found it already held.
+    duplicates: u64,
+    /// Times the window fell by more than a quarter between two samples 1 ms apart.
+    reductions: u32,
+}
+
+/// Steady for 3 s, then the network delivers one data datagram `copies` extra times.
+fn run(cc: &str, copies: usize) -> Run {
+    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
+    c.cc = cc.into();
+    c.seed = 41;
+    s.seed = 42;
+    let bdp = RATE_BPS / 8.0 * 2.0 * DELAY_US as f64 / 1e6 / FRAME as f64;
+    for cfg in [&mut c, &mut s] {
+        // below the path's capacity: no queue overflow, nothing lost
+        cfg.recv_wnd_segs = (0.8 * bdp) as u32;
+        cfg.send_buf_segs = bdp as usize;
+    }
+    let mut p = Pair::new(c, s, 9);
+    for l in [&mut p.ab, &mut p.ba] {
+        l.delay_us = DELAY_US;
+    }
+    p.ab.rate_bps = Some(RATE_BPS);
+    p.ab.queue_pkts = bdp as usize;
+    let d = data(64 << 10);
+    p.saturate(&d, 3_000_000, |_| {});
+    assert_eq!(p.ab.dropped, 0, "the set-up loses nothing");
+    let n = p.ab.offered + 100;
+    p.ab.duplicate_nth = vec![n; copies];
+    let (mut reductions, mut last) = (0, p.a.shared().cwnd);
+    p.saturate(&d, 6_000_000, |p| {
+        let w = p.a.shared().cwnd;
+        if w < 0.75 * last {
+            reductions += 1;
+        }
+        last = w;
+    });
+    assert_eq!(p.ab.dropped, 0);
+    let st = p.a.stats();
+    Run { retransmits: st.retransmits, duplicates: p.b.as_ref().unwrap().stats().duplicates, reductions }
+}
+
+/// Fails on a43f069 (before the fix): four copies gave three duplicate ACKs, a recovery
+/// resent what was not lost, each resent segment's ACK was another duplicate, and ctcp ended
+/// with 382 retransmissions, 386 copies at the receiver and its window halved.
+#[test]
+fn acks_of_segments_the_receiver_already_holds_start_no_recovery() {
+    for cc in ["ctcp", "newreno"] {
+        let r = run(cc, 4);
+        eprintln!("{cc}: {} retransmits, {} duplicates, {} reductions", r.retransmits, r.duplicates, r.reductions);
+        assert_eq!(r.duplicates, 4, "{cc}: the copies arrived");
+        assert_eq!(r.retransmits, 0, "{cc}: nothing was lost, nothing is resent");
+        assert_eq!(r.reductions, 0, "{cc}: the window is not reduced");
+    }
+}
