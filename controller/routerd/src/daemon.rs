@@ -215,6 +215,8 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                     if let Some(c) = answer.get_mut("counters") {
                         add_egress_counters(c, egress.as_ref());
                         c["cpu_port_kernel_drops"] = port.kernel_drops().into();
+                        c["cpu_port_batches"] = port.batches.into();
+                        c["cpu_port_full_batches"] = port.full_batches.into();
                         add_busy_poll_counters(c, &busy);
                     }
                     if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {
