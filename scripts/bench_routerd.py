@@ -129,6 +129,11 @@ class Bench:
         self.scratch.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def tx_dropped(self, dev: str) -> int:
+        """Frames the veth end `dev` could not hand to its peer (the peer CPU's backlog full)."""
+        out = sh("ip", "-n", self.ns, "-j", "-s", "link", "show", "dev", dev).stdout
+        return int(json.loads(out)[0]["stats64"]["tx"]["dropped"])
+
     # ------------------------------------------------------------------ one run
     def start_routerd(self, extra: list[str], batch: int, cpu_io: str) -> tuple[subprocess.Popen, Path]:
         sock = self.dir / "routerd.sock"
@@ -190,12 +195,16 @@ class Bench:
             # The extra blaster: send-only, keys after the first one's, on routerd's core.
             extra = None
             if a.saturate:
+                # The counting blaster listens 1 s past its sending: the extra one, started a
+                # little later, must be done and routerd's backlog drained before it stops.
+                blast += ["--drain-ms", "1000"]
                 extra = ["ip", "netns", "exec", self.ns, "nice", "-n", str(a.extra_nice), "taskset", "-c",
                          str(a.extra_blast_cpu), str(BLAST), *blast[blast.index("--iface"):],
                          "--send-only", "--key-base", str(a.keys)]
                 # It stops before the first one's drain ends: its frames are all in by then.
                 extra[extra.index("--duration") + 1] = str(max(0.1, a.duration - 0.05))
             ksi = ksoftirqd_pid(a.routerd_cpu)
+            v0 = self.tx_dropped("rd0")
             t0 = oncpu_ns_all_threads(p.pid)
             d0 = run_delay_ns(p.pid)
             k0 = procs.oncpu_ns(f"/proc/{ksi}") if ksi else None
@@ -238,6 +247,7 @@ class Bench:
             blast_res = json.loads(out.strip().splitlines()[-1])
             extra_offered = json.loads(xout.strip().splitlines()[-1])["offered"] if x is not None else 0
             stats = routerd.query(sock, "stats")["counters"]
+            veth_drops = self.tx_dropped("rd0") - v0
         finally:
             self.stop_routerd(p)
         cpu_s = (t1 - t0) / 1e9
@@ -275,14 +285,18 @@ class Bench:
             "bad_value": blast_res["bad_value"],
             "lost_before_routerd": lost_before_routerd,
             "blast_rx_drops": blast_res["rx_drops"],
+            # routerd's datagrams the veth dropped on the way back (blast's core's backlog full)
+            "veth_back_drops": veth_drops,
             "out_dgrams": out_dgrams,
             # Every datagram routerd read comes back exactly once, inside a merged datagram (sum
             # `count`s, multiplex records) or passed back unchanged, and merged values are right.
-            # When blast's own receive ring overflowed (its core busy sending, as with
-            # --saturate), the datagrams it lost are counted by its kernel, not by content: then
-            # every datagram routerd wrote is either received or one of those drops.
+            # When datagrams routerd wrote were lost on the way back (blast's receive ring full,
+            # or the veth's backlog on its core, as with --saturate), they are counted by the
+            # kernel, not by content: then every datagram routerd wrote is either received or
+            # one of those drops.
             "merge_ok": (blast_res["bad_value"] == 0 and blast_res["other"] == 0
-                         and (blast_res["returned"] + blast_res["rx_drops"] == out_dgrams if blast_res["rx_drops"]
+                         and (blast_res["returned"] + blast_res["rx_drops"] + veth_drops == out_dgrams
+                              if blast_res["rx_drops"] or veth_drops
                               else (blast_res["contributions_back"] == c["frames_in"]
                                     and (mode == "plain" or blast_res["merged_contributions"] == c["merged_in"] == c["diverted"])))),
             "routerd": c,
@@ -382,9 +396,10 @@ def main() -> int:
     for n in notes:
         print("note:", n)
     for r in rows:
-        if r["blast_rx_drops"]:
-            print(f"{r['mode']}: blast's receive ring dropped {r['blast_rx_drops']} of the {r['out_dgrams']} datagrams "
-                  f"routerd wrote; check by count (received + dropped = written) and the received ones' values")
+        if r["blast_rx_drops"] or r["veth_back_drops"]:
+            print(f"{r['mode']}: of the {r['out_dgrams']} datagrams routerd wrote, blast's receive ring dropped "
+                  f"{r['blast_rx_drops']} and the veth {r['veth_back_drops']}; checked by count (received + dropped "
+                  f"= written) and the received ones' values")
         # routerd had a backlog the whole run: the kernel dropped frames at its full ring and
         # (nearly) every read it made came back full.
         r["saturated"] = r["drops"] > 0 and r["full_pct"] >= 90
@@ -425,7 +440,7 @@ def main() -> int:
               f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']}")
     keys = ["mode", "batch", "cpu_io", "saturate", "saturated", "drops", "full_pct", "ksirq_pct", "extra_offered", "offered_kpps", "in_kpps", "out_kpps", "merged_in_per_s", "cpu_pct", "wait_pct",
             "cap_kpps_per_core", "blast_cpu_pct", "machine_busy_pct", "offered", "frames_in", "merged_in", "merged_out",
-            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "merge_ok"]
+            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "veth_back_drops", "merge_ok"]
     lines = [",".join(keys)] + [",".join(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in keys) for r in rows]
     print("# csv")
     for line in lines:
