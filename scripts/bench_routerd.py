@@ -23,7 +23,18 @@ cap/core = frames routerd handles per second of its own CPU time (the figure tha
 the machine is shared; in kpps). Checks: every contribution comes back (merged counts plus
 datagrams passed back = offered - frames routerd never read) and merged values are right.
 
-Usage: python3 scripts/bench_routerd.py [--duration 3] [--senders 4] [--keys 256] [--csv FILE]
+Saturation (--saturate): one blaster on its own core cannot offer more than routerd takes
+on this 2-core machine (session 13's quiet run: 766 kpps offered, all of it taken), so routerd
+never has a backlog and cap/core then measures the offered load and routerd's wake-ups. With
+--saturate a second, send-only blaster (disjoint keys, its merged datagrams tallied by the
+first) runs on routerd's own core (--extra-blast-cpu), sharing it with routerd; routerd's CPU
+port then holds a backlog: the kernel drops frames at routerd's ring (`drops`) and routerd's
+reads come back full (`full` = share of frames read in full batches). cap/core stays merged
+(or read) frames per second of routerd's own on-CPU time, all its threads (schedstat); what the
+kernel charges to the blasters (their sends, the veth, filling routerd's ring) is not routerd's,
+and `ksirq` shows the CPU time of the kernel's softirq thread on routerd's core.
+
+Usage: python3 scripts/bench_routerd.py [--duration 3] [--senders 4] [--keys 256] [--saturate] [--csv FILE]
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from concast import tools
+from concast import procs, tools
 from concast.netns import Scratch
 from concast.controller import routerdmgmt as routerd
 
@@ -50,7 +61,6 @@ SPECS = tools.spec_or_build_path("sum").parent
 RECEIVER = "10.9.9.2"
 ROUTER_ADDR = "10.0.0.1"
 ROUTER_MAC = "02:cc:0a:00:00:01"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PER_CORE_GOAL = 1_000_000  # issue #26: sum datagrams merged per second of routerd CPU time
 
 
@@ -58,11 +68,21 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), check=check, capture_output=True, text=True)
 
 
-def cpu_ticks(pid: int) -> int:
-    """utime + stime of a process, in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def oncpu_ns_all_threads(pid: int) -> int:
+    """On-CPU ns of every thread of a process (the engine's epoch ticker included)."""
+    return sum(procs.oncpu_ns(t) or 0 for t in Path(f"/proc/{pid}/task").iterdir())
+
+
+def ksoftirqd_pid(cpu: int) -> int | None:
+    """The kernel's softirq thread of one CPU (where softirq work goes when it runs long)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == f"ksoftirqd/{cpu}":
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
 
 
 def run_delay_ns(pid: int) -> int:
@@ -109,13 +129,18 @@ class Bench:
         self.scratch.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def tx_dropped(self, dev: str) -> int:
+        """Frames the veth end `dev` could not hand to its peer (the peer CPU's backlog full)."""
+        out = sh("ip", "-n", self.ns, "-j", "-s", "link", "show", "dev", dev).stdout
+        return int(json.loads(out)[0]["stats64"]["tx"]["dropped"])
+
     # ------------------------------------------------------------------ one run
     def start_routerd(self, extra: list[str], batch: int, cpu_io: str) -> tuple[subprocess.Popen, Path]:
         sock = self.dir / "routerd.sock"
         if sock.exists():
             sock.unlink()
         log = open(self.dir / "routerd.log", "a")
-        argv = ["ip", "netns", "exec", self.ns, *self.nice, "taskset", "-c", str(self.args.routerd_cpu), str(ROUTERD),
+        argv = ["ip", "netns", "exec", self.ns, *self.nice, "taskset", "-c", str(self.args.routerd_cpu), str(self.args.routerd),
                 "--cpu-iface", "rd0", "--addr", ROUTER_ADDR, "--router-mac", ROUTER_MAC,
                 "--mgmt", str(sock), "--batch", str(batch), "--cpu-io", cpu_io, *extra]
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -167,42 +192,80 @@ class Bench:
                      "--iface", "bl0", "--duration", str(a.duration), "--kind", kind,
                      "--senders", str(a.senders), "--keys", str(a.keys), "--dst", RECEIVER,
                      "--router-addr", ROUTER_ADDR, "--dst-mac", ROUTER_MAC]
-            t0 = cpu_ticks(p.pid)
+            # The extra blaster: send-only, keys after the first one's, on routerd's core.
+            extra = None
+            if a.saturate:
+                # The counting blaster listens 1 s past its sending: the extra one, started a
+                # little later, must be done and routerd's backlog drained before it stops.
+                blast += ["--drain-ms", "1000"]
+                extra = ["ip", "netns", "exec", self.ns, "nice", "-n", str(a.extra_nice), "taskset", "-c",
+                         str(a.extra_blast_cpu), str(BLAST), *blast[blast.index("--iface"):],
+                         "--send-only", "--key-base", str(a.keys)]
+                # It stops before the first one's drain ends: its frames are all in by then.
+                extra[extra.index("--duration") + 1] = str(max(0.1, a.duration - 0.05))
+            ksi = ksoftirqd_pid(a.routerd_cpu)
+            v0 = self.tx_dropped("rd0")
+            t0 = oncpu_ns_all_threads(p.pid)
             d0 = run_delay_ns(p.pid)
+            k0 = procs.oncpu_ns(f"/proc/{ksi}") if ksi else None
             m0 = machine_busy()
             w0 = time.monotonic()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             b = subprocess.Popen(blast, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
             self.pids.append(b.pid)
             self.prioritise(b.pid)
+            x = None
+            if extra:
+                x = subprocess.Popen(extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                self.pids.append(x.pid)
+                if a.extra_nice:  # its own session is its own autogroup: the nice must go there too
+                    try:
+                        Path(f"/proc/{x.pid}/autogroup").write_text(str(a.extra_nice))
+                    except OSError:
+                        pass
             try:
                 out, err = b.communicate(timeout=a.duration + 30)
+                xout, xerr = x.communicate(timeout=30) if x else ("", "")
             finally:
-                if b.poll() is None:
-                    b.kill()
-                    b.wait()
-                self.pids.remove(b.pid)
+                for q in (b, x):
+                    if q is None:
+                        continue
+                    if q.poll() is None:
+                        q.kill()
+                        q.wait()
+                    self.pids.remove(q.pid)
             wall = time.monotonic() - w0
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t1 = cpu_ticks(p.pid)
+            t1 = oncpu_ns_all_threads(p.pid)
             d1 = run_delay_ns(p.pid)
+            k1 = procs.oncpu_ns(f"/proc/{ksi}") if ksi else None
             m1 = machine_busy()
             if b.returncode != 0:
                 raise RuntimeError(f"concast-blast failed ({b.returncode}): {err.strip()}")
+            if x is not None and x.returncode != 0:
+                raise RuntimeError(f"the extra concast-blast failed ({x.returncode}): {xerr.strip()}")
             blast_res = json.loads(out.strip().splitlines()[-1])
+            extra_offered = json.loads(xout.strip().splitlines()[-1])["offered"] if x is not None else 0
             stats = routerd.query(sock, "stats")["counters"]
+            veth_drops = self.tx_dropped("rd0") - v0
         finally:
             self.stop_routerd(p)
-        cpu_s = (t1 - t0) / CLK_TCK
+        cpu_s = (t1 - t0) / 1e9
         secs = blast_res["duration_s"]
         c = stats
         out_dgrams = c["merged_out"] + c["passed_through"] + c["forwarded_unmerged"]
-        lost_before_routerd = blast_res["offered"] - c["frames_in"]
+        offered = blast_res["offered"] + extra_offered
+        lost_before_routerd = offered - c["frames_in"]
+        full_frames = c.get("cpu_port_full_batches", 0) * batch
         return {
             "mode": mode + ("" if batch == 64 else f"/b{batch}") + ("/socket" if cpu_io == "socket" and batch == 64 else ""),
             "batch": batch,
             "cpu_io": cpu_io,
-            "offered_kpps": blast_res["offered_pps"] / 1e3,
+            "offered_kpps": offered / secs / 1e3,
+            "saturate": bool(extra),
+            "drops": c.get("cpu_port_kernel_drops", 0),
+            "full_pct": 100 * full_frames / max(1, c["frames_in"]),
+            "ksirq_pct": 100 * (k1 - k0) / 1e9 / wall if k0 is not None and k1 is not None else float("nan"),
             "in_kpps": c["frames_in"] / secs / 1e3,
             "out_kpps": out_dgrams / secs / 1e3,
             "merged_in_per_s": c["merged_in"] / secs,
@@ -211,7 +274,8 @@ class Bench:
             "blast_cpu_pct": 100 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / wall,
             "cap_kpps_per_core": (c["frames_in"] / cpu_s / 1e3) if cpu_s > 0 else float("nan"),
             "machine_busy_pct": 100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
-            "offered": blast_res["offered"],
+            "offered": offered,
+            "extra_offered": extra_offered,
             "frames_in": c["frames_in"],
             "merged_in": c["merged_in"],
             "merged_out": c["merged_out"],
@@ -221,11 +285,20 @@ class Bench:
             "bad_value": blast_res["bad_value"],
             "lost_before_routerd": lost_before_routerd,
             "blast_rx_drops": blast_res["rx_drops"],
+            # routerd's datagrams the veth dropped on the way back (blast's core's backlog full)
+            "veth_back_drops": veth_drops,
+            "out_dgrams": out_dgrams,
             # Every datagram routerd read comes back exactly once, inside a merged datagram (sum
             # `count`s, multiplex records) or passed back unchanged, and merged values are right.
-            "merge_ok": (blast_res["contributions_back"] == c["frames_in"] and blast_res["bad_value"] == 0
-                         and blast_res["other"] == 0
-                         and (mode == "plain" or blast_res["merged_contributions"] == c["merged_in"] == c["diverted"])),
+            # When datagrams routerd wrote were lost on the way back (blast's receive ring full,
+            # or the veth's backlog on its core, as with --saturate), they are counted by the
+            # kernel, not by content: then every datagram routerd wrote is either received or
+            # one of those drops.
+            "merge_ok": (blast_res["bad_value"] == 0 and blast_res["other"] == 0
+                         and (blast_res["returned"] + blast_res["rx_drops"] + veth_drops == out_dgrams
+                              if blast_res["rx_drops"] or veth_drops
+                              else (blast_res["contributions_back"] == c["frames_in"]
+                                    and (mode == "plain" or blast_res["merged_contributions"] == c["merged_in"] == c["diverted"])))),
             "routerd": c,
         }
 
@@ -239,6 +312,9 @@ COLS = [  # (key, header, unit, width, format)
     ("cpu_pct", "CPU", "%", 5, "{:.0f}"),
     ("wait_pct", "wait", "%", 5, "{:.0f}"),
     ("cap_kpps_per_core", "cap/core", "kpps", 8, "{:.1f}"),
+    ("drops", "drops", "ring", 8, "{}"),
+    ("full_pct", "full", "%", 5, "{:.0f}"),
+    ("ksirq_pct", "ksirq", "CPU%", 5, "{:.0f}"),
     ("blast_cpu_pct", "blast", "CPU%", 5, "{:.0f}"),
     ("machine_busy_pct", "machine", "% busy", 7, "{:.0f}"),
     ("merge_ok", "check", "", 5, "{}"),
@@ -259,14 +335,24 @@ def main() -> int:
     ap.add_argument("--modes", default="plain,sum,multiplex,plain/socket,sum/socket,plain/b1,sum/b1")
     ap.add_argument("--nice", type=int, default=0,
                     help="run routerd and blast under `nice -n N` (e.g. -10 on a machine busy with builds)")
+    ap.add_argument("--saturate", action="store_true",
+                    help="add a send-only blaster on routerd's core so routerd's CPU port holds a backlog "
+                         "(cap/core then is routerd's capacity, not the offered load)")
+    ap.add_argument("--extra-blast-cpu", type=int, default=None,
+                    help="CPU of the --saturate blaster (default: routerd's)")
+    ap.add_argument("--extra-nice", type=int, default=0, help="nice of the --saturate blaster (default 0)")
+    ap.add_argument("--routerd", type=Path, default=ROUTERD,
+                    help="the concast-routerd binary to measure (default: the build's; before/after pairs)")
     ap.add_argument("--csv", type=Path, help="also write the CSV lines to this file")
     ap.add_argument("--json", action="store_true", help="print every run's full record as JSON lines too")
     args = ap.parse_args()
 
+    if args.extra_blast_cpu is None:
+        args.extra_blast_cpu = args.routerd_cpu
     if os.geteuid() != 0:
         print("bench_routerd: needs root (network namespaces, AF_PACKET)", file=sys.stderr)
         return 2
-    for path in (ROUTERD, BLAST, SPECS / "sum.wasm"):
+    for path in (args.routerd, BLAST, SPECS / "sum.wasm"):
         if not path.exists():
             print(f"bench_routerd: {path} missing: run `cargo build --release -p concast-routerd` "
                   "and `bash mergespecs/build.sh`", file=sys.stderr)
@@ -296,8 +382,12 @@ def main() -> int:
         bench.cleanup()
     load_after = open("/proc/loadavg").read().split()[:3]
 
+    print(f"routerd {args.routerd}")
     print(f"routerd over a veth, one core each (routerd on CPU {args.routerd_cpu}, blast on CPU {args.blast_cpu}), "
           f"{args.duration:g} s per run, {args.senders} senders x {args.keys} keys, 74-byte frames (sum), nice {args.nice}")
+    if args.saturate:
+        print(f"saturate: a second, send-only blaster on CPU {args.extra_blast_cpu} (nice {args.extra_nice}, keys "
+              f"{args.keys}..{2 * args.keys - 1}), sharing routerd's core")
     print(f"load average before {' '.join(load)}, after {' '.join(load_after)}")
     print(table_line([c[1] for c in COLS]))
     print(table_line([c[2] for c in COLS]))
@@ -305,6 +395,16 @@ def main() -> int:
         print(table_line([fmt.format(r[k]) for k, _, _, _, fmt in COLS]))
     for n in notes:
         print("note:", n)
+    for r in rows:
+        if r["blast_rx_drops"] or r["veth_back_drops"]:
+            print(f"{r['mode']}: of the {r['out_dgrams']} datagrams routerd wrote, blast's receive ring dropped "
+                  f"{r['blast_rx_drops']} and the veth {r['veth_back_drops']}; checked by count (received + dropped "
+                  f"= written) and the received ones' values")
+        # routerd had a backlog the whole run: the kernel dropped frames at its full ring and
+        # (nearly) every read it made came back full.
+        r["saturated"] = r["drops"] > 0 and r["full_pct"] >= 90
+        print(f"{r['mode']}: routerd {'saturated' if r['saturated'] else 'NOT saturated'} "
+              f"({r['drops']} frames dropped at its ring, {r['full_pct']:.0f} % of its frames read in full batches)")
     by = {r["mode"]: r for r in rows}
     for tag in ("", "/socket", "/b1"):
         pl, su = by.get("plain" + tag), by.get("sum" + tag)
@@ -338,9 +438,9 @@ def main() -> int:
         m = by["multiplex"]
         print(f"merge check (multiplex): {m['merged_contributions']} records in {m['merged_out']} bundles "
               f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']}")
-    keys = ["mode", "batch", "cpu_io", "offered_kpps", "in_kpps", "out_kpps", "merged_in_per_s", "cpu_pct", "wait_pct",
+    keys = ["mode", "batch", "cpu_io", "saturate", "saturated", "drops", "full_pct", "ksirq_pct", "extra_offered", "offered_kpps", "in_kpps", "out_kpps", "merged_in_per_s", "cpu_pct", "wait_pct",
             "cap_kpps_per_core", "blast_cpu_pct", "machine_busy_pct", "offered", "frames_in", "merged_in", "merged_out",
-            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "merge_ok"]
+            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "veth_back_drops", "merge_ok"]
     lines = [",".join(keys)] + [",".join(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in keys) for r in rows]
     print("# csv")
     for line in lines:

@@ -67,6 +67,10 @@ pub struct CpuPort {
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
+    /// Reads that returned frames, and of those the ones that returned a full `batch`: a
+    /// port whose reads come back full has a backlog (how a benchmark shows routerd saturated).
+    pub batches: u64,
+    pub full_batches: u64,
 }
 
 fn ifindex(name: &str) -> io::Result<i32> {
@@ -229,6 +233,8 @@ impl CpuPort {
             ring_truncated: 0,
             read_delay: ReadDelay::default(),
             kernel_drops: std::cell::Cell::new(0),
+            batches: 0,
+            full_batches: 0,
         })
     }
 
@@ -248,6 +254,15 @@ impl CpuPort {
     /// Reads up to `batch` frames without blocking; returns how many (0 when none waits).
     /// The frames of the previous batch are given up.
     pub fn recv_batch(&mut self) -> io::Result<usize> {
+        let n = self.recv_any()?;
+        if n > 0 {
+            self.batches += 1;
+            self.full_batches += u64::from(n == self.batch.clamp(1, BATCH));
+        }
+        Ok(n)
+    }
+
+    fn recv_any(&mut self) -> io::Result<usize> {
         if self.ring.is_some() {
             return self.recv_ring();
         }

@@ -13,6 +13,7 @@ use crate::busypoll::BusyPoll;
 use crate::cpu_port::{CpuPort, RxMode};
 use crate::dataplane;
 use crate::egress::{self, Egress};
+use crate::framequeue::FrameQueue;
 use crate::linkgate::{LinkGate, LinkRoute};
 use crate::linkstate::{monotonic_ns, LinkState};
 use crate::log::{emit, Level};
@@ -84,7 +85,8 @@ fn link_mtu(s: &Settings) -> concast_csp::LinkMtu {
 struct Outbox<'a> {
     port: &'a CpuPort,
     egress: Option<&'a mut Egress>,
-    queue: Vec<Vec<u8>>,
+    /// The loop's one queue for the CPU port, empty between turns.
+    queue: &'a mut FrameQueue,
 }
 
 impl Sink for Outbox<'_> {
@@ -94,7 +96,7 @@ impl Sink for Outbox<'_> {
                 return;
             }
         }
-        self.queue.push(frame.to_vec());
+        self.queue.push(frame);
     }
 }
 
@@ -106,7 +108,8 @@ impl Outbox<'_> {
             }
         }
         if !self.queue.is_empty() {
-            if let Err(e) = self.port.send_batch(&self.queue) {
+            let frames: Vec<&[u8]> = self.queue.frames().collect();
+            if let Err(e) = self.port.send_batch(&frames) {
                 emit(Level::Error, "send_failed", &[("error", &e), ("frames", &self.queue.len())]);
             }
             self.queue.clear();
@@ -164,6 +167,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     }
     concast_daemon::wait::fine_timer_slack();
     let mut busy = BusyPoll::new(s.busy_poll_us);
+    let mut to_cpu_port = FrameQueue::default();
     while !concast_daemon::stopping() {
         // To the µs: the engine's next deadline already has the timer lead taken off.
         let began = now();
@@ -197,12 +201,12 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
             moved += n;
             // Frames are read in place from the port's receive buffers; sending needs only a
             // shared borrow of the port too.
-            let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::with_capacity(n) };
+            let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: &mut to_cpu_port };
             router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
             sink.flush();
         }
         busy.after_turn(now(), moved, spin.is_some());
-        let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: Vec::new() };
+        let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: &mut to_cpu_port };
         router.tick(now(), &mut sink);
         sink.flush();
         if fds[1].revents != 0 {
@@ -215,6 +219,8 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                     if let Some(c) = answer.get_mut("counters") {
                         add_egress_counters(c, egress.as_ref());
                         c["cpu_port_kernel_drops"] = port.kernel_drops().into();
+                        c["cpu_port_batches"] = port.batches.into();
+                        c["cpu_port_full_batches"] = port.full_batches.into();
                         add_busy_poll_counters(c, &busy);
                     }
                     if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {

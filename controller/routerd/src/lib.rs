@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod dataplane;
 pub mod diversion;
 pub mod egress;
+pub mod framequeue;
 pub mod linkgate;
 pub mod linkstate;
 /// The shared logger, re-exported so `concast_routerd::log` keeps working.

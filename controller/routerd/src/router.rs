@@ -58,8 +58,10 @@ pub struct Router {
     flows: HashMap<FlowId, Active>,
     pub counters: Counters,
     out: Outputs,
-    /// Per-batch grouping of concast datagrams by engine flow, kept to reuse its allocations.
-    batches: HashMap<concast_engine::FlowSlot, Vec<usize>>,
+    /// Per-batch grouping of concast datagrams by engine flow (indices into the batch), in
+    /// the order the flows first appear; kept to reuse its allocations. A batch holds a few
+    /// flows, so a scan beats hashing every datagram's slot.
+    batches: Vec<(concast_engine::FlowSlot, Vec<usize>)>,
     csp_buf: Vec<u8>,
 }
 
@@ -82,7 +84,7 @@ impl Router {
             flows: HashMap::new(),
             counters: Counters::default(),
             out: Outputs::new(),
-            batches: HashMap::new(),
+            batches: Vec::new(),
             csp_buf: vec![0; codec::MAX_DATAGRAM],
         }
     }
@@ -103,6 +105,9 @@ impl Router {
     /// Handles one batch of frames read from the CPU port.
     pub fn handle_batch<'a>(&mut self, now: u64, frames: impl Iterator<Item = &'a [u8]>, sink: &mut impl Sink) {
         let frames: Vec<&[u8]> = frames.collect();
+        // The previous concast datagram's flow and what was found for it: a batch is mostly
+        // runs of one flow, so the flow table is hashed once per run, not once per datagram.
+        let mut last: Option<(FlowId, Option<(concast_engine::FlowSlot, bool)>)> = None;
         for (i, frame) in frames.iter().enumerate() {
             self.counters.frames_in += 1;
             if frame.len() < ETH_HEADER || frame[12..14] != ETHERTYPE_IPV4 {
@@ -126,6 +131,7 @@ impl Router {
                     // CSP can end or change a flow: the datagrams before it go first, or a
                     // LEAVE would overtake the data its sender sent ahead of it.
                     self.ingest_batches(now, &frames, sink);
+                    last = None; // CSP may add, end or quarantine flows
                     self.counters.csp_in += 1;
                     let msg = codec::decode(&message);
                     // A fetched spec must load here before it is put in force or passed on
@@ -149,10 +155,18 @@ impl Router {
                 Ok(d @ (Datagram::Concast { .. } | Datagram::Mplex { .. })) => {
                     let flow = d.flow().expect("concast datagrams have a flow");
                     let flow = FlowId { receiver: flow.receiver, group: flow.group };
-                    match self.flows.get(&flow) {
-                        Some(a) if !a.quarantined => {
+                    let found = match last {
+                        Some((f, found)) if f == flow => found,
+                        _ => {
+                            let found = self.flows.get(&flow).map(|a| (a.engine, a.quarantined));
+                            last = Some((flow, found));
+                            found
+                        }
+                    };
+                    match found {
+                        Some((slot, false)) => {
                             self.counters.diverted += 1;
-                            self.batches.entry(a.engine).or_default().push(i);
+                            self.batch_of(slot).push(i);
                         }
                         Some(_) => {
                             self.counters.forwarded_unmerged += 1;
@@ -187,10 +201,11 @@ impl Router {
     /// Hands the concast datagrams gathered so far (`batches`, indices into `frames`) to the
     /// engine, one call per flow, and empties the batches.
     fn ingest_batches(&mut self, now: u64, frames: &[&[u8]], sink: &mut impl Sink) {
-        let ids: Vec<concast_engine::FlowSlot> =
-            self.batches.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
-        for id in ids {
-            let mut idx = std::mem::take(self.batches.get_mut(&id).unwrap());
+        // Flows with nothing since the last call are dropped: the list stays as short as a
+        // batch's flows, however many flows come and go.
+        self.batches.retain(|(_, v)| !v.is_empty());
+        for k in 0..self.batches.len() {
+            let (id, mut idx) = (self.batches[k].0, std::mem::take(&mut self.batches[k].1));
             let batch: Vec<&[u8]> = idx.iter().map(|&i| &frames[i][ETH_HEADER..]).collect();
             self.out.clear();
             if self.engine.ingest(id, &batch, now, &mut self.out).is_ok() {
@@ -205,8 +220,20 @@ impl Router {
             }
             self.flush_outputs(now, sink);
             idx.clear();
-            *self.batches.get_mut(&id).unwrap() = idx;
+            self.batches[k].1 = idx;
         }
+    }
+
+    /// The indices gathered for engine flow `slot` in this batch.
+    fn batch_of(&mut self, slot: concast_engine::FlowSlot) -> &mut Vec<usize> {
+        let k = match self.batches.iter().position(|(s, _)| *s == slot) {
+            Some(k) => k,
+            None => {
+                self.batches.push((slot, Vec::new()));
+                self.batches.len() - 1
+            }
+        };
+        &mut self.batches[k].1
     }
 
     /// Runs the CSP and engine timers due at `now`.

@@ -135,6 +135,8 @@ fn run(ns: &str, mode: RxMode, frames: &[Vec<u8>]) -> Run {
         }
     }
     assert_eq!(port.kernel_drops(), 0, "{mode:?}: the kernel dropped frames");
+    assert_eq!(port.batches, batches as u64, "{mode:?}: the port counts the reads that returned frames");
+    assert_eq!(port.full_batches, 0, "{mode:?}: bursts of 50 never fill a batch of 64");
     let delays = port.read_delay().to_json()["n"].as_u64().unwrap();
     Run { mode: port.rx_mode(), out, counters: router.counters.to_json(), batches, delays }
 }
@@ -178,4 +180,43 @@ fn the_ring_and_recvmmsg_give_the_same_merged_output_and_counters() {
     b.sort();
     assert_eq!(a.len(), b.len());
     assert!(a == b, "the same output frames on both paths");
+}
+
+/// The port's read counters say whether it had a backlog (bench_routerd.py --saturate proves
+/// saturation with them): frames queued beyond a batch come back as a full read, the rest as
+/// a short one.
+#[test]
+fn a_backlog_is_read_as_full_batches_and_counted() {
+    if let Some(why) = no_namespaces() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let ns = Netns::new("rxfull");
+    assert!(sh(&["ip", "-n", &ns.0, "link", "add", "rpf0", "type", "veth", "peer", "name", "rpf1"]));
+    for i in ["rpf0", "rpf1"] {
+        assert!(sh(&["ip", "-n", &ns.0, "link", "set", i, "up"]));
+    }
+    enter(&ns.0);
+    let batch = concast_routerd::cpu_port::BATCH;
+    let frames: Vec<Vec<u8>> = (0..batch as u32 + 10).map(|k| contribution(SOURCES[0], k, 1)).collect();
+    for mode in [RxMode::Ring, RxMode::Socket] {
+        let tx = CpuPort::open_tx("rpf0").unwrap();
+        let mut port = CpuPort::open_rx("rpf1", mode).unwrap();
+        assert_eq!(tx.send_batch(&frames).unwrap(), frames.len());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut reads = Vec::new();
+        while reads.iter().sum::<usize>() < frames.len() {
+            assert!(Instant::now() < deadline, "{mode:?}: only {reads:?} of {} frames arrived", frames.len());
+            let mut pfd = libc::pollfd { fd: port.raw_fd(), events: libc::POLLIN, revents: 0 };
+            unsafe { libc::poll(&mut pfd, 1, 100) };
+            let n = port.recv_batch().unwrap();
+            if n > 0 {
+                reads.push(n);
+            }
+        }
+        assert_eq!(port.recv_batch().unwrap(), 0, "{mode:?}: nothing more");
+        let full = reads.iter().filter(|&&n| n == batch).count() as u64;
+        assert_eq!((port.batches, port.full_batches), (reads.len() as u64, full), "{mode:?}: reads {reads:?}");
+        assert!(full >= 1, "{mode:?}: {} frames queued before the first read fill a batch: {reads:?}", frames.len());
+    }
 }

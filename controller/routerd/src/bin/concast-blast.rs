@@ -72,6 +72,15 @@ struct Args {
     /// Milliseconds to keep receiving after the last send (partial rounds time out in 10 ms).
     #[arg(long, default_value_t = 300)]
     drain_ms: u64,
+    /// First aggregate key (keys KEY_BASE..KEY_BASE+KEYS): a second blaster given other keys
+    /// never shares a merge round with the first.
+    #[arg(long, default_value_t = 0)]
+    key_base: u32,
+    /// Only send: open the interface for sending alone (the kernel hands this socket no
+    /// frames), count nothing that comes back. An extra load generator beside a counting one
+    /// (bench_routerd.py --saturate), whose merged datagrams the counting one tallies.
+    #[arg(long)]
+    send_only: bool,
 }
 
 fn sender_addr(s: u32) -> Ipv4Addr {
@@ -85,7 +94,7 @@ fn build_frames(a: &Args, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Result<Vec<Vec<
         Kind::Mplex => concast_wire::MPLEX_GROUP,
     });
     let mut frames = Vec::with_capacity((a.keys * a.senders) as usize);
-    for key in 0..a.keys {
+    for key in a.key_base..a.key_base + a.keys {
         for s in 0..a.senders {
             let mut f = vec![0u8; 256];
             f[0..6].copy_from_slice(&dst_mac);
@@ -204,8 +213,12 @@ fn run(a: Args) -> Result<(), String> {
     if !(1..=BATCH).contains(&a.batch) || a.senders == 0 || a.keys == 0 {
         return Err(format!("--batch must be 1..={BATCH}, --senders and --keys at least 1"));
     }
+    if a.key_base.checked_add(a.keys).is_none() {
+        return Err("--key-base + --keys must fit in 32 bits".into());
+    }
     let dst_mac = parse_mac(&a.dst_mac)?;
-    let mut port = CpuPort::open(&a.iface).map_err(|e| format!("cannot open {}: {e}", a.iface))?;
+    let open = if a.send_only { CpuPort::open_tx } else { CpuPort::open };
+    let mut port = open(&a.iface).map_err(|e| format!("cannot open {}: {e}", a.iface))?;
     port.batch = a.batch;
     let frames = build_frames(&a, port.mac, dst_mac)?;
     // Drain anything already queued, reset the socket's statistics.
@@ -233,7 +246,7 @@ fn run(a: Args) -> Result<(), String> {
             }
             sent += port.send_batch(&out).map_err(|e| format!("send: {e}"))? as u64;
         }
-        loop {
+        while !a.send_only {
             let n = port.recv_batch().map_err(|e| format!("recv: {e}"))?;
             for i in 0..n {
                 t.count(port.frame(i), a.router_addr);
@@ -248,7 +261,7 @@ fn run(a: Args) -> Result<(), String> {
     }
     let send_secs = start.elapsed().as_secs_f64();
     let returned_in_window = t.returned;
-    let drain_end = Instant::now() + Duration::from_millis(a.drain_ms);
+    let drain_end = Instant::now() + Duration::from_millis(if a.send_only { 0 } else { a.drain_ms });
     while Instant::now() < drain_end {
         let n = port.recv_batch().map_err(|e| format!("recv: {e}"))?;
         for i in 0..n {
@@ -269,6 +282,8 @@ fn run(a: Args) -> Result<(), String> {
         "batch": a.batch,
         "senders": a.senders,
         "keys": a.keys,
+        "key_base": a.key_base,
+        "send_only": a.send_only,
         "rate_asked": a.rate,
         "frame_bytes": frames[0].len(),
         "duration_s": send_secs,
