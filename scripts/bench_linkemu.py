@@ -132,6 +132,8 @@ def main() -> int:
                    help="where the receiving stack runs (the daemon's --rx-mode; default: its own)")
     p.add_argument("--spin-us", type=int, default=None,
                    help="the daemon's --spin-us (longest poll before it sleeps; default: its own)")
+    p.add_argument("--tap-qdisc", default=None, metavar="QDISC",
+                   help="experiment: replace the TAPs' root qdisc (e.g. noqueue, a veth's default)")
     p.add_argument("--rps", metavar="HEXMASK", default=None,
                    help="experiment: write this CPU mask to every TAP's rx-0/rps_cpus")
     p.add_argument("--emu-cpu", type=int, default=None,
@@ -169,6 +171,10 @@ def main() -> int:
             os.sched_setaffinity(emu.pid, {args.emu_cpu})
             for t in emulator_tasks(emu.pid):
                 os.sched_setaffinity(int(Path(t).name), {args.emu_cpu})
+        if args.tap_qdisc:
+            for d in (f"{e}{i}" for e in "ab" for i in range(16)):
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", d, "root", args.tap_qdisc)
+            print(f"qdisc {args.tap_qdisc} on the TAPs", flush=True)
         if args.rps:
             devs = " ".join(f"{e}{i}" for e in "ab" for i in range(16))
             sh("ip", "netns", "exec", ns, "sh", "-c",

@@ -62,9 +62,11 @@ struct Args {
     /// drop (docs/linkemu.md, "Where the receiving stack runs").
     #[arg(long, default_value = "inline", value_parser = tap::RxMode::parse)]
     rx_mode: tap::RxMode,
-    /// Longest poll for new frames before a shard sleeps, µs (0: sleep at once). The poll
-    /// adapts: it runs only while frames come in gaps shorter than this (docs/linkemu.md,
-    /// "The event loop"; concast_linkemu::idle).
+    /// Longest poll for new frames before a shard sleeps, µs (0, the default: sleep at once).
+    /// The poll adapts: it runs only while frames come in gaps shorter than this. Only for a
+    /// machine where the emulator has a core of its own: on this one it starved the senders
+    /// and pushed the ACK study into real-time throttling (docs/linkemu.md, "The event loop";
+    /// concast_linkemu::idle).
     #[arg(long, default_value_t = concast_linkemu::idle::DEFAULT_MAX_NS / 1000, value_parser = clap::value_parser!(u64).range(0..=1000))]
     spin_us: u64,
 }
