@@ -67,6 +67,11 @@ impl Idle {
     /// Wait for work: poll for up to the window (or until `next`, the earliest pending event,
     /// has come), then sleep with the timer at `next`.
     pub fn wait(&mut self, w: &mut impl Wait, next: Option<u64>) -> Ended {
+        if self.max == 0 {
+            // No polling: not even the clock reads the window needs (the loop before session 14).
+            self.sleep(w, next);
+            return Ended::Slept;
+        }
         let start = w.now();
         let until = start + self.window;
         let mut ended = None;
@@ -87,24 +92,25 @@ impl Idle {
             }
         }
         let ended = ended.unwrap_or_else(|| {
-            // A timer re-arm is a syscall and, on this VM, a reprogrammed APIC timer: only
-            // when the deadline moved.
-            if next != self.armed {
-                w.arm(next);
-                self.armed = next;
-            }
-            w.block();
+            self.sleep(w, next);
             Ended::Slept
         });
         self.adapt(w.now() - start);
         ended
     }
 
+    fn sleep(&mut self, w: &mut impl Wait, next: Option<u64>) {
+        // A timer re-arm is a syscall and, on this VM, a reprogrammed APIC timer: only when
+        // the deadline moved.
+        if next != self.armed {
+            w.arm(next);
+            self.armed = next;
+        }
+        w.block();
+    }
+
     /// An idle period (poll and sleep) lasted `idle_ns`.
     fn adapt(&mut self, idle_ns: u64) {
-        if self.max == 0 {
-            return;
-        }
         if idle_ns > self.max {
             self.window /= 2;
             if self.window < GROW_START_NS {
