@@ -21,8 +21,8 @@
 pub const GROW_START_NS: u64 = 2_000;
 /// The daemon's default `max` (`--spin-us`): 0, no polling. A poll at real-time priority
 /// holds the CPU against the processes that feed the emulator when they share its core, and
-/// in the ACK study's high-loss run (machine saturated) a 20 us poll raised the emulator's
-/// CPU per frame by a fifth and pushed it into real-time throttling (docs/benchmarks.md,
+/// in two pairs of the ACK study's high-loss run a 20 us poll raised the emulator's CPU per
+/// frame by 7 and 21 % and once pushed it into real-time throttling (docs/benchmarks.md,
 /// session 14). It is for a machine where the emulator has a core of its own.
 pub const DEFAULT_MAX_NS: u64 = 0;
 
