@@ -17,7 +17,7 @@ emulator) sends raw Ethernet frames with AF_PACKET on the a-ends and receives on
   accuracy delay (the probe's median), loss 5 % (probe frames lost), rate 10 Mbit/s
            (1000-byte frames offered at full speed; rx bytes over 3 s)
 
-Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE] [--rx-mode napi|inline]
+Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE] [--rx-mode napi|inline] [--spin-us N]
 """
 from __future__ import annotations
 
@@ -130,6 +130,10 @@ def main() -> int:
                    help="the emulator's SCHED_FIFO priority (0: normal; default: links.py's)")
     p.add_argument("--rx-mode", choices=("napi", "inline"), default=None,
                    help="where the receiving stack runs (the daemon's --rx-mode; default: its own)")
+    p.add_argument("--spin-us", type=int, default=None,
+                   help="the daemon's --spin-us (longest poll before it sleeps; default: its own)")
+    p.add_argument("--tap-qdisc", default=None, metavar="QDISC",
+                   help="experiment: replace the TAPs' root qdisc (e.g. noqueue, a veth's default)")
     p.add_argument("--rps", metavar="HEXMASK", default=None,
                    help="experiment: write this CPU mask to every TAP's rx-0/rps_cpus")
     p.add_argument("--emu-cpu", type=int, default=None,
@@ -148,6 +152,8 @@ def main() -> int:
     rt = {} if args.realtime is None else {"realtime": args.realtime}
     if args.rx_mode:
         rt["rx_mode"] = args.rx_mode
+    if args.spin_us is not None:
+        rt["spin_us"] = args.spin_us
     emu = LinkEmulator(tempfile.mkdtemp(prefix="bench-linkemu-"), f"b{os.getpid()}", **rt)
     rows: list[tuple[str, float, float | None, str]] = []
 
@@ -165,6 +171,10 @@ def main() -> int:
             os.sched_setaffinity(emu.pid, {args.emu_cpu})
             for t in emulator_tasks(emu.pid):
                 os.sched_setaffinity(int(Path(t).name), {args.emu_cpu})
+        if args.tap_qdisc:
+            for d in (f"{e}{i}" for e in "ab" for i in range(16)):
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", d, "root", args.tap_qdisc)
+            print(f"qdisc {args.tap_qdisc} on the TAPs", flush=True)
         if args.rps:
             devs = " ".join(f"{e}{i}" for e in "ab" for i in range(16))
             sh("ip", "netns", "exec", ns, "sh", "-c",

@@ -164,3 +164,35 @@ def test_rx_mode_reaches_the_daemon_argv(tmp_path, monkeypatch):
             except OSError:
                 pass
         assert seen["argv"][-2:] == tail if tail else "--rx-mode" not in seen["argv"]
+
+
+def test_spin_us_reaches_the_daemon_argv(tmp_path, monkeypatch):
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def fake_popen(argv, **kw):
+        seen["argv"] = argv
+        raise Started
+    monkeypatch.setattr(links.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(links.Path, "exists", lambda self: True)
+    for spin, tail in ((0, ["--spin-us", "0"]), ("20", ["--spin-us", "20"]), (None, [])):
+        e = links.LinkEmulator(tmp_path, f"s{os.getpid()}", rx_mode=None, spin_us=spin)
+        try:
+            with pytest.raises(Started):
+                e.start()
+        finally:
+            try:
+                e.socket_path.parent.rmdir()    # made by start() before the daemon
+            except OSError:
+                pass
+        assert seen["argv"][-2:] == tail if tail else "--spin-us" not in seen["argv"]
+
+
+@pytest.mark.skipif(not links.BINARY.exists(), reason=f"needs {links.BINARY}")
+def test_bad_spin_us_is_refused(tmp_path):
+    r = subprocess.run([str(links.BINARY), "--control", str(tmp_path / "c.sock"), "--spin-us", "5000"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "spin-us" in r.stderr
+    assert "panicked" not in r.stderr

@@ -3,7 +3,8 @@
 //! epoll loop over its TAP fds (edge-triggered) and one timerfd armed (absolute,
 //! CLOCK_MONOTONIC) at its earliest pending event. Readable TAPs are read in bounded,
 //! round-robin batches with the due frames written between them (`concast_linkemu::pump`);
-//! while any TAP still holds frames, epoll is only polled. The main thread serves the control
+//! while any TAP still holds frames, epoll is only polled, and once none does, it is polled a
+//! short adaptive while before the thread sleeps (`concast_linkemu::idle`). The main thread serves the control
 //! socket and hands link work to the shards.
 
 mod control;
@@ -61,6 +62,13 @@ struct Args {
     /// drop (docs/linkemu.md, "Where the receiving stack runs").
     #[arg(long, default_value = "inline", value_parser = tap::RxMode::parse)]
     rx_mode: tap::RxMode,
+    /// Longest poll for new frames before a shard sleeps, µs (0, the default: sleep at once).
+    /// The poll adapts: it runs only while frames come in gaps shorter than this. Only for a
+    /// machine where the emulator has a core of its own: on this one it starved the senders
+    /// and pushed the ACK study into real-time throttling (docs/linkemu.md, "The event loop";
+    /// concast_linkemu::idle).
+    #[arg(long, default_value_t = concast_linkemu::idle::DEFAULT_MAX_NS / 1000, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    spin_us: u64,
 }
 
 const LISTENER: u64 = 1;
@@ -156,7 +164,7 @@ fn run(args: Args) -> Result<(), String> {
         0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,
     };
-    let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000)).collect::<Result<Vec<_>, _>>()?;
+    let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000, args.spin_us * 1000)).collect::<Result<Vec<_>, _>>()?;
     let mut links = Links::new(shards, state, args.late_bound_us * 1000, args.rx_mode);
     let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
     epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
@@ -164,7 +172,7 @@ fn run(args: Args) -> Result<(), String> {
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads), ("rx_mode", &args.rx_mode.name())]);
+    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads), ("rx_mode", &args.rx_mode.name()), ("spin_us", &args.spin_us)]);
 
     while !concast_daemon::stopping() {
         let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };

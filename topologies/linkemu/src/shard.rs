@@ -9,13 +9,14 @@
 //! (`sched_rt_runtime_us`, 95 % of each second) then stopped it for ~50 ms once a second.
 
 use std::io::ErrorKind;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use concast_daemon::linkstate::StateFile;
+use concast_linkemu::idle::{Idle, Wait};
 use concast_linkemu::pump::Pump;
 
 use crate::emu::{self, epoll_add, Emu, TAP_TOKEN_BASE};
@@ -32,13 +33,13 @@ pub struct Shard {
     thread: Option<JoinHandle<()>>,
 }
 
-fn arm(timer: &OwnedFd, at: Option<u64>) {
+fn arm(timer: RawFd, at: Option<u64>) {
     let at = at.map(|t| t.max(1)).unwrap_or(0); // 0 disarms
     let spec = libc::itimerspec {
         it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
         it_value: libc::timespec { tv_sec: (at / 1_000_000_000) as _, tv_nsec: (at % 1_000_000_000) as _ },
     };
-    unsafe { libc::timerfd_settime(timer.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    unsafe { libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
 }
 
 fn owned(fd: i32, what: &str) -> Result<OwnedFd, String> {
@@ -55,7 +56,7 @@ fn poke(fd: &OwnedFd) {
 
 impl Shard {
     /// Start shard `index`; its thread inherits the caller's scheduling (SCHED_FIFO).
-    pub fn spawn(index: usize, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Result<Shard, String> {
+    pub fn spawn(index: usize, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, spin_ns: u64) -> Result<Shard, String> {
         let ep = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
         let timer = owned(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd_create")?;
         let wake = Arc::new(owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }, "eventfd")?);
@@ -67,7 +68,7 @@ impl Shard {
         let (w, s) = (wake.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name(format!("shard{index}"))
-            .spawn(move || run(emu, ep, timer, w, rx, s))
+            .spawn(move || run(emu, ep, timer, w, rx, s, spin_ns))
             .map_err(|e| format!("shard thread: {e}"))?;
         Ok(Shard { jobs, wake, stop, thread: Some(thread) })
     }
@@ -95,30 +96,73 @@ impl Drop for Shard {
     }
 }
 
-fn run(mut emu: Emu, ep: OwnedFd, timer: OwnedFd, wake: Arc<OwnedFd>, jobs: Receiver<Job>, stop: Arc<AtomicBool>) {
-    let epfd = ep.as_raw_fd();
-    // The timer's deadline, and the earliest due event when the last round ended.
-    let mut armed: Option<u64> = None;
+/// The shard's side of `Idle`: epoll (the events it returns stay in `events[..n]` for the
+/// loop) and the timerfd.
+struct Epoll {
+    epfd: i32,
+    timer: i32,
+    events: Vec<libc::epoll_event>,
+    /// Events from the last wait (0 when it failed or was interrupted).
+    n: i32,
+    /// A failure other than EINTR: the loop ends.
+    failed: Option<std::io::Error>,
+}
+
+impl Epoll {
+    fn wait(&mut self, timeout_ms: i32) -> i32 {
+        let n = unsafe { libc::epoll_wait(self.epfd, self.events.as_mut_ptr(), self.events.len() as i32, timeout_ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            self.n = 0;
+            if e.kind() != ErrorKind::Interrupted {
+                self.failed = Some(e);
+            }
+            return 0;
+        }
+        self.n = n;
+        n
+    }
+}
+
+impl Wait for Epoll {
+    fn now(&mut self) -> u64 {
+        emu::now_ns()
+    }
+    fn poll(&mut self) -> bool {
+        self.wait(0) > 0 || self.failed.is_some()
+    }
+    fn arm(&mut self, at: Option<u64>) {
+        arm(self.timer, at);
+    }
+    fn block(&mut self) {
+        self.wait(1000);
+    }
+}
+
+fn run(mut emu: Emu, ep: OwnedFd, timer: OwnedFd, wake: Arc<OwnedFd>, jobs: Receiver<Job>, stop: Arc<AtomicBool>, spin_ns: u64) {
+    // The earliest due event when the last round ended.
     let mut next: Option<u64> = None;
     let mut pump = Pump::default();
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    let mut idle = Idle::new(spin_ns);
+    let mut io = Epoll { epfd: ep.as_raw_fd(), timer: timer.as_raw_fd(), events: vec![libc::epoll_event { events: 0, u64: 0 }; 256], n: 0, failed: None };
     while !stop.load(Ordering::Relaxed) {
-        // Inputs still holding frames: only look for news. Otherwise sleep until an input, a
-        // job or the timer (armed at the earliest due event) wakes us.
-        let timeout = if pump.idle() { 1000 } else { 0 };
-        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+        // Inputs still holding frames: only look for news. Otherwise poll a while, then sleep
+        // until an input, a job or the timer (armed at the earliest due event) wakes us
+        // (`idle.rs`).
+        if pump.idle() {
+            idle.wait(&mut io, next);
+        } else {
+            io.wait(0);
+        }
+        if io.failed.is_some() {
+            break; // an epoll fd we own cannot fail otherwise
+        }
         let woke = emu::now_ns();
         // How late the loop woke for the earliest due event (0 when nothing was due yet).
         if let Some(due) = next {
             emu.wake_late.record_ns(woke.saturating_sub(due));
         }
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            break; // an epoll fd we own cannot fail otherwise
-        }
-        for ev in &events[..n as usize] {
+        for ev in &io.events[..io.n as usize] {
             let token = ev.u64; // a copy: epoll_event is packed
             match token {
                 TIMER => {
@@ -136,16 +180,11 @@ fn run(mut emu: Emu, ep: OwnedFd, timer: OwnedFd, wake: Arc<OwnedFd>, jobs: Rece
                 _ => {}
             }
         }
+        io.n = 0;
         // Reads and the due writes between them; the due writes run even when nothing was read.
         pump.round(&mut emu);
         emu.busy.record_ns(emu::now_ns() - woke);
         next = emu.next_deadline();
-        // The timer only matters before a blocking wait: re-arming it after every busy round
-        // cost 8 % of the loop's CPU (timerfd_settime, perf under the ACK study's high load).
-        if pump.idle() && next != armed {
-            arm(&timer, next);
-            armed = next;
-        }
     }
     // Jobs still queued are dropped with their reply channels; callers see the shard gone.
     drop(jobs);
