@@ -478,6 +478,74 @@ impl Flow {
         slot: i32,
         env: &mut Env,
     ) -> Result<(), (&'static str, Fault)> {
+        if from >= to {
+            return Ok(());
+        }
+        let rest = self.account_common(from, to, slot, env);
+        self.account_each(rest, to, slot, env)
+    }
+
+    /// [`Flow::account`]'s common case in one pass: the run's table read at once, no call
+    /// into the sandbox per entry. Accounts entries passed or dropped by their tag, and
+    /// merged (within the held-bytes limit) or dropped by the run's state; returns the first
+    /// entry it leaves to [`Flow::account_each`] (`to` when none): one that breaks the ABI
+    /// or would take the flow past its limit, which that path reports as before.
+    fn account_common(&mut self, from: usize, to: usize, slot: i32, env: &mut Env) -> usize {
+        let mut table = [(0u64, 0u32); abi::batch::MAX];
+        let table = &mut table[..to - from];
+        let Flow { sandbox, states, counters, current_loose, key, .. } = self;
+        let sb = sandbox.as_deref_mut().expect("not quarantined");
+        sb.entries(from, table);
+        let cx = sb.ctx();
+        let current = cx.pending.current_index();
+        for (e, &(tag, result)) in (from..to).zip(table.iter()) {
+            let index = cx.layout[e] as usize;
+            if cx.pending.was_taken(index) {
+                continue;
+            }
+            match tag {
+                abi::TAG_PASS => {
+                    let bytes = cx.pending.bytes(cx.pending.span(index));
+                    env.out.push(*key, env.now, OutputKind::Unmerged(Unmerged::Passed), bytes);
+                    counters.passed += 1;
+                    counters.unmerged_forwarded += 1;
+                    continue;
+                }
+                abi::TAG_DROP => {
+                    counters.dropped += 1;
+                    continue;
+                }
+                _ if slot < 0 => return e,
+                _ => {}
+            }
+            match result as i32 {
+                abi::merge::MERGED => {
+                    let bytes = cx.pending.bytes(cx.pending.span(index));
+                    if states.held_bytes() + bytes.len() > env.limits.held_bytes {
+                        return e;
+                    }
+                    states.hold(slot as u32, bytes);
+                    counters.merged += 1;
+                }
+                abi::merge::DROP => counters.dropped += 1,
+                _ => return e,
+            }
+            if current == Some(index) {
+                *current_loose = false;
+            }
+        }
+        to
+    }
+
+    /// [`Flow::account`] one entry at a time, each through the general path (and its
+    /// error reporting).
+    fn account_each(
+        &mut self,
+        from: usize,
+        to: usize,
+        slot: i32,
+        env: &mut Env,
+    ) -> Result<(), (&'static str, Fault)> {
         for e in from..to {
             let index = self.cx().layout[e] as usize;
             if self.cx().pending.was_taken(index) {
