@@ -74,6 +74,11 @@ pub struct FlowStats {
     pub logs_dropped: u64,
 }
 
+/// A `concast_run` that broke the ABI.
+fn abi_fault(why: String) -> (&'static str, Fault) {
+    ("concast_run", Fault::Abi(why))
+}
+
 /// Datagrams the spec never sees: not 20..=65,535 bytes.
 fn malformed(len: usize) -> bool {
     len < 20 || len > abi::MSG_BUFFER_LEN - 1
@@ -444,11 +449,13 @@ impl Flow {
             )),
             Err(fault) => {
                 let at = self.sb().run_current().clamp(first, n - 1);
-                let _ = self.account(first, at, slot, env);
-                let index = self.cx().layout[at] as usize;
-                let cx = self.cx();
-                cx.pending.set_current(index);
-                self.current_loose = !cx.pending.was_taken(index);
+                // An accounting error leaves its own entry current (see `account_each`).
+                if self.account(first, at, slot, env).is_ok() {
+                    let index = self.cx().layout[at] as usize;
+                    let cx = self.cx();
+                    cx.pending.set_current(index);
+                    self.current_loose = !cx.pending.was_taken(index);
+                }
                 Err(("concast_run", fault))
             }
         }
@@ -552,7 +559,7 @@ impl Flow {
                 continue;
             }
             let (tag, result) = self.sb().entry(e);
-            let why = match tag {
+            let err = match tag {
                 abi::TAG_PASS => {
                     self.forward_index(env, Unmerged::Passed, index);
                     continue;
@@ -561,20 +568,20 @@ impl Flow {
                     self.counters.dropped += 1;
                     continue;
                 }
-                _ if slot < 0 => format!("entry {e} has tag {tag:#x} but the run had no state"),
+                _ if slot < 0 => abi_fault(format!("entry {e} has tag {tag:#x} but the run had no state")),
                 _ => match self.account_one(e, result as i32, slot as u32, env) {
                     Ok(()) => continue,
-                    Err((_, f)) => f.to_string(),
+                    Err(err) => err,
                 },
             };
-            // The spec broke the ABI: what it has not finished with goes out unmerged.
-            for rest in e..to {
-                let index = self.cx().layout[rest] as usize;
-                if !self.cx().pending.was_taken(index) {
-                    self.forward_index(env, Unmerged::FailOpen, index);
-                }
-            }
-            return Err(("concast_run", Fault::Abi(why)));
+            // The spec broke the ABI, or the flow its held-bytes limit: entry `e` becomes the
+            // current datagram, so the quarantine that follows forwards it (unless a state
+            // holds it already: the limit), the entries after it from the queue and what the
+            // states hold, each once. (Forwarding the rest here as well sent them twice.)
+            let cx = self.cx();
+            cx.pending.set_current(index);
+            self.current_loose = !matches!(err.1, Fault::HeldBytes { .. });
+            return Err(err);
         }
         Ok(())
     }
