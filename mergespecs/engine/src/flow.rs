@@ -447,18 +447,24 @@ impl Flow {
                 "concast_run",
                 Fault::Abi(format!("concast_run returned {stop}, not {first}..={n}")),
             )),
-            Err(fault) => {
-                let at = self.sb().run_current().clamp(first, n - 1);
-                // An accounting error leaves its own entry current (see `account_each`).
-                if self.account(first, at, slot, env).is_ok() {
-                    let index = self.cx().layout[at] as usize;
-                    let cx = self.cx();
-                    cx.pending.set_current(index);
-                    self.current_loose = !cx.pending.was_taken(index);
-                }
-                Err(("concast_run", fault))
-            }
+            Err(fault) => Err(self.run_failed(first, n, slot, fault, env)),
         }
+    }
+
+    /// A `concast_run` trapped or ran out of budget: what the spec got through before the
+    /// entry it was working on is accounted, and that entry becomes the current datagram
+    /// (an accounting error leaves its own entry current instead, see `account_each`).
+    #[cold]
+    #[inline(never)]
+    fn run_failed(&mut self, first: usize, n: usize, slot: i32, fault: Fault, env: &mut Env) -> (&'static str, Fault) {
+        let at = self.sb().run_current().clamp(first, n - 1);
+        if self.account(first, at, slot, env).is_ok() {
+            let index = self.cx().layout[at] as usize;
+            let cx = self.cx();
+            cx.pending.set_current(index);
+            self.current_loose = !cx.pending.was_taken(index);
+        }
+        ("concast_run", fault)
     }
 
     /// The state of `tag`, or a new one (`concast_state_new`); and whether it is new.
@@ -488,8 +494,10 @@ impl Flow {
         if from >= to {
             return Ok(());
         }
-        let rest = self.account_common(from, to, slot, env);
-        self.account_each(rest, to, slot, env)
+        match self.account_common(from, to, slot, env) {
+            rest if rest < to => self.account_each(rest, to, slot, env),
+            _ => Ok(()),
+        }
     }
 
     /// [`Flow::account`]'s common case in one pass: the run's table read at once, no call
@@ -545,7 +553,9 @@ impl Flow {
     }
 
     /// [`Flow::account`] one entry at a time, each through the general path (and its
-    /// error reporting).
+    /// error reporting). Off the hot path: only an entry the common case left comes here.
+    #[cold]
+    #[inline(never)]
     fn account_each(
         &mut self,
         from: usize,
