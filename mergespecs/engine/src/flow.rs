@@ -74,6 +74,11 @@ pub struct FlowStats {
     pub logs_dropped: u64,
 }
 
+/// A `concast_run` that broke the ABI.
+fn abi_fault(why: String) -> (&'static str, Fault) {
+    ("concast_run", Fault::Abi(why))
+}
+
 /// Datagrams the spec never sees: not 20..=65,535 bytes.
 fn malformed(len: usize) -> bool {
     len < 20 || len > abi::MSG_BUFFER_LEN - 1
@@ -442,16 +447,24 @@ impl Flow {
                 "concast_run",
                 Fault::Abi(format!("concast_run returned {stop}, not {first}..={n}")),
             )),
-            Err(fault) => {
-                let at = self.sb().run_current().clamp(first, n - 1);
-                let _ = self.account(first, at, slot, env);
-                let index = self.cx().layout[at] as usize;
-                let cx = self.cx();
-                cx.pending.set_current(index);
-                self.current_loose = !cx.pending.was_taken(index);
-                Err(("concast_run", fault))
-            }
+            Err(fault) => Err(self.run_failed(first, n, slot, fault, env)),
         }
+    }
+
+    /// A `concast_run` trapped or ran out of budget: what the spec got through before the
+    /// entry it was working on is accounted, and that entry becomes the current datagram
+    /// (an accounting error leaves its own entry current instead, see `account_each`).
+    #[cold]
+    #[inline(never)]
+    fn run_failed(&mut self, first: usize, n: usize, slot: i32, fault: Fault, env: &mut Env) -> (&'static str, Fault) {
+        let at = self.sb().run_current().clamp(first, n - 1);
+        if self.account(first, at, slot, env).is_ok() {
+            let index = self.cx().layout[at] as usize;
+            let cx = self.cx();
+            cx.pending.set_current(index);
+            self.current_loose = !cx.pending.was_taken(index);
+        }
+        ("concast_run", fault)
     }
 
     /// The state of `tag`, or a new one (`concast_state_new`); and whether it is new.
@@ -478,13 +491,85 @@ impl Flow {
         slot: i32,
         env: &mut Env,
     ) -> Result<(), (&'static str, Fault)> {
+        if from >= to {
+            return Ok(());
+        }
+        match self.account_common(from, to, slot, env) {
+            rest if rest < to => self.account_each(rest, to, slot, env),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Flow::account`]'s common case in one pass: the run's table read at once, no call
+    /// into the sandbox per entry. Accounts entries passed or dropped by their tag, and
+    /// merged (within the held-bytes limit) or dropped by the run's state; returns the first
+    /// entry it leaves to [`Flow::account_each`] (`to` when none): one that breaks the ABI
+    /// or would take the flow past its limit, which that path reports as before.
+    fn account_common(&mut self, from: usize, to: usize, slot: i32, env: &mut Env) -> usize {
+        let mut table = [(0u64, 0u32); abi::batch::MAX];
+        let table = &mut table[..to - from];
+        let Flow { sandbox, states, counters, current_loose, key, .. } = self;
+        let sb = sandbox.as_deref_mut().expect("not quarantined");
+        sb.entries(from, table);
+        let cx = sb.ctx();
+        let current = cx.pending.current_index();
+        for (e, &(tag, result)) in (from..to).zip(table.iter()) {
+            let index = cx.layout[e] as usize;
+            if cx.pending.was_taken(index) {
+                continue;
+            }
+            match tag {
+                abi::TAG_PASS => {
+                    let bytes = cx.pending.bytes(cx.pending.span(index));
+                    env.out.push(*key, env.now, OutputKind::Unmerged(Unmerged::Passed), bytes);
+                    counters.passed += 1;
+                    counters.unmerged_forwarded += 1;
+                    continue;
+                }
+                abi::TAG_DROP => {
+                    counters.dropped += 1;
+                    continue;
+                }
+                _ if slot < 0 => return e,
+                _ => {}
+            }
+            match result as i32 {
+                abi::merge::MERGED => {
+                    let bytes = cx.pending.bytes(cx.pending.span(index));
+                    if states.held_bytes() + bytes.len() > env.limits.held_bytes {
+                        return e;
+                    }
+                    states.hold(slot as u32, bytes);
+                    counters.merged += 1;
+                }
+                abi::merge::DROP => counters.dropped += 1,
+                _ => return e,
+            }
+            if current == Some(index) {
+                *current_loose = false;
+            }
+        }
+        to
+    }
+
+    /// [`Flow::account`] one entry at a time, each through the general path (and its
+    /// error reporting). Off the hot path: only an entry the common case left comes here.
+    #[cold]
+    #[inline(never)]
+    fn account_each(
+        &mut self,
+        from: usize,
+        to: usize,
+        slot: i32,
+        env: &mut Env,
+    ) -> Result<(), (&'static str, Fault)> {
         for e in from..to {
             let index = self.cx().layout[e] as usize;
             if self.cx().pending.was_taken(index) {
                 continue;
             }
             let (tag, result) = self.sb().entry(e);
-            let why = match tag {
+            let err = match tag {
                 abi::TAG_PASS => {
                     self.forward_index(env, Unmerged::Passed, index);
                     continue;
@@ -493,20 +578,20 @@ impl Flow {
                     self.counters.dropped += 1;
                     continue;
                 }
-                _ if slot < 0 => format!("entry {e} has tag {tag:#x} but the run had no state"),
+                _ if slot < 0 => abi_fault(format!("entry {e} has tag {tag:#x} but the run had no state")),
                 _ => match self.account_one(e, result as i32, slot as u32, env) {
                     Ok(()) => continue,
-                    Err((_, f)) => f.to_string(),
+                    Err(err) => err,
                 },
             };
-            // The spec broke the ABI: what it has not finished with goes out unmerged.
-            for rest in e..to {
-                let index = self.cx().layout[rest] as usize;
-                if !self.cx().pending.was_taken(index) {
-                    self.forward_index(env, Unmerged::FailOpen, index);
-                }
-            }
-            return Err(("concast_run", Fault::Abi(why)));
+            // The spec broke the ABI, or the flow its held-bytes limit: entry `e` becomes the
+            // current datagram, so the quarantine that follows forwards it (unless a state
+            // holds it already: the limit), the entries after it from the queue and what the
+            // states hold, each once. (Forwarding the rest here as well sent them twice.)
+            let cx = self.cx();
+            cx.pending.set_current(index);
+            self.current_loose = !matches!(err.1, Fault::HeldBytes { .. });
+            return Err(err);
         }
         Ok(())
     }

@@ -203,6 +203,13 @@ pub(crate) trait Sandbox: Send {
     fn entry(&mut self, _i: usize) -> (u64, u32) {
         (0, 0)
     }
+    /// ABI v2: entries `from..from + out.len()` of the table, (tag, result) each: what
+    /// [`Sandbox::entry`] gives, read in one go for a run's accounting.
+    fn entries(&mut self, from: usize, out: &mut [(u64, u32)]) {
+        for (k, e) in out.iter_mut().enumerate() {
+            *e = self.entry(from + k);
+        }
+    }
     /// ABI v2: gives entry `i` its tag and marks it `TAG_KNOWN`.
     fn set_known(&mut self, _i: usize, _tag: u64) {}
     /// ABI v2: the entry the spec says it is working on.
@@ -213,11 +220,13 @@ pub(crate) trait Sandbox: Send {
 
 /// The exports of one instance, typed once at instantiation.
 struct Exports {
+    /// `get_tag`, `merge` and `done` are the engine's to call in ABI v1 only (v2's
+    /// `concast_run` calls them inside the guest), so a v2 flow does not fetch them: `None`.
     get_tag: Option<TypedFunc<i32, i64>>,
     state_new: TypedFunc<(i32, i64), ()>,
     merge: Option<TypedFunc<(i32, i32), i32>>,
     run: Option<TypedFunc<(i32, i32, i32, i64), i32>>,
-    done: TypedFunc<i32, i32>,
+    done: Option<TypedFunc<i32, i32>>,
     build: TypedFunc<i32, i32>,
     timeout: Option<TypedFunc<i32, i32>>,
     state_free: Option<TypedFunc<i32, ()>>,
@@ -266,13 +275,16 @@ impl WasmSandbox {
         store.data_mut().memory = Some(memory);
         let s = &mut store;
         let i = &instance;
+        // Fetching and typing an export is a good part of a pooled flow's instantiation
+        // (docs/benchmarks.md, session 10): a v2 flow leaves the v1-only ones alone.
+        let v1 = spec.version < abi::VERSION_2;
         let exports = (|| -> wasmtime::Result<Exports> {
             Ok(Exports {
-                get_tag: func(s, i, at.get_tag.as_ref(), "concast_get_tag")?,
+                get_tag: if v1 { func(s, i, at.get_tag.as_ref(), "concast_get_tag")? } else { None },
                 state_new: required(s, i, at.state_new.as_ref(), "concast_state_new")?,
-                merge: func(s, i, at.merge.as_ref(), "concast_merge")?,
+                merge: if v1 { func(s, i, at.merge.as_ref(), "concast_merge")? } else { None },
                 run: func(s, i, at.run.as_ref(), "concast_run")?,
-                done: required(s, i, at.done.as_ref(), "concast_done")?,
+                done: if v1 { Some(required(s, i, at.done.as_ref(), "concast_done")?) } else { None },
                 build: required(s, i, at.build.as_ref(), "concast_build")?,
                 timeout: func(s, i, at.timeout.as_ref(), "concast_timeout")?,
                 state_free: func(s, i, at.state_free.as_ref(), "concast_state_free")?,
@@ -359,16 +371,19 @@ impl Sandbox for WasmSandbox {
         use abi::batch;
         let (mem, cx) = self.memory.data_and_store_mut(&mut self.store);
         let area = cx.batch_area.expect("a batched spec");
+        // The table and the data region borrowed once each (init checked that the area is
+        // in memory; the layout holds at most `MAX` entries of `MSG_BUFFER_LEN` bytes in
+        // all); each entry written whole: off, len, then tag, flags and result zeroed.
+        let (head, data) = mem[area..area + batch::AREA_LEN].split_at_mut(batch::DATA);
+        let table = &mut head[batch::TABLE..batch::TABLE + cx.layout.len() * batch::ENTRY_LEN];
         let mut off = 0usize;
-        for (i, &index) in cx.layout.iter().enumerate() {
+        for (raw, &index) in table.chunks_exact_mut(batch::ENTRY_LEN).zip(&cx.layout) {
             let bytes = cx.pending.bytes(cx.pending.span(index as usize));
-            let e = area + batch::TABLE + i * batch::ENTRY_LEN;
-            mem[e + batch::OFF..e + batch::OFF + 4].copy_from_slice(&(off as u32).to_le_bytes());
-            mem[e + batch::LEN..e + batch::LEN + 4]
-                .copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-            mem[e + batch::TAG..e + batch::ENTRY_LEN].fill(0);
-            let data = area + batch::DATA + off;
-            mem[data..data + bytes.len()].copy_from_slice(bytes);
+            let mut entry = [0u8; batch::ENTRY_LEN];
+            entry[batch::OFF..batch::OFF + 4].copy_from_slice(&(off as u32).to_le_bytes());
+            entry[batch::LEN..batch::LEN + 4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+            raw.copy_from_slice(&entry);
+            data[off..off + bytes.len()].copy_from_slice(bytes);
             off += bytes.len();
         }
     }
@@ -389,6 +404,20 @@ impl Sandbox for WasmSandbox {
             u32::from_le_bytes(mem[e + batch::RESULT..e + batch::RESULT + 4].try_into().expect("4"));
         (tag, result)
     }
+    fn entries(&mut self, from: usize, out: &mut [(u64, u32)]) {
+        use abi::batch;
+        let area = self.store.data().batch_area.expect("a batched spec");
+        let start = area + batch::TABLE + from * batch::ENTRY_LEN;
+        // One borrow and one bounds check for the whole range (init checked that the area
+        // is in memory, and memory never shrinks).
+        let table = &self.memory.data(&self.store)[start..start + out.len() * batch::ENTRY_LEN];
+        for (e, raw) in out.iter_mut().zip(table.chunks_exact(batch::ENTRY_LEN)) {
+            let tag = u64::from_le_bytes(raw[batch::TAG..batch::TAG + 8].try_into().expect("8"));
+            let result =
+                u32::from_le_bytes(raw[batch::RESULT..batch::RESULT + 4].try_into().expect("4"));
+            *e = (tag, result);
+        }
+    }
     fn set_known(&mut self, i: usize, tag: u64) {
         use abi::batch;
         let area = self.store.data().batch_area.expect("a batched spec");
@@ -404,7 +433,8 @@ impl Sandbox for WasmSandbox {
         u32::from_le_bytes(mem[area..area + 4].try_into().expect("4")) as usize
     }
     fn done(&mut self, slot: u32) -> Result<i32, Fault> {
-        call(&mut self.store, self.cpu, &self.exports.done, slot as i32)
+        let f = self.exports.done.as_ref().ok_or_else(|| Fault::Abi("no concast_done".into()))?;
+        call(&mut self.store, self.cpu, f, slot as i32)
     }
     fn build(&mut self, slot: u32) -> Result<i32, Fault> {
         call(&mut self.store, self.cpu, &self.exports.build, slot as i32)

@@ -51,7 +51,17 @@ impl EgressGate for BusyLink {
 /// Everything an engine did with `batches` (ingested at their times, timers fired in
 /// between and at the end): each output as (time, kind, bytes), then the flow's counters.
 fn run(spec: &[u8], params: &str, batches: &[(u64, Vec<Vec<u8>>)], gate: bool) -> (Vec<String>, String) {
-    let mut engine = engine();
+    run_in(engine(), spec, params, batches, gate)
+}
+
+/// [`run`] in `engine`.
+fn run_in(
+    mut engine: Engine,
+    spec: &[u8],
+    params: &str,
+    batches: &[(u64, Vec<Vec<u8>>)],
+    gate: bool,
+) -> (Vec<String>, String) {
     let link = std::sync::Arc::new(std::sync::Mutex::new(0u64));
     if gate {
         engine.set_egress_gate(Some(Box::new(BusyLink(link.clone()))));
@@ -280,6 +290,40 @@ fn eating_memory_in_a_batch_quarantines() {
     let grow = "(loop $g (br_if $g (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))";
     quarantined_in_a_batch(&mut engine(), &v2_spec(grow), |f| {
         matches!(f, Fault::MemoryLimit { .. })
+    });
+}
+
+/// The engine accounts a run's merged entries in one pass over its table; the flow's
+/// held-bytes limit, crossed in the middle of a run, still quarantines it as v1 does: same
+/// fault, same outputs, same counters.
+#[test]
+fn held_bytes_limit_crossed_inside_a_run_quarantines_as_v1_does() {
+    let with_limit = || {
+        let limits = Limits { held_bytes: 5 * 60 + 30, ..Limits::default() };
+        Engine::new(EngineConfig { node: NODE, limits, ..EngineConfig::default() }).unwrap()
+    };
+    let batch: Vec<Vec<u8>> = (1..=20).map(|i| contribution(i, 7, 3, i64::from(i))).collect();
+    let input = [(10, batch)];
+    let params = "fanin=1000 timeout_us=500000";
+    let (out1, counters1) = run_in(with_limit(), &v1_bytes("sum"), params, &input, false);
+    let (out2, counters2) = run_in(with_limit(), &spec_bytes("sum"), params, &input, false);
+    assert!(counters2.contains("HeldBytes { limit: 330 }"), "v2 quarantined: {counters2}");
+    assert!(counters2.contains("fail_open: 20"), "every datagram forwarded: {counters2}");
+    assert_eq!(out1, out2, "the same outputs from v1 and v2");
+    assert_eq!(counters1, counters2, "the same counters");
+}
+
+/// A merge result the ABI does not know, written for an entry the run went past, is found
+/// when the engine accounts the run: the flow is quarantined and every datagram comes back
+/// unmerged, once.
+#[test]
+fn an_unknown_merge_result_inside_a_run_quarantines() {
+    let bad_result = "(i32.store offset=20 (local.get $e) (i32.const 9))
+        (global.set $n (i32.add (global.get $n) (i32.const 1)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)";
+    quarantined_in_a_batch(&mut engine(), &v2_spec(bad_result), |f| {
+        matches!(f, Fault::Abi(why) if why.contains("merge result 9"))
     });
 }
 
