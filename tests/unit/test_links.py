@@ -142,52 +142,39 @@ def test_bad_rx_mode_is_refused_with_the_choices(tmp_path):
     assert "panicked" not in r.stderr
 
 
-def test_rx_mode_reaches_the_daemon_argv(tmp_path, monkeypatch):
+def daemon_argv(tmp_path, monkeypatch, **kw) -> list[str]:
+    """The command line LinkEmulator.start() would run with these keywords (stopped at Popen)."""
     seen = {}
 
     class Started(Exception):
         pass
 
-    def fake_popen(argv, **kw):
+    def fake_popen(argv, **_):
         seen["argv"] = argv
         raise Started
     monkeypatch.setattr(links.subprocess, "Popen", fake_popen)
     monkeypatch.setattr(links.Path, "exists", lambda self: True)
-    for mode, tail in (("napi", ["--rx-mode", "napi"]), (None, [])):
-        e = links.LinkEmulator(tmp_path, f"w{os.getpid()}", rx_mode=mode)
+    e = links.LinkEmulator(tmp_path, f"w{os.getpid()}", **kw)
+    try:
+        with pytest.raises(Started):
+            e.start()
+    finally:
         try:
-            with pytest.raises(Started):
-                e.start()
-        finally:
-            try:
-                e.socket_path.parent.rmdir()    # made by start() before the daemon
-            except OSError:
-                pass
-        assert seen["argv"][-2:] == tail if tail else "--rx-mode" not in seen["argv"]
+            e.socket_path.parent.rmdir()    # made by start() before the daemon
+        except OSError:
+            pass
+    return seen["argv"]
+
+
+def test_rx_mode_reaches_the_daemon_argv(tmp_path, monkeypatch):
+    assert daemon_argv(tmp_path, monkeypatch, rx_mode="napi")[-2:] == ["--rx-mode", "napi"]
+    assert "--rx-mode" not in daemon_argv(tmp_path, monkeypatch, rx_mode=None)
 
 
 def test_spin_us_reaches_the_daemon_argv(tmp_path, monkeypatch):
-    seen = {}
-
-    class Started(Exception):
-        pass
-
-    def fake_popen(argv, **kw):
-        seen["argv"] = argv
-        raise Started
-    monkeypatch.setattr(links.subprocess, "Popen", fake_popen)
-    monkeypatch.setattr(links.Path, "exists", lambda self: True)
-    for spin, tail in ((0, ["--spin-us", "0"]), ("20", ["--spin-us", "20"]), (None, [])):
-        e = links.LinkEmulator(tmp_path, f"s{os.getpid()}", rx_mode=None, spin_us=spin)
-        try:
-            with pytest.raises(Started):
-                e.start()
-        finally:
-            try:
-                e.socket_path.parent.rmdir()    # made by start() before the daemon
-            except OSError:
-                pass
-        assert seen["argv"][-2:] == tail if tail else "--spin-us" not in seen["argv"]
+    for spin, tail in ((0, ["--spin-us", "0"]), ("20", ["--spin-us", "20"])):
+        assert daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=spin)[-2:] == tail
+    assert "--spin-us" not in daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=None)
 
 
 @pytest.mark.skipif(not links.BINARY.exists(), reason=f"needs {links.BINARY}")
