@@ -169,7 +169,10 @@ def plot(rows: list[dict], png, meta: dict) -> None:
         ax.set_ylabel("packets inside the 3000 ms playout window (%)")
         ax.set_ylim(0, 102)
         ax.set_title(f"Figure 5 {title}", fontsize=9)
-        ax.legend(fontsize=7, loc="lower left")
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=7, loc="lower left")
+        else:                                   # a run of the other path only (--quick)
+            ax.text(0.5, 0.5, "path not run", ha="center", transform=ax.transAxes)
     ax = axes[2]
     rs = sorted((r for r in sm if r["path"] == "wide" and r["protocol"] == "CTP-Bulk"), key=lambda r: r["loss_pct"])
     bottom = [0.0] * len(rs)
