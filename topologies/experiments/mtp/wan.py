@@ -114,7 +114,10 @@ def plot(a: dict, path: Path) -> None:
         r.scatter([x for x, _ in v["points"]], [max(y, 1e-3) for _, y in v["points"]], color=c, s=18,
                   label=f"ours {proto}")
         if v["fit"]:
-            fx = [x / 2 for x in range(0, 121)]
+            # ours drawn over the measured losses only: a fit of two noisy points can grow so
+            # fast that extending it to 60 % overflows a float (seen once in the quick test)
+            lo, hi = min(x for x, _ in v["points"]), max(x for x, _ in v["points"])
+            fx = [lo + (hi - lo) * k / 120 for k in range(121)]
             r.plot(fx, [v["fit"][0] * math.exp(v["fit"][1] * x) for x in fx], color=c, lw=1)
     for i, (name, m) in enumerate((("MTP", "^"), ("TCP", "v"))):
         xs = sorted(x for x, v in APPENDIX_D_SMOOTHED.items() if v[i] is not None and x <= 40)
