@@ -80,16 +80,29 @@ install_python_venv() {
     fi
 }
 
+# Runs a command with no file descriptor above 2 inherited: the daemons ovs-ctl starts live on
+# after this script, and a descriptor they keep (say, the flock that wraps `make test`) would
+# stay held until they stop.
+without_inherited_fds() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+        done
+        exec "$@"
+    )
+}
+
 start_openvswitch() {
     if ovs-vsctl --timeout=5 show >/dev/null 2>&1 && pgrep -x ovs-vswitchd >/dev/null; then
         return
     fi
     say "starting Open vSwitch (userspace datapath; there is no OVS kernel module here)"
     local ctl=/usr/share/openvswitch/scripts/ovs-ctl
-    "$ctl" start --system-id=random --no-ovs-vswitchd --no-mlockall >/dev/null
+    without_inherited_fds "$ctl" start --system-id=random --no-ovs-vswitchd --no-mlockall >/dev/null
     # TCP through userspace OVS needs TSO support set before ovs-vswitchd starts.
     ovs-vsctl --no-wait set Open_vSwitch . other_config:userspace-tso-enable=true
-    "$ctl" start --system-id=random --no-ovsdb-server --no-mlockall >/dev/null
+    without_inherited_fds "$ctl" start --system-id=random --no-ovsdb-server --no-mlockall >/dev/null
     ovs-vsctl --timeout=10 show >/dev/null || die "Open vSwitch did not start; see /var/log/openvswitch/"
 }
 
