@@ -491,11 +491,11 @@ def main() -> int:
               + (f" (plain pass-back in the same run {by['plain']['cap_kpps_per_core'] * 1e3:,.0f}/s per core, "
                  f"sum/plain {s['cap_kpps_per_core'] / by['plain']['cap_kpps_per_core']:.2f})" if "plain" in by else ""))
         print(f"merge check (sum): {s['merged_contributions']} contributions in {s['merged_out']} merged datagrams "
-              f"== {s['merged_in']} datagrams merged by routerd: {s['merge_ok']}")
+              f"== {s['merged_in']} datagrams merged by routerd: {s['merge_ok']} ({s['check_note'].split(':')[0]})")
     if "multiplex" in by:
         m = by["multiplex"]
         print(f"merge check (multiplex): {m['merged_contributions']} records in {m['merged_out']} bundles "
-              f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']}")
+              f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']} ({m['check_note'].split(':')[0]})")
     keys = ["mode", "batch", "cpu_io", "saturate", "saturated", "drops", "full_pct", "ksirq_pct", "extra_offered", "offered_kpps", "in_kpps", "out_kpps", "merged_in_per_s", "cpu_pct", "wait_pct",
             "cap_kpps_per_core", "blast_cpu_pct", "machine_busy_pct", "offered", "frames_in", "merged_in", "merged_out",
             "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "veth_back_drops",
