@@ -7,7 +7,7 @@ import json
 import socket
 from pathlib import Path
 
-COMMANDS = ("status", "flows", "stats", "egress ports", "egress cpu", "read-delay")
+COMMANDS = ("status", "flows", "stats", "egress ports", "egress cpu", "read-delay", "wait sleep", "wait adaptive")
 BUSY_POLL_MAX_US = 10_000  # controller/routerd/src/busypoll.rs MAX_WINDOW_US
 
 
@@ -24,8 +24,9 @@ def busy_poll_command(us: int) -> str:
 
 def query(path: str | Path, command: str = "stats", timeout: float = 3.0) -> dict:
     """The answer to `command` (one of COMMANDS, or busy_poll_command(us)); `egress
-    ports|cpu` and `busy-poll US` switch where routerd sends what it writes and its busy-poll
-    window (benchmarks compare both ways); `read-delay` gives the CPU port's read-delay bins."""
+    ports|cpu`, `busy-poll US` and `wait sleep|adaptive` switch where routerd sends what it
+    writes, its busy-poll window and how it waits for frames (benchmarks compare both ways);
+    `read-delay` gives the CPU port's read-delay bins."""
     word, _, us = command.partition(" ")
     busy = word == "busy-poll" and us.isdigit() and busy_poll_in_range(int(us))
     if command not in COMMANDS and not busy:

@@ -29,6 +29,9 @@ and background load hit them alike:
   merge     as merge-cpu, out of the port: the concast hop as routerd runs by default
   pass-bp   with --busy-poll-us N: as pass, with routerd busy-polling N us after each turn
   merge-bp  the same for merge (routerd's window switched per block with `busy-poll N|0`)
+  pass-ad   with --adaptive: as pass, with routerd's adaptive wait (`routerd --wait adaptive`:
+            it sleeps until just before the next expected frame and spins through its window)
+  merge-ad  the same for merge (switched per block with `wait adaptive|sleep`)
 
 The concast hop's added latency is merge - plain (what the target names) = pass - plain
 (diversion, routerd's AF_PACKET read and write) + merge - pass (the merge engine). Through the
@@ -39,7 +42,7 @@ wake-up (`cpu_port_read_delay`: kernel's ring write to routerd's read) is shown 
 Replies are never diverted (the selector matches only datagrams to rx). routerd's counters are
 read per block to check that each block took the path it names.
 
-Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--busy-poll-us N]
+Usage: python3 scripts/bench_latency.py [--samples 2000] [--block 100] [--busy-poll-us N] [--adaptive]
        [--paths plain,pass,merge,...] [--csv FILE] [--samples-csv FILE]
 """
 from __future__ import annotations
@@ -68,6 +71,7 @@ GROUP_PLAIN = 9     # BMv2: no concast_flows entry, so forwarded by the P4 progr
 # Measured in this order (reversed every other round); -cpu: routerd writes through the CPU port.
 PATHS = ("plain", "reflect", "pass-cpu", "merge-cpu", "pass", "merge")
 BP_PATHS = ("pass-bp", "merge-bp")  # with --busy-poll-us
+AD_PATHS = ("pass-ad", "merge-ad")  # with --adaptive
 
 # Runs in rx's namespace: echo every contribution straight back to the sender (argv[2]),
 # whatever the source (a merged datagram comes from the router), marking merged ones.
@@ -150,6 +154,9 @@ def main() -> int:
     ap.add_argument("--busy-poll-us", type=int, default=0, metavar="N",
                     help="also measure pass-bp and merge-bp: routerd busy-polls N us after each turn "
                          "(routerd --busy-poll-us, switched per block; 1..10000; default 0 = not measured)")
+    ap.add_argument("--adaptive", action="store_true",
+                    help="also measure pass-ad and merge-ad: routerd's adaptive wait (routerd --wait adaptive, "
+                         "switched per block); the other paths run with routerd's wait as started (sleep)")
     ap.add_argument("--paths", help="measure only these paths (comma-separated; plain is always measured)")
     ap.add_argument("--csv", type=Path, help="also write the summary CSV to this file")
     ap.add_argument("--samples-csv", type=Path, help="write every round trip (path,block,rtt_us)")
@@ -176,6 +183,8 @@ def main() -> int:
     paths = ("plain", "reflect", "pass-cpu", "merge-cpu") if bmv2 else PATHS
     if args.busy_poll_us and not bmv2:
         paths += BP_PATHS
+    if args.adaptive and not bmv2:
+        paths += AD_PATHS
     if args.paths:
         want = {"plain", *args.paths.split(",")}
         if want - set(paths):
@@ -190,6 +199,8 @@ def main() -> int:
     rows_raw: list[tuple[str, int, float]] = []
     block_p50: dict[str, list[float]] = {k: [] for k in samples}   # per round, same order
     read_delay: dict[str, dict[int, int]] = {k: {} for k in samples}  # routerd's wake-up, us bin -> frames
+    # after the read, per turn: the router and engine (handle), sending what they wrote (send)
+    turn_time: dict[str, dict[str, dict[int, int]]] = {part: {k: {} for k in samples} for part in ("handle", "send")}
     bp_hits = {k: 0 for k in samples}
     bp_spun_us = {k: 0 for k in samples}
     cpu_ns = {k: 0 for k in samples}  # routerd's threads on a CPU during the measured blocks
@@ -248,7 +259,7 @@ def main() -> int:
                 raise RuntimeError("the UDP client in s1 died")
             return json.loads(line_)
 
-        selector_on, reflecting, egress, busy = True, False, "ports", 0
+        selector_on, reflecting, egress, busy, wait = True, False, "ports", 0, "sleep"
         rounds = -(-args.samples // args.block)
         for rnd in range(rounds):
             order = list(paths)
@@ -267,6 +278,12 @@ def main() -> int:
                     if "error" in answer:
                         raise RuntimeError(f"routerd: {answer['error']}")
                     busy = want_busy
+                want_wait = "adaptive" if path.endswith("-ad") else "sleep"
+                if not bmv2 and want_wait != wait:
+                    answer = routerd.query(sock, f"wait {want_wait}")
+                    if "error" in answer:
+                        raise RuntimeError(f"routerd: {answer['error']}")
+                    wait = want_wait
                 want_on = path != "plain"
                 if not bmv2 and want_on != selector_on:
                     if want_on:
@@ -288,12 +305,16 @@ def main() -> int:
                 cpu_ns[path] += sum(t1.values()) - sum(t0.values())
                 ticker_ns[path] += t1.get("concast-epoch", 0) - t0.get("concast-epoch", 0)
                 c1, d1 = routerd.query(sock)["counters"], routerd.query(sock, "read-delay")
-                before = dict(d0.get("bins", []))
-                for us, k in d1.get("bins", []):
-                    if k - before.get(us, 0):
-                        read_delay[path][us] = read_delay[path].get(us, 0) + k - before.get(us, 0)
-                bp_hits[path] += c1.get("busy_poll_hits", 0) - c0.get("busy_poll_hits", 0)
-                bp_spun_us[path] += c1.get("busy_poll_spun_us", 0) - c0.get("busy_poll_spun_us", 0)
+                for into, b0, b1 in ((read_delay[path], d0, d1),
+                                     *((turn_time[part][path], d0.get(part, {}), d1.get(part, {}))
+                                       for part in ("handle", "send"))):
+                    before = dict(b0.get("bins", []))
+                    for us, k in b1.get("bins", []):
+                        if k - before.get(us, 0):
+                            into[us] = into.get(us, 0) + k - before.get(us, 0)
+                for k in ("busy_poll", "adaptive"):  # only one of the two spins in a block
+                    bp_hits[path] += c1.get(f"{k}_hits", 0) - c0.get(f"{k}_hits", 0)
+                    bp_spun_us[path] += c1.get(f"{k}_spun_us", 0) - c0.get(f"{k}_spun_us", 0)
                 got = [r for r in res["rtts"] if r is not None]
                 samples[path] += got
                 block_p50[path].append(statistics.median(got) if got else float("nan"))
@@ -308,7 +329,8 @@ def main() -> int:
                 expect = {"plain": (0, 0, 0, 0), "reflect": (0, 0, 0, 0),
                           "pass-cpu": (n, 0, n, 0), "merge-cpu": (n, n, 0, 0),
                           "pass": (n, 0, n, n), "merge": (n, n, 0, n),
-                          "pass-bp": (n, 0, n, n), "merge-bp": (n, n, 0, n)}[path]
+                          "pass-bp": (n, 0, n, n), "merge-bp": (n, n, 0, n),
+                          "pass-ad": (n, 0, n, n), "merge-ad": (n, n, 0, n)}[path]
                 if (d_in, d_merged, d_pass, d_egress) != expect:
                     wrong_path[path] += 1
         stats_end = routerd.query(sock)
@@ -374,25 +396,41 @@ def main() -> int:
         print(f"  = diversion and routerd I/O (pass-bp - plain) {diff('pass-bp', 'plain')}"
               f" + merge engine (merge-bp - pass-bp) {diff('merge-bp', 'pass-bp')}")
         print(f"  busy-poll saves (merge - merge-bp) {diff('merge', 'merge-bp')}, (pass - pass-bp) {diff('pass', 'pass-bp')}")
+    if args.adaptive and not bmv2 and "merge-ad" in med:
+        ad = med["merge-ad"] - med["plain"]
+        print(f"issue #26 goal with the adaptive wait (merge-ad - plain): {diff('merge-ad', 'plain')}, "
+              f"{ad / HOP_GOAL_US:.2f} of the goal: {'met' if ad <= HOP_GOAL_US else 'not met'}")
+        print(f"  = diversion and routerd I/O (pass-ad - plain) {diff('pass-ad', 'plain')}"
+              f" + merge engine (merge-ad - pass-ad) {diff('merge-ad', 'pass-ad')}")
+        print(f"  the adaptive wait saves (merge - merge-ad) {diff('merge', 'merge-ad')}, (pass - pass-ad) {diff('pass', 'pass-ad')}")
     print("routerd's wake-up per path (cpu_port_read_delay of the measured blocks' frames, 1 us bins), "
-          "busy-poll turns that caught frames, time spent spinning and routerd's CPU time per round trip:")
+          "busy-poll or adaptive-wait turns that caught frames, time spent spinning and routerd's CPU time per round trip:")
+    def quantile(bins: dict[int, int], p: float) -> int:
+        """The 1 us bin holding quantile p (-1: no frame)."""
+        rank, seen = max(1, -(-sum(bins.values()) * p // 1)), 0
+        for us in sorted(bins):
+            seen += bins[us]
+            if seen >= rank:
+                return us
+        return -1
+
     for path, bins in read_delay.items():
         n = sum(bins.values())
         if not n:
             continue
+
         def q(p: float) -> int:
-            rank, seen = max(1, -(-n * p // 1)), 0
-            for us in sorted(bins):
-                seen += bins[us]
-                if seen >= rank:
-                    return us
-            return -1
+            return quantile(bins, p)
         rts = max(1, summary[path]["n"])
         summary[path].update(read_delay_p50_us=q(0.5), read_delay_p90_us=q(0.9), busy_poll_hits=bp_hits[path],
                              busy_poll_spun_us_per_rt=bp_spun_us[path] / rts)
+        h, snd = turn_time["handle"][path], turn_time["send"][path]
+        summary[path].update(handle_p50_us=quantile(h, 0.5), send_p50_us=quantile(snd, 0.5))
         print(f"  {path:<9} frames {n:>5}  p50 {q(0.5):>4} us  p90 {q(0.9):>4} us  hits {bp_hits[path]:>5}  "
               f"spun {bp_spun_us[path] / rts:.0f} us, CPU {cpu_ns[path] / 1000 / rts:.1f} us "
-              f"(epoch ticker {ticker_ns[path] / 1000 / rts:.1f}) per round trip")
+              f"(epoch ticker {ticker_ns[path] / 1000 / rts:.1f}) per round trip; after the read, per turn: "
+              f"router+engine p50 {quantile(h, 0.5)} (p90 {quantile(h, 0.9)}) us, "
+              f"send p50 {quantile(snd, 0.5)} (p90 {quantile(snd, 0.9)}) us")
     for path in summary:
         summary[path]["routerd_cpu_us_per_rt"] = cpu_ns[path] / 1000 / max(1, summary[path]["n"])
     if "cpu_port_read_delay" in stats_end:
@@ -400,14 +438,15 @@ def main() -> int:
               f"frame of the run: {json.dumps(stats_end['cpu_port_read_delay'])}")
     lines = ["path,n,p50_us,p90_us,p99_us,mean_us,lost,merged_replies,blocks_off_path,p50_minus_plain_us,"
              "paired_minus_plain_us,busy_poll_us,read_delay_p50_us,read_delay_p90_us,busy_poll_hits,"
-             "busy_poll_spun_us_per_rt,routerd_cpu_us_per_rt"]
+             "busy_poll_spun_us_per_rt,routerd_cpu_us_per_rt,handle_p50_us,send_p50_us"]
     for path, s in summary.items():
         lines.append(f"{path},{s['n']},{s['p50']:.1f},{s['p90']:.1f},{s['p99']:.1f},{s['mean']:.1f},"
                      f"{s['lost']},{s['merged_replies']},{s['blocks_off_path']},"
                      f"{s['p50'] - summary['plain']['p50']:.1f},{paired(path, 'plain'):.1f},"
                      f"{args.busy_poll_us if path.endswith('-bp') else 0},{s.get('read_delay_p50_us', '')},"
                      f"{s.get('read_delay_p90_us', '')},{s.get('busy_poll_hits', '')},"
-                     f"{s.get('busy_poll_spun_us_per_rt', 0):.0f},{s['routerd_cpu_us_per_rt']:.1f}")
+                     f"{s.get('busy_poll_spun_us_per_rt', 0):.0f},{s['routerd_cpu_us_per_rt']:.1f},"
+                     f"{s.get('handle_p50_us', '')},{s.get('send_p50_us', '')}")
     print("# csv")
     print("\n".join(lines))
     if args.csv:

@@ -21,7 +21,10 @@ Columns: offered = what blast sent; in = frames routerd read; out = datagrams ro
 merged in/s = datagrams the merge engine took in; CPU% = routerd's CPU time over the run;
 cap/core = frames routerd handles per second of its own CPU time (the figure that holds when
 the machine is shared; in kpps). Checks: every contribution comes back (merged counts plus
-datagrams passed back = offered - frames routerd never read) and merged values are right.
+datagrams passed back = offered - frames routerd never read) and merged values are right;
+when some of routerd's output is lost on the way back, exactly by the kernel's counts
+instead (`count_check`: written = carried by the veth = received + dropped at the counting
+blaster's ring + dropped at the receiving CPU's backlog), never with a tolerance.
 
 Saturation (--saturate): one blaster on its own core cannot offer more than routerd takes
 on this 2-core machine (session 13's quiet run: 766 kpps offered, all of it taken), so routerd
@@ -32,7 +35,9 @@ port then holds a backlog: the kernel drops frames at routerd's ring (`drops`) a
 reads come back full (`full` = share of frames read in full batches). cap/core stays merged
 (or read) frames per second of routerd's own on-CPU time, all its threads (schedstat); what the
 kernel charges to the blasters (their sends, the veth, filling routerd's ring) is not routerd's,
-and `ksirq` shows the CPU time of the kernel's softirq thread on routerd's core.
+and `ksirq` shows the CPU time of the kernel's softirq thread on routerd's core. The extra
+blaster starts only once the counting one listens (its --ready-file): started together, its
+first merged datagrams came back before the counting one had opened its socket (session 15).
 
 Usage: python3 scripts/bench_routerd.py [--duration 3] [--senders 4] [--keys 256] [--saturate] [--csv FILE]
 """
@@ -129,10 +134,23 @@ class Bench:
         self.scratch.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def tx_dropped(self, dev: str) -> int:
-        """Frames the veth end `dev` could not hand to its peer (the peer CPU's backlog full)."""
+    def link_stats(self, dev: str) -> dict[str, int]:
+        """The kernel's counters of one veth end (`ip -s link`): rx_packets, rx_dropped,
+        tx_packets, tx_dropped."""
         out = sh("ip", "-n", self.ns, "-j", "-s", "link", "show", "dev", dev).stdout
-        return int(json.loads(out)[0]["stats64"]["tx"]["dropped"])
+        st = json.loads(out)[0]["stats64"]
+        return {f"{d}_{k}": int(st[d][k]) for d in ("rx", "tx") for k in ("packets", "dropped")}
+
+    def wait_ready(self, path: Path, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+        """Waits until the counting blaster says it listens (its --ready-file)."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if proc.poll() is not None:
+                raise RuntimeError(f"concast-blast exited ({proc.returncode}) before it was ready: "
+                                   f"{proc.stderr.read().strip() if proc.stderr else ''}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"concast-blast not ready in {timeout:g} s")
+            time.sleep(0.002)
 
     # ------------------------------------------------------------------ one run
     def start_routerd(self, extra: list[str], batch: int, cpu_io: str) -> tuple[subprocess.Popen, Path]:
@@ -194,17 +212,20 @@ class Bench:
                      "--router-addr", ROUTER_ADDR, "--dst-mac", ROUTER_MAC]
             # The extra blaster: send-only, keys after the first one's, on routerd's core.
             extra = None
+            ready = self.dir / "blast.ready"
+            ready.unlink(missing_ok=True)
             if a.saturate:
-                # The counting blaster listens 1 s past its sending: the extra one, started a
-                # little later, must be done and routerd's backlog drained before it stops.
-                blast += ["--drain-ms", "1000"]
+                # The counting blaster listens 1 s past its sending: the extra one, started
+                # once the counting one listens, must be done and routerd's backlog drained
+                # before it stops.
+                blast += ["--drain-ms", "1000", "--ready-file", str(ready)]
                 extra = ["ip", "netns", "exec", self.ns, "nice", "-n", str(a.extra_nice), "taskset", "-c",
                          str(a.extra_blast_cpu), str(BLAST), *blast[blast.index("--iface"):],
                          "--send-only", "--key-base", str(a.keys)]
                 # It stops before the first one's drain ends: its frames are all in by then.
                 extra[extra.index("--duration") + 1] = str(max(0.1, a.duration - 0.05))
             ksi = ksoftirqd_pid(a.routerd_cpu)
-            v0 = self.tx_dropped("rd0")
+            v0, l0 = self.link_stats("rd0"), self.link_stats("bl0")
             t0 = oncpu_ns_all_threads(p.pid)
             d0 = run_delay_ns(p.pid)
             k0 = procs.oncpu_ns(f"/proc/{ksi}") if ksi else None
@@ -216,6 +237,10 @@ class Bench:
             self.prioritise(b.pid)
             x = None
             if extra:
+                # Only once the counting blaster listens: started at once, the extra one's
+                # first frames came back merged before the counting one had opened its
+                # socket (or were drained by it as stale), lost to the count (session 15).
+                self.wait_ready(ready, b)
                 x = subprocess.Popen(extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
                 self.pids.append(x.pid)
                 if a.extra_nice:  # its own session is its own autogroup: the nice must go there too
@@ -247,7 +272,13 @@ class Bench:
             blast_res = json.loads(out.strip().splitlines()[-1])
             extra_offered = json.loads(xout.strip().splitlines()[-1])["offered"] if x is not None else 0
             stats = routerd.query(sock, "stats")["counters"]
-            veth_drops = self.tx_dropped("rd0") - v0
+            v1, l1 = self.link_stats("rd0"), self.link_stats("bl0")
+            veth_drops = v1["tx_dropped"] - v0["tx_dropped"]
+            # Frames routerd handed to the veth (bl0 received them, its rx_packets being
+            # rd0's tx_packets), and of those the ones dropped at the backlog of the CPU
+            # that received them (enqueue_to_backlog counts them on bl0's rx_dropped).
+            veth_tx = v1["tx_packets"] - v0["tx_packets"]
+            backlog_drops = l1["rx_dropped"] - l0["rx_dropped"]
         finally:
             self.stop_routerd(p)
         cpu_s = (t1 - t0) / 1e9
@@ -257,6 +288,7 @@ class Bench:
         offered = blast_res["offered"] + extra_offered
         lost_before_routerd = offered - c["frames_in"]
         full_frames = c.get("cpu_port_full_batches", 0) * batch
+        ok, note = count_check(mode, blast_res, c, veth_tx, backlog_drops)
         return {
             "mode": mode + ("" if batch == 64 else f"/b{batch}") + ("/socket" if cpu_io == "socket" and batch == 64 else ""),
             "batch": batch,
@@ -288,19 +320,48 @@ class Bench:
             # routerd's datagrams the veth dropped on the way back (blast's core's backlog full)
             "veth_back_drops": veth_drops,
             "out_dgrams": out_dgrams,
-            # Every datagram routerd read comes back exactly once, inside a merged datagram (sum
-            # `count`s, multiplex records) or passed back unchanged, and merged values are right.
-            # When datagrams routerd wrote were lost on the way back (blast's receive ring full,
-            # or the veth's backlog on its core, as with --saturate), they are counted by the
-            # kernel, not by content: then every datagram routerd wrote is either received or
-            # one of those drops.
-            "merge_ok": (blast_res["bad_value"] == 0 and blast_res["other"] == 0
-                         and (blast_res["returned"] + blast_res["rx_drops"] + veth_drops == out_dgrams
-                              if blast_res["rx_drops"] or veth_drops
-                              else (blast_res["contributions_back"] == c["frames_in"]
-                                    and (mode == "plain" or blast_res["merged_contributions"] == c["merged_in"] == c["diverted"])))),
+            "veth_tx": veth_tx,
+            "backlog_drops": backlog_drops,
+            "socket_frames": blast_res.get("socket_frames", 0),
+            "drained_at_start": blast_res.get("drained_at_start", 0),
+            "merge_ok": ok,
+            "check_note": note,
             "routerd": c,
         }
+
+
+def count_check(mode: str, blast: dict, c: dict, veth_tx: int, backlog_drops: int) -> tuple[bool, str]:
+    """Whether every datagram routerd read came back exactly once and right, with why not.
+
+    Merged values must be right (`bad_value` 0) and nothing foreign may come back. Then, when
+    nothing was lost on the way back, by content: every contribution routerd read comes back
+    inside a merged datagram (sum `count`s, multiplex records) or passed back unchanged.
+    When some was lost (the counting blaster's receive ring full while its core sends, or the
+    backlog of the CPU that received the veth's frames), by the kernel's counts, exactly:
+    every datagram routerd wrote went into the veth (rd0's tx_packets; a frame the veth
+    refuses makes sendmmsg fail with ENOBUFS and routerd sends it again, so tx_dropped is not
+    a loss) and is either counted by the blaster, dropped at the receiving CPU's backlog
+    (bl0's rx_dropped) or dropped at the blaster's full ring (PACKET_STATISTICS tp_drops);
+    and the blaster's socket got nothing it did not count (`socket_frames` = counted +
+    dropped: no frame arrived before it listened). No tolerance."""
+    out = c["merged_out"] + c["passed_through"] + c["forwarded_unmerged"]
+    if blast["bad_value"] or blast["other"]:
+        return False, f"{blast['bad_value']} merged values wrong, {blast['other']} foreign datagrams back"
+    lost = blast["rx_drops"] + backlog_drops
+    if not lost:
+        ok = (blast["contributions_back"] == c["frames_in"]
+              and (mode == "plain" or blast["merged_contributions"] == c["merged_in"] == c["diverted"]))
+        return ok, (f"by content: {blast['contributions_back']} contributions back of {c['frames_in']} read"
+                    + ("" if mode == "plain" else f", {blast['merged_contributions']} merged of {c['merged_in']}"))
+    seen = blast["returned"] + blast["rx_drops"]
+    socket_frames = blast.get("socket_frames", seen)
+    ok = (veth_tx == out and blast["returned"] + lost == out and socket_frames == seen
+          and blast.get("drained_at_start", 0) == 0)
+    return ok, (f"by count: routerd wrote {out}, the veth carried {veth_tx}; received {blast['returned']} + "
+                f"dropped at the blaster's ring {blast['rx_drops']} + at the receiving CPU's backlog "
+                f"{backlog_drops} = {blast['returned'] + lost} (missing {out - blast['returned'] - lost}); "
+                f"the blaster's socket got {socket_frames} frames, counted or dropped {seen}, "
+                f"{blast.get('drained_at_start', 0)} stale at its start")
 
 
 COLS = [  # (key, header, unit, width, format)
@@ -396,10 +457,7 @@ def main() -> int:
     for n in notes:
         print("note:", n)
     for r in rows:
-        if r["blast_rx_drops"] or r["veth_back_drops"]:
-            print(f"{r['mode']}: of the {r['out_dgrams']} datagrams routerd wrote, blast's receive ring dropped "
-                  f"{r['blast_rx_drops']} and the veth {r['veth_back_drops']}; checked by count (received + dropped "
-                  f"= written) and the received ones' values")
+        print(f"{r['mode']}: check {r['merge_ok']}, {r['check_note']}")
         # routerd had a backlog the whole run: the kernel dropped frames at its full ring and
         # (nearly) every read it made came back full.
         r["saturated"] = r["drops"] > 0 and r["full_pct"] >= 90
@@ -433,14 +491,15 @@ def main() -> int:
               + (f" (plain pass-back in the same run {by['plain']['cap_kpps_per_core'] * 1e3:,.0f}/s per core, "
                  f"sum/plain {s['cap_kpps_per_core'] / by['plain']['cap_kpps_per_core']:.2f})" if "plain" in by else ""))
         print(f"merge check (sum): {s['merged_contributions']} contributions in {s['merged_out']} merged datagrams "
-              f"== {s['merged_in']} datagrams merged by routerd: {s['merge_ok']}")
+              f"== {s['merged_in']} datagrams merged by routerd: {s['merge_ok']} ({s['check_note'].split(':')[0]})")
     if "multiplex" in by:
         m = by["multiplex"]
         print(f"merge check (multiplex): {m['merged_contributions']} records in {m['merged_out']} bundles "
-              f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']}")
+              f"== {m['merged_in']} MplexPkts merged by routerd: {m['merge_ok']} ({m['check_note'].split(':')[0]})")
     keys = ["mode", "batch", "cpu_io", "saturate", "saturated", "drops", "full_pct", "ksirq_pct", "extra_offered", "offered_kpps", "in_kpps", "out_kpps", "merged_in_per_s", "cpu_pct", "wait_pct",
             "cap_kpps_per_core", "blast_cpu_pct", "machine_busy_pct", "offered", "frames_in", "merged_in", "merged_out",
-            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "veth_back_drops", "merge_ok"]
+            "returned", "merged_contributions", "passed_back", "lost_before_routerd", "blast_rx_drops", "veth_back_drops",
+            "veth_tx", "backlog_drops", "socket_frames", "drained_at_start", "merge_ok"]
     lines = [",".join(keys)] + [",".join(f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in keys) for r in rows]
     print("# csv")
     for line in lines:

@@ -22,13 +22,13 @@ def test_the_range_is_routerds_own():
     assert int(re.search(r"MAX_WINDOW_US: u64 = ([0-9_]+);", src).group(1).replace("_", "")) == rm.BUSY_POLL_MAX_US
 
 
-@pytest.mark.parametrize("command", ["busy-poll 20000", "busy-poll x", "busy-poll", "reboot"])
+@pytest.mark.parametrize("command", ["busy-poll 20000", "busy-poll x", "busy-poll", "reboot", "wait spin"])
 def test_unknown_or_out_of_range_commands_are_refused_before_connecting(command, tmp_path: Path):
     with pytest.raises(ValueError, match="unknown routerd command"):
         rm.query(tmp_path / "none.sock", command)
 
 
-@pytest.mark.parametrize("command", ["busy-poll 0", "busy-poll 1000", "read-delay", "stats"])
+@pytest.mark.parametrize("command", ["busy-poll 0", "busy-poll 1000", "read-delay", "stats", "wait sleep", "wait adaptive"])
 def test_known_commands_go_to_the_socket(command, tmp_path: Path):
     with pytest.raises(FileNotFoundError):
         rm.query(tmp_path / "none.sock", command)

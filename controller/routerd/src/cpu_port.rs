@@ -64,6 +64,9 @@ pub struct CpuPort {
     /// How long ring frames waited between the kernel writing them and routerd reading
     /// them (wake-up plus the turn before): 1 µs bins, the last one "longer".
     read_delay: ReadDelay,
+    /// How long the first frame of the last batch waited in the ring (ring mode; None on
+    /// the socket, whose frames carry no stamp here): when it arrived, for the adaptive wait.
+    first_wait_ns: Option<u64>,
     /// Frames the kernel dropped because this socket's receive buffer was full, so far
     /// (PACKET_STATISTICS resets on every read; this adds them up).
     kernel_drops: std::cell::Cell<u64>,
@@ -232,6 +235,7 @@ impl CpuPort {
             ring,
             ring_truncated: 0,
             read_delay: ReadDelay::default(),
+            first_wait_ns: None,
             kernel_drops: std::cell::Cell::new(0),
             batches: 0,
             full_batches: 0,
@@ -291,12 +295,14 @@ impl CpuPort {
         let want = self.batch.clamp(1, BATCH);
         let ring = self.ring.as_mut().expect("ring mode");
         ring.release();
+        self.first_wait_ns = None;
         let mut n = 0;
         let mut now_ns = 0;
         while n < want {
             let Some(r) = ring.next() else { break };
             if now_ns == 0 {
                 now_ns = realtime_ns(); // once a turn: the ring's stamps are CLOCK_REALTIME
+                self.first_wait_ns = Some(now_ns.saturating_sub(r.stamp_ns));
             }
             self.read_delay.add(now_ns.saturating_sub(r.stamp_ns));
             if r.snaplen >= r.len {
@@ -345,6 +351,12 @@ impl CpuPort {
             self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
         }
         self.kernel_drops.get() + self.ring_truncated
+    }
+
+    /// How long the first frame of the last batch had waited when it was read (ring mode;
+    /// None on the socket or when the batch was empty).
+    pub fn first_wait_ns(&self) -> Option<u64> {
+        self.first_wait_ns
     }
 
     /// Delay from the kernel's ring write to routerd's read (ring mode; all zero otherwise).

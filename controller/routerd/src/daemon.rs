@@ -9,8 +9,9 @@ use std::time::Instant;
 use concast_engine::{Engine, EngineConfig};
 use serde_json::{json, Value};
 
+use crate::adaptive::{AdaptiveWait, Plan};
 use crate::busypoll::BusyPoll;
-use crate::cpu_port::{CpuPort, RxMode};
+use crate::cpu_port::{CpuPort, ReadDelay, RxMode};
 use crate::dataplane;
 use crate::egress::{self, Egress};
 use crate::framequeue::FrameQueue;
@@ -59,6 +60,8 @@ pub struct Settings {
     pub cpu_io: RxMode,
     /// Bounded busy-poll after a turn that moved frames, µs (0 = off; busypoll.rs).
     pub busy_poll_us: u64,
+    /// The adaptive wait (adaptive.rs): spin only around the next expected arrival.
+    pub adaptive_wait: bool,
     /// `--flow`s and the parameters given to every one of them.
     pub flows: Vec<StaticFlow>,
     pub flow_params: String,
@@ -167,13 +170,31 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     }
     concast_daemon::wait::fine_timer_slack();
     let mut busy = BusyPoll::new(s.busy_poll_us);
+    let mut adaptive = AdaptiveWait::new(s.adaptive_wait);
     let mut to_cpu_port = FrameQueue::default();
+    // Where a turn's time goes after the read (management command `read-delay`, keys
+    // `handle` and `send`): the router and merge engine, then sending what they wrote.
+    let (mut handle_time, mut send_time) = (ReadDelay::default(), ReadDelay::default());
     while !concast_daemon::stopping() {
         // To the µs: the engine's next deadline already has the timer lead taken off.
         let began = now();
-        let mut wait_us = concast_daemon::wait::timeout_us(router.next_deadline(), began, 100_000);
-        let spin = busy.spin_until(began, router.next_deadline());
-        if let Some(until) = spin {
+        let deadline = router.next_deadline();
+        let mut wait_us = concast_daemon::wait::timeout_us(deadline, began, 100_000);
+        let spin = busy.spin_until(began, deadline);
+        // The adaptive wait when the busy-poll window is not spinning: sleep until just
+        // before the next expected frame, or spin through its window.
+        let plan = match spin {
+            Some(_) => Plan::Sleep(deadline),
+            None => adaptive.plan(began, deadline),
+        };
+        let adaptive_spin = match plan {
+            Plan::Spin(t) => Some(t),
+            Plan::Sleep(until) => {
+                wait_us = concast_daemon::wait::timeout_us(until, began, 100_000);
+                None
+            }
+        };
+        if let Some(until) = spin.or(adaptive_spin) {
             // Inside a busy-poll window: look at the port until a frame waits, a timer is
             // due or the window ends, then poll() without sleeping (the management socket).
             let mut t = began;
@@ -184,7 +205,10 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                 unsafe { libc::sched_yield() };
                 t = now();
             }
-            busy.spun_us += t.saturating_sub(began);
+            match spin {
+                Some(_) => busy.spun_us += t.saturating_sub(began),
+                None => adaptive.spun_us += t.saturating_sub(began),
+            }
             wait_us = 0;
         }
         let mut fds = [
@@ -193,19 +217,30 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
         ];
         concast_daemon::wait::poll_us(&mut fds, wait_us).map_err(|e| format!("poll: {e}"))?;
         let mut moved = 0;
+        // When the turn's first frame reached the CPU port (the ring's stamp; on the socket,
+        // when it was read): what the adaptive wait learns the gaps from.
+        let mut arrival = None;
         loop {
             let n = port.recv_batch().map_err(|e| format!("reading the CPU port: {e}"))?;
             if n == 0 {
                 break;
             }
+            if moved == 0 {
+                arrival = Some(now().saturating_sub(port.first_wait_ns().unwrap_or(0) / 1000));
+            }
             moved += n;
             // Frames are read in place from the port's receive buffers; sending needs only a
             // shared borrow of the port too.
             let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: &mut to_cpu_port };
+            let t0 = clock.elapsed();
             router.handle_batch(now(), (0..n).map(|i| port.frame(i)), &mut sink);
+            let t1 = clock.elapsed();
             sink.flush();
+            handle_time.add((t1 - t0).as_nanos() as u64);
+            send_time.add((clock.elapsed() - t1).as_nanos() as u64);
         }
         busy.after_turn(now(), moved, spin.is_some());
+        adaptive.after_turn(now(), arrival, adaptive_spin.is_some());
         let mut sink = Outbox { port: &port, egress: egress.as_mut().filter(|_| use_egress), queue: &mut to_cpu_port };
         router.tick(now(), &mut sink);
         sink.flush();
@@ -213,7 +248,13 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
             mgmt.serve(|cmd| match (cmd.strip_prefix("egress "), cmd.strip_prefix("busy-poll ")) {
                 (Some(mode), _) => switch_egress(mode, egress.is_some(), &mut use_egress),
                 (_, Some(us)) => switch_busy_poll(us, &mut busy),
-                _ if cmd == "read-delay" => port.read_delay().bins_json(),
+                _ if cmd.starts_with("wait ") => switch_wait(&cmd["wait ".len()..], &mut adaptive),
+                _ if cmd == "read-delay" => {
+                    let mut d = port.read_delay().bins_json();
+                    d["handle"] = handle_time.bins_json();
+                    d["send"] = send_time.bins_json();
+                    d
+                }
                 _ => {
                     let mut answer = router.answer(cmd);
                     if let Some(c) = answer.get_mut("counters") {
@@ -222,6 +263,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
                         c["cpu_port_batches"] = port.batches.into();
                         c["cpu_port_full_batches"] = port.full_batches.into();
                         add_busy_poll_counters(c, &busy);
+                        add_counters(c, adaptive.to_json());
                     }
                     if let Some(a) = answer.as_object_mut().filter(|a| a.contains_key("counters")) {
                         a.insert("cpu_io".into(), port.rx_mode().into());
@@ -238,6 +280,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
     let mut counters = router.counters.to_json();
     add_egress_counters(&mut counters, egress.as_ref());
     add_busy_poll_counters(&mut counters, &busy);
+    add_counters(&mut counters, adaptive.to_json());
     emit(Level::Info, "stopped", &[("counters", &counters)]);
     Ok(())
 }
@@ -266,9 +309,26 @@ fn switch_busy_poll(us: &str, busy: &mut BusyPoll) -> Value {
     }
 }
 
+/// The management command `wait sleep|adaptive`: how routerd waits for frames from now on.
+fn switch_wait(mode: &str, adaptive: &mut AdaptiveWait) -> Value {
+    match crate::adaptive::parse_mode(mode) {
+        Ok(on) => {
+            adaptive.set(on);
+            emit(Level::Info, "wait_switched", &[("wait", &mode.trim())]);
+            json!({"wait": mode.trim()})
+        }
+        Err(e) => json!({"error": e}),
+    }
+}
+
 /// Adds the busy-poll window and what it caught to routerd's `counters`.
 fn add_busy_poll_counters(counters: &mut Value, busy: &BusyPoll) {
-    if let (Some(c), Value::Object(b)) = (counters.as_object_mut(), busy.to_json()) {
+    add_counters(counters, busy.to_json());
+}
+
+/// Adds the fields of a JSON object to routerd's `counters`.
+fn add_counters(counters: &mut Value, more: Value) {
+    if let (Some(c), Value::Object(b)) = (counters.as_object_mut(), more) {
         c.extend(b);
     }
 }

@@ -1,6 +1,7 @@
 //! concast-routerd as a library: the daemon's parts, so tests can drive a [`Router`] in
 //! process with a real merge engine and real CSP, and the binary stays a thin shell.
 
+pub mod adaptive;
 pub mod busypoll;
 pub mod config;
 pub mod counters;

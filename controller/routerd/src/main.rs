@@ -104,6 +104,12 @@ struct Args {
     /// `busy_poll_us`. 0..=10000, default 0.
     #[arg(long, value_parser = concast_routerd::busypoll::parse_window)]
     busy_poll_us: Option<u64>,
+    /// How routerd waits for frames: `sleep` = poll() as soon as the port is empty;
+    /// `adaptive` = learn the gaps between arrivals and, when recent gaps agree, sleep until
+    /// just before the next expected frame and spin (yielding) through its window, at most
+    /// 200 µs plus a 20 µs tail per arrival (docs/routerd.md). Default sleep.
+    #[arg(long, value_parser = concast_routerd::adaptive::parse_mode)]
+    wait: Option<bool>,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
     /// that is signed is still checked (docs/protocol.md 2.9).
     #[arg(long)]
@@ -256,6 +262,7 @@ fn settings(a: &Args) -> Result<Settings, String> {
             Some(us) => concast_routerd::busypoll::parse_window(&us.to_string()).map_err(|e| format!("busy_poll_us: {e}"))?,
             None => 0,
         },
+        adaptive_wait: a.wait.unwrap_or(false),
         flows: a.flows.clone(),
         flow_params: a.flow_params.clone(),
     })

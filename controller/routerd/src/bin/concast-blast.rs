@@ -81,6 +81,12 @@ struct Args {
     /// (bench_routerd.py --saturate), whose merged datagrams the counting one tallies.
     #[arg(long)]
     send_only: bool,
+    /// Create this file once the socket is open, its statistics reset and anything already
+    /// queued drained, just before the first send: a second blaster started only after it
+    /// exists cannot write frames this one never had a chance to count (bench_routerd.py
+    /// --saturate; session 15 found its missing datagrams there).
+    #[arg(long)]
+    ready_file: Option<std::path::PathBuf>,
 }
 
 fn sender_addr(s: u32) -> Ipv4Addr {
@@ -221,9 +227,21 @@ fn run(a: Args) -> Result<(), String> {
     let mut port = open(&a.iface).map_err(|e| format!("cannot open {}: {e}", a.iface))?;
     port.batch = a.batch;
     let frames = build_frames(&a, port.mac, dst_mac)?;
-    // Drain anything already queued, reset the socket's statistics.
-    while port.recv_batch().map_err(|e| e.to_string())? > 0 {}
+    // Reset the socket's statistics, then drain anything already queued: what the kernel
+    // counts from here on (`socket_frames`) is what the tally sees plus `drained_at_start`
+    // plus the socket's own drops.
     packet_stats(port.raw_fd());
+    let mut drained_at_start: u64 = 0;
+    loop {
+        let n = port.recv_batch().map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        drained_at_start += n as u64;
+    }
+    if let Some(path) = &a.ready_file {
+        std::fs::write(path, b"ready\n").map_err(|e| format!("--ready-file {}: {e}", path.display()))?;
+    }
 
     let mut t = Tally::default();
     let mut sent: u64 = 0;
@@ -271,7 +289,8 @@ fn run(a: Args) -> Result<(), String> {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    let (_, rx_drops) = packet_stats(port.raw_fd());
+    // (frames handed to the socket, kept or dropped; of them dropped at its full ring)
+    let (socket_frames, rx_drops) = packet_stats(port.raw_fd());
     let kind = match a.kind {
         Kind::Sum => "sum",
         Kind::Mplex => "mplex",
@@ -300,6 +319,8 @@ fn run(a: Args) -> Result<(), String> {
         "other": t.other,
         "contributions_back": t.merged_contributions + t.passed,
         "rx_drops": rx_drops,
+        "socket_frames": socket_frames,
+        "drained_at_start": drained_at_start,
     });
     println!("{j}");
     Ok(())
