@@ -72,6 +72,9 @@ pub struct FlowStats {
     pub memory_bytes: usize,
     pub quarantine: Option<Quarantine>,
     pub logs_dropped: u64,
+    /// `concast` imports the flow's `.wasm` spec has called (0 for native specs and once
+    /// quarantined): what the host calls per datagram cost (docs/benchmarks.md, session 15).
+    pub host_calls: u64,
 }
 
 /// A `concast_run` that broke the ABI.
@@ -144,9 +147,9 @@ impl Flow {
     }
 
     pub fn stats(&self) -> FlowStats {
-        let (memory_bytes, logs_dropped) = match &self.sandbox {
-            Some(sb) => (sb.memory_bytes(), sb.ctx_ref().logs_dropped),
-            None => (0, 0),
+        let (memory_bytes, logs_dropped, host_calls) = match &self.sandbox {
+            Some(sb) => (sb.memory_bytes(), sb.ctx_ref().logs_dropped, sb.ctx_ref().host_calls),
+            None => (0, 0, 0),
         };
         FlowStats {
             key: self.key,
@@ -157,6 +160,7 @@ impl Flow {
             memory_bytes,
             quarantine: self.quarantine.clone(),
             logs_dropped,
+            host_calls,
         }
     }
 

@@ -109,6 +109,8 @@ pub(crate) struct FlowCtx {
     pub layout: Vec<u32>,
     /// ABI v2: a `concast_run` call is running (the spec moves the current datagram itself).
     pub in_run: bool,
+    /// `concast` imports the spec has called (Wasm only; `FlowStats::host_calls`).
+    pub host_calls: u64,
 }
 
 impl FlowCtx {
@@ -136,6 +138,7 @@ impl FlowCtx {
             batch_area: None,
             layout: Vec::new(),
             in_run: false,
+            host_calls: 0,
         }
     }
 

@@ -11,10 +11,16 @@ use crate::host::FlowCtx;
 
 type Result<T> = wasmtime::Result<T>;
 
-/// The guest's memory and the flow context, borrowed together.
+/// The flow context of an import call, the call counted (`FlowStats::host_calls`).
+fn counted<'a>(caller: &'a mut Caller<'_, FlowCtx>) -> &'a mut FlowCtx {
+    let cx = caller.data_mut();
+    cx.host_calls += 1;
+    cx
+}
+
+/// The guest's memory and the flow context, borrowed together (the call counted).
 fn guest<'a>(caller: &'a mut Caller<'_, FlowCtx>) -> Result<(&'a mut [u8], &'a mut FlowCtx)> {
-    let memory = caller
-        .data()
+    let memory = counted(caller)
         .memory
         .ok_or_else(|| Fault::Abi("an import needing memory was called before init".into()))?;
     Ok(memory.data_and_store_mut(caller))
@@ -39,21 +45,21 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
     let mut l = Linker::new(engine);
     let m = concast_sdk::abi::IMPORT_MODULE;
 
-    l.func_wrap(m, "now_us", |c: Caller<'_, FlowCtx>| c.data().now_us as i64)?;
-    l.func_wrap(m, "flow_receiver", |c: Caller<'_, FlowCtx>| {
-        c.data().info.receiver as i32
+    l.func_wrap(m, "now_us", |mut c: Caller<'_, FlowCtx>| counted(&mut c).now_us as i64)?;
+    l.func_wrap(m, "flow_receiver", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).info.receiver as i32
     })?;
-    l.func_wrap(m, "flow_group", |c: Caller<'_, FlowCtx>| {
-        c.data().info.group as i32
+    l.func_wrap(m, "flow_group", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).info.group as i32
     })?;
-    l.func_wrap(m, "flow_node", |c: Caller<'_, FlowCtx>| {
-        c.data().info.node as i32
+    l.func_wrap(m, "flow_node", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).info.node as i32
     })?;
-    l.func_wrap(m, "flow_mtu", |c: Caller<'_, FlowCtx>| {
-        c.data().info.path_mtu as i32
+    l.func_wrap(m, "flow_mtu", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).info.path_mtu as i32
     })?;
-    l.func_wrap(m, "flow_children", |c: Caller<'_, FlowCtx>| {
-        c.data().info.children as i32
+    l.func_wrap(m, "flow_children", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).info.children as i32
     })?;
     l.func_wrap(
         m,
@@ -68,23 +74,23 @@ pub(crate) fn concast_linker(engine: &wasmtime::Engine) -> Result<Linker<FlowCtx
         m,
         "set_timer",
         |mut c: Caller<'_, FlowCtx>, at_us: i64| -> Result<()> {
-            Ok(c.data_mut().set_timer(at_us.max(0) as u64)?)
+            Ok(counted(&mut c).set_timer(at_us.max(0) as u64)?)
         },
     )?;
     l.func_wrap(
         m,
         "hold_limit",
         |mut c: Caller<'_, FlowCtx>, at_us: i64| -> Result<()> {
-            Ok(c.data_mut().hold_limit(at_us.max(0) as u64)?)
+            Ok(counted(&mut c).hold_limit(at_us.max(0) as u64)?)
         },
     )?;
-    l.func_wrap(m, "egress_free_at", |c: Caller<'_, FlowCtx>| {
-        c.data().egress_free_at as i64
+    l.func_wrap(m, "egress_free_at", |mut c: Caller<'_, FlowCtx>| {
+        counted(&mut c).egress_free_at as i64
     })?;
     l.func_wrap(
         m,
         "cancel_timer",
-        |mut c: Caller<'_, FlowCtx>| -> Result<()> { Ok(c.data_mut().cancel_timer()?) },
+        |mut c: Caller<'_, FlowCtx>| -> Result<()> { Ok(counted(&mut c).cancel_timer()?) },
     )?;
     l.func_wrap(
         m,

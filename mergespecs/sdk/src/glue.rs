@@ -4,7 +4,7 @@
 //! Only compiled for `wasm32`. A module is single-threaded and the engine never calls an
 //! export while an import is running, so the `UnsafeCell` globals here are never aliased.
 
-use core::cell::UnsafeCell;
+use core::cell::{Cell, UnsafeCell};
 use core::mem::size_of;
 
 use crate::abi;
@@ -131,12 +131,42 @@ pub fn abort(msg: &str) -> ! {
     unsafe { imports::abort(msg.as_ptr() as i32, msg.len() as i32) }
 }
 
-/// The [`Host`] of a `.wasm` spec: every method is one `concast` import.
-pub struct WasmHost;
+/// The [`Host`] of a `.wasm` spec: every method is one `concast` import, except that the
+/// flow's clock and path MTU are asked of the engine at most once per export call. The
+/// engine changes neither while a call runs (`now_us` is set before each batch, timer or
+/// flush, `path_mtu` only between calls; docs/mergespec-abi.md section 5), so a spec that
+/// reads them per datagram of a `concast_run` gets the same values without a host call
+/// each time: the values a native host reads from its fields.
+pub struct WasmHost {
+    now_us: Cell<Option<u64>>,
+    path_mtu: Cell<Option<u32>>,
+}
+
+impl WasmHost {
+    /// A host for one export call (nothing asked yet).
+    pub const fn new() -> WasmHost {
+        WasmHost {
+            now_us: Cell::new(None),
+            path_mtu: Cell::new(None),
+        }
+    }
+}
+
+/// The value in `cell`, asked with `ask` the first time.
+fn once<T: Copy>(cell: &Cell<Option<T>>, ask: impl FnOnce() -> T) -> T {
+    match cell.get() {
+        Some(v) => v,
+        None => {
+            let v = ask();
+            cell.set(Some(v));
+            v
+        }
+    }
+}
 
 impl Host for WasmHost {
     fn now_us(&self) -> u64 {
-        unsafe { imports::now_us() as u64 }
+        once(&self.now_us, || unsafe { imports::now_us() as u64 })
     }
     fn receiver(&self) -> u32 {
         unsafe { imports::flow_receiver() as u32 }
@@ -148,7 +178,7 @@ impl Host for WasmHost {
         unsafe { imports::flow_node() as u32 }
     }
     fn path_mtu(&self) -> u32 {
-        unsafe { imports::flow_mtu() as u32 }
+        once(&self.path_mtu, || unsafe { imports::flow_mtu() as u32 })
     }
     fn children(&self) -> u32 {
         unsafe { imports::flow_children() as u32 }
@@ -329,6 +359,8 @@ impl<S: MergeSpec> SpecCell<S> {
     pub fn run(&self, first: i32, count: i32, slot: i32, tag: i64) -> i32 {
         use abi::batch;
         let spec = self.spec();
+        // One host for the whole run: the clock and path MTU are asked once, not per datagram.
+        let mut host = WasmHost::new();
         let mut state = if slot >= 0 {
             Some(self.slots.get().get(slot as u32))
         } else {
@@ -345,7 +377,7 @@ impl<S: MergeSpec> SpecCell<S> {
             let t = if flags & batch::TAG_KNOWN != 0 {
                 area::read_u64(area::entry(i, batch::TAG))
             } else {
-                let t = spec.get_tag(msg, &mut WasmHost).to_abi();
+                let t = spec.get_tag(msg, &mut host).to_abi();
                 area::write_u64(area::entry(i, batch::TAG), t);
                 t
             };
@@ -357,9 +389,9 @@ impl<S: MergeSpec> SpecCell<S> {
                 area::write_u32(result, batch::NEEDS_STATE);
                 return i as i32;
             };
-            let r = spec.merge(state, msg, &mut WasmHost).to_abi();
+            let r = spec.merge(state, msg, &mut host).to_abi();
             if r == abi::merge::MERGED || r == abi::merge::DROP {
-                if spec.done(state, &mut WasmHost) {
+                if spec.done(state, &mut host) {
                     area::write_u32(result, r as u32 | batch::DONE);
                     return i as i32;
                 }
@@ -379,41 +411,41 @@ impl<S: MergeSpec> SpecCell<S> {
             abort("flow parameters longer than the SDK's 4096-byte buffer");
         }
         *len = full.max(0) as usize;
-        match S::init(&mut WasmHost) {
+        match S::init(&mut WasmHost::new()) {
             Ok(spec) => *self.spec.get() = Some(spec),
             Err(why) => abort(why),
         }
     }
 
     pub fn get_tag(&self, len: i32) -> i64 {
-        self.spec().get_tag(message(len), &mut WasmHost).to_abi() as i64
+        self.spec().get_tag(message(len), &mut WasmHost::new()).to_abi() as i64
     }
 
     pub fn state_new(&self, slot: i32, tag: i64) {
-        let state = self.spec().new_state(tag as u64, &mut WasmHost);
+        let state = self.spec().new_state(tag as u64, &mut WasmHost::new());
         self.slots.get().put(slot as u32, state);
     }
 
     pub fn merge(&self, slot: i32, len: i32) -> i32 {
         let state = self.slots.get().get(slot as u32);
         self.spec()
-            .merge(state, message(len), &mut WasmHost)
+            .merge(state, message(len), &mut WasmHost::new())
             .to_abi()
     }
 
     pub fn done(&self, slot: i32) -> i32 {
         let state = self.slots.get().get(slot as u32);
-        i32::from(self.spec().done(state, &mut WasmHost))
+        i32::from(self.spec().done(state, &mut WasmHost::new()))
     }
 
     pub fn build(&self, slot: i32) -> i32 {
         let state = self.slots.get().get(slot as u32);
-        self.spec().build(state, &mut WasmHost).to_abi()
+        self.spec().build(state, &mut WasmHost::new()).to_abi()
     }
 
     pub fn timeout(&self, slot: i32) -> i32 {
         let state = self.slots.get().get(slot as u32);
-        i32::from(self.spec().timeout(state, &mut WasmHost))
+        i32::from(self.spec().timeout(state, &mut WasmHost::new()))
     }
 
     pub fn state_free(&self, slot: i32) {
