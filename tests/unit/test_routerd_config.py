@@ -40,6 +40,7 @@ def test_a_config_as_the_writer_makes_it_passes():
     ({"egress_routes": [{"prefix": "10.0.2.0/24", "iface": "e"}]}, "egress_routes[0]: no 'mac'"),
     ({"busy_poll_us": 10001}, "config.busy_poll_us: 10001 is above 10000"),
     ({"busy_poll_us": -1}, "below 0"),
+    ({"wait": "spin"}, "config.wait: 'spin' is not one of"),
 ])
 def test_what_routerd_would_refuse_is_refused_naming_the_key(change, words):
     with pytest.raises(rc.ConfigError) as e:

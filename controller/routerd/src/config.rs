@@ -84,6 +84,7 @@ pub struct RouterConfig {
     pub cpu_io: Option<String>,
     pub flow_pool_slots: Option<u32>,
     pub busy_poll_us: Option<u64>,
+    pub wait: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -139,6 +140,7 @@ mod tests {
             cpu_io: Some("ring".into()),
             flow_pool_slots: Some(64),
             busy_poll_us: Some(0),
+            wait: Some("sleep".into()),
         }
     }
 

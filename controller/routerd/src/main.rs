@@ -107,7 +107,8 @@ struct Args {
     /// How routerd waits for frames: `sleep` = poll() as soon as the port is empty;
     /// `adaptive` = learn the gaps between arrivals and, when recent gaps agree, sleep until
     /// just before the next expected frame and spin (yielding) through its window, at most
-    /// 200 µs plus a 20 µs tail per arrival (docs/routerd.md). Default sleep.
+    /// 200 µs plus a 20 µs tail per arrival (docs/routerd.md). From --config: `wait`.
+    /// Default sleep.
     #[arg(long, value_parser = concast_routerd::adaptive::parse_mode)]
     wait: Option<bool>,
     /// Run specs that come without R's signature (receivers that do not sign; tests). A spec
@@ -262,7 +263,11 @@ fn settings(a: &Args) -> Result<Settings, String> {
             Some(us) => concast_routerd::busypoll::parse_window(&us.to_string()).map_err(|e| format!("busy_poll_us: {e}"))?,
             None => 0,
         },
-        adaptive_wait: a.wait.unwrap_or(false),
+        adaptive_wait: match (a.wait, cfg.wait.as_deref()) {
+            (Some(flag), _) => flag,
+            (None, Some(mode)) => concast_routerd::adaptive::parse_mode(mode).map_err(|e| format!("wait: {e}"))?,
+            (None, None) => false,
+        },
         flows: a.flows.clone(),
         flow_params: a.flow_params.clone(),
     })
