@@ -5,7 +5,8 @@
 //! round-robin batches with the due frames written between them (`concast_linkemu::pump`);
 //! while any TAP still holds frames, epoll is only polled, and once none does, it is polled a
 //! short adaptive while before the thread sleeps (`concast_linkemu::idle`). The main thread serves the control
-//! socket and hands link work to the shards.
+//! socket and hands link work to the shards. With `--io uring` a batch of TAP reads or writes
+//! enters the kernel once (`uring.rs`).
 
 mod control;
 mod emu;
