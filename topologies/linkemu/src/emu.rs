@@ -83,6 +83,21 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The ring `--io` asks for, or None: syscalls asked for, or no ring to be had (logged as
+/// `io_fallback` with the reason; the daemon goes on with syscalls).
+fn ring_for(io: IoMode, open: impl FnOnce() -> Result<Uring, String>) -> Option<Box<Uring>> {
+    match io {
+        IoMode::Syscalls => None,
+        IoMode::Uring => match open() {
+            Ok(u) => Some(Box::new(u)),
+            Err(why) => {
+                emit(Level::Warn, "io_fallback", &[("asked", &"uring"), ("using", &"syscalls"), ("reason", &why)]);
+                None
+            }
+        },
+    }
+}
+
 pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> std::io::Result<()> {
     epoll_add_with(epfd, fd, token, libc::EPOLLIN as u32)
 }
@@ -106,16 +121,7 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
 
 impl Emu {
     pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, io: IoMode) -> Emu {
-        let uring = match io {
-            IoMode::Syscalls => None,
-            IoMode::Uring => match uring::open() {
-                Ok(u) => Some(Box::new(u)),
-                Err(why) => {
-                    emit(Level::Warn, "io_fallback", &[("asked", &"uring"), ("using", &"syscalls"), ("reason", &why)]);
-                    None
-                }
-            },
-        };
+        let uring = ring_for(io, uring::open);
         Emu {
             epfd,
             links: Vec::new(),
@@ -460,5 +466,22 @@ impl pump::Io for Emu {
     }
     fn run_due(&mut self, now: u64) {
         Emu::run_due(self, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_that_cannot_be_had_falls_back_to_syscalls() {
+        let refused = || Err("io_uring_setup: Operation not permitted (os error 1)".to_string());
+        let emu = Emu { uring: ring_for(IoMode::Uring, refused), ..Emu::new(-1, None, 0, IoMode::Syscalls) };
+        assert_eq!(emu.io(), IoMode::Syscalls);
+        assert!(ring_for(IoMode::Syscalls, || panic!("syscalls never try a ring")).is_none());
+        // Where this kernel gives a ring, asking for one gets it.
+        if let Ok(u) = uring::open() {
+            assert!(ring_for(IoMode::Uring, || Ok(u)).is_some());
+        }
     }
 }
