@@ -18,6 +18,7 @@ emulator) sends raw Ethernet frames with AF_PACKET on the a-ends and receives on
            (1000-byte frames offered at full speed; rx bytes over 3 s)
 
 Usage: python3 scripts/bench_linkemu.py [--quick] [--csv FILE] [--rx-mode napi|inline] [--spin-us N]
+                                       [--io uring|syscalls]
 """
 from __future__ import annotations
 
@@ -132,6 +133,8 @@ def main() -> int:
                    help="where the receiving stack runs (the daemon's --rx-mode; default: its own)")
     p.add_argument("--spin-us", type=int, default=None,
                    help="the daemon's --spin-us (longest poll before it sleeps; default: its own)")
+    p.add_argument("--io", choices=("uring", "syscalls"), default=None,
+                   help="how the daemon moves TAP frames (its --io; default: its own)")
     p.add_argument("--tap-qdisc", default=None, metavar="QDISC",
                    help="experiment: replace the TAPs' root qdisc (e.g. noqueue, a veth's default)")
     p.add_argument("--rps", metavar="HEXMASK", default=None,
@@ -154,6 +157,8 @@ def main() -> int:
         rt["rx_mode"] = args.rx_mode
     if args.spin_us is not None:
         rt["spin_us"] = args.spin_us
+    if args.io:
+        rt["io"] = args.io
     emu = LinkEmulator(tempfile.mkdtemp(prefix="bench-linkemu-"), f"b{os.getpid()}", **rt)
     rows: list[tuple[str, float, float | None, str]] = []
 
@@ -180,8 +185,10 @@ def main() -> int:
             sh("ip", "netns", "exec", ns, "sh", "-c",
                f"for d in {devs}; do echo {args.rps} > /sys/class/net/$d/queues/rx-0/rps_cpus; done")
             print(f"rps_cpus {args.rps} on the TAPs", flush=True)
-        got_rx = sorted({e["rx"] for l in emu.call("stats")["links"] for e in (l["a"], l["b"])})
+        st = emu.call("stats")
+        got_rx = sorted({e["rx"] for l in st["links"] for e in (l["a"], l["b"])})
         print(f"TAP receive mode: {', '.join(got_rx)}", flush=True)
+        print(f"TAP I/O: {', '.join(sorted(set(st.get('io', ['?']))))}", flush=True)
         for n in (1, 16):
             cpu: dict = {}
             fps, _ = b.rate("", n, secs, cpu=cpu)

@@ -34,6 +34,9 @@ RX_MODE = os.environ.get("CONCAST_LINKEMU_RX") or None
 # The longest poll for frames before the emulator's loop sleeps, µs ("0": sleep at once);
 # unset: the daemon's default. docs/linkemu.md, "The event loop".
 SPIN_US = os.environ.get("CONCAST_LINKEMU_SPIN_US") or None
+# How the emulator moves TAP frames: "uring" (batches over io_uring) or "syscalls" (one
+# read/write per frame); unset: the daemon's default. docs/linkemu.md, "Batched TAP I/O".
+IO = os.environ.get("CONCAST_LINKEMU_IO") or None
 # The control socket lives in a short runtime directory of its own, never under the result
 # folder: a Unix socket's path must fit sun_path (108 bytes), which a long --out passed.
 RUNTIME_ROOT = Path("/run/concast/linkemu") if os.geteuid() == 0 \
@@ -120,7 +123,7 @@ class LinkEmulator:
 
     def __init__(self, run_dir: Path | str, tag: str, daemons=None, binary: Path = BINARY,
                  slots: int = 4096, realtime: int = REALTIME, rx_mode: str | None = RX_MODE,
-                 spin_us: str | int | None = SPIN_US) -> None:
+                 spin_us: str | int | None = SPIN_US, io: str | None = IO) -> None:
         self.run_dir = Path(run_dir)           # its log (when not started through daemons)
         self.socket_path = control_socket(tag)
         self.state_path = Path(f"/dev/shm/concast-linkemu-{tag}")
@@ -130,6 +133,7 @@ class LinkEmulator:
         self.realtime = realtime
         self.rx_mode = rx_mode      # None: the daemon's default
         self.spin_us = spin_us      # None: the daemon's default
+        self.io = io                # None: the daemon's default
         self.daemon = None          # a controller.daemons.Daemon when started through Daemons
         self.popen: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -152,6 +156,8 @@ class LinkEmulator:
             argv += ["--rx-mode", self.rx_mode]
         if self.spin_us is not None:
             argv += ["--spin-us", str(self.spin_us)]
+        if self.io:
+            argv += ["--io", self.io]
         if self.daemons is not None:
             self.daemon = self.daemons.start("net", argv, name="linkemu")
             self.popen = self.daemon.popen

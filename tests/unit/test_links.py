@@ -136,7 +136,8 @@ def test_stop_removes_the_runtime_directory(tmp_path):
 
 @pytest.mark.skipif(not links.BINARY.exists(), reason=f"needs {links.BINARY}")
 @pytest.mark.parametrize("option, says", [(["--rx-mode", "fast"], "want napi or inline"),
-                                          (["--spin-us", "5000"], "spin-us")])
+                                          (["--spin-us", "5000"], "spin-us"),
+                                          (["--io", "epoll"], "want uring or syscalls")])
 def test_a_bad_option_is_refused_with_the_reason(tmp_path, option, says):
     r = subprocess.run([str(links.BINARY), "--control", str(tmp_path / "c.sock"), *option],
                        capture_output=True, text=True, timeout=10)
@@ -177,3 +178,9 @@ def test_spin_us_reaches_the_daemon_argv(tmp_path, monkeypatch):
     for spin, tail in ((0, ["--spin-us", "0"]), ("20", ["--spin-us", "20"])):
         assert daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=spin)[-2:] == tail
     assert "--spin-us" not in daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=None)
+
+
+def test_io_reaches_the_daemon_argv(tmp_path, monkeypatch):
+    for io in ("uring", "syscalls"):
+        assert daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=None, io=io)[-2:] == ["--io", io]
+    assert "--io" not in daemon_argv(tmp_path, monkeypatch, rx_mode=None, spin_us=None, io=None)

@@ -64,10 +64,17 @@ impl Links {
     pub fn len(&self) -> usize {
         self.by_id.len()
     }
+
+    /// How each shard moves frames (`--io`, or `syscalls` where io_uring was not available),
+    /// comma-separated, for the daemon's log.
+    pub fn io_names(&self) -> String {
+        self.shards.iter().map(|s| s.call(|emu| emu.io().name())).collect::<Vec<_>>().join(",")
+    }
 }
 
 /// What one shard contributes to a daemon-wide `stats`.
 struct ShardStats {
+    io: Vec<&'static str>,
     links: Vec<Value>,
     write_errors: u64,
     hists: [Hist; 4],
@@ -122,8 +129,9 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
             None => {
                 let reset = req.get("reset_lateness").and_then(Value::as_bool) == Some(true);
                 let parts: Vec<ShardStats> = links.shards.iter().map(|s| s.call(move |emu| shard_stats(emu, reset))).collect();
-                let mut all = ShardStats { links: Vec::new(), write_errors: 0, hists: Default::default() };
+                let mut all = ShardStats { io: Vec::new(), links: Vec::new(), write_errors: 0, hists: Default::default() };
                 for p in parts {
+                    all.io.extend(p.io);
                     all.links.extend(p.links);
                     all.write_errors += p.write_errors;
                     for (h, o) in all.hists.iter_mut().zip(p.hists.iter()) {
@@ -132,6 +140,7 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
                 }
                 let [lateness, write_time, wake_late, busy] = &all.hists;
                 Ok(json!({
+                    "io": all.io,
                     "links": all.links,
                     "write_errors": all.write_errors,
                     "late_p50_us": lateness.quantile_us(0.5),
@@ -156,6 +165,7 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
 /// One shard's links and loop histograms (then reset, if asked).
 fn shard_stats(emu: &mut Emu, reset: bool) -> ShardStats {
     let out = ShardStats {
+        io: vec![emu.io().name()],
         links: emu.links().map(link_stats).collect(),
         write_errors: emu.write_errors,
         hists: [emu.lateness.clone(), emu.write_time.clone(), emu.wake_late.clone(), emu.busy.clone()],

@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::{Hist, Lateness};
+use concast_linkemu::iobatch::{reads_for, write_ok, IoMode};
 use concast_linkemu::kind::DropBooks;
 use concast_linkemu::model::{Direction, Drop};
 use concast_linkemu::pump::{self, Batch};
 use concast_daemon::linkstate::{Slot, StateFile};
 
 use crate::tap;
+use crate::uring::{self, Uring};
 
 /// epoll tokens below this are the timer, the listener and clients' base. A TAP's token is
 /// this plus its input number, `link index << 1 | end`.
@@ -52,6 +54,13 @@ pub struct Emu {
     generation: u32,
     pool: Vec<Vec<u8>>,
     scratch: Vec<u8>,
+    /// `--io uring`: the TAPs' reads and writes go in batches over this ring (None: one
+    /// syscall per frame, asked for or fallen back to).
+    uring: Option<Box<Uring>>,
+    /// A direction's due frames, gathered for one batch of writes (kept for its capacity).
+    outbox: Vec<Vec<u8>>,
+    /// Frames each input's last read batch found, by input number (`iobatch::reads_for`).
+    last_read: Vec<u16>,
     /// Shared by the shards (each publishes only its own links' slots).
     pub state: Option<Arc<Mutex<StateFile>>>,
     pub write_errors: u64,
@@ -72,6 +81,21 @@ pub fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The ring `--io` asks for, or None: syscalls asked for, or no ring to be had (logged as
+/// `io_fallback` with the reason; the daemon goes on with syscalls).
+fn ring_for(io: IoMode, open: impl FnOnce() -> Result<Uring, String>) -> Option<Box<Uring>> {
+    match io {
+        IoMode::Syscalls => None,
+        IoMode::Uring => match open() {
+            Ok(u) => Some(Box::new(u)),
+            Err(why) => {
+                emit(Level::Warn, "io_fallback", &[("asked", &"uring"), ("using", &"syscalls"), ("reason", &why)]);
+                None
+            }
+        },
+    }
 }
 
 pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> std::io::Result<()> {
@@ -96,7 +120,8 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
 }
 
 impl Emu {
-    pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64) -> Emu {
+    pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, io: IoMode) -> Emu {
+        let uring = ring_for(io, uring::open);
         Emu {
             epfd,
             links: Vec::new(),
@@ -104,7 +129,10 @@ impl Emu {
             heap: BinaryHeap::new(),
             generation: 0,
             pool: Vec::new(),
-            scratch: vec![0u8; 65536],
+            scratch: vec![0u8; uring::FRAME_MAX],
+            uring,
+            outbox: Vec::new(),
+            last_read: Vec::new(),
             state,
             write_errors: 0,
             lateness: Hist::default(),
@@ -113,6 +141,21 @@ impl Emu {
             wake_late: Hist::default(),
             busy: Hist::default(),
         }
+    }
+
+    /// How this shard moves frames now.
+    pub fn io(&self) -> IoMode {
+        if self.uring.is_some() { IoMode::Uring } else { IoMode::Syscalls }
+    }
+
+    /// A batch stalled in the ring: one syscall per frame from now on. The ring is kept (not
+    /// closed) and so are the buffers it may still use; this happens at most once.
+    fn uring_stalled(&mut self, e: &std::io::Error, lent: Vec<Vec<u8>>) {
+        emit(Level::Error, "io_fallback", &[("asked", &"uring"), ("using", &"syscalls"), ("reason", &e)]);
+        if let Some(u) = self.uring.take() {
+            Box::leak(u);
+        }
+        std::mem::forget(lent);
     }
 
     pub fn get(&self, id: &str) -> Option<&Link> {
@@ -207,6 +250,44 @@ impl Emu {
         // One arrival time per batch (at most 16 reads, tens of µs): a frame's true arrival is
         // when the kernel queued it in the TAP, which a clock read at its own read misses too.
         let arrived = now_ns();
+        if let Some(u) = self.uring.as_mut() {
+            if self.last_read.len() <= i {
+                self.last_read.resize(i + 1, 0);
+            }
+            match u.read(fd, reads_for(self.last_read[i] as usize, max)) {
+                Ok(scan) => {
+                    for &(k, n) in &scan.frames {
+                        let mut buf = self.pool.pop().unwrap_or_default();
+                        buf.clear();
+                        buf.extend_from_slice(&u.frame(k)[..n]);
+                        batch.frames += 1;
+                        if let Err((cause, buf)) = link.dirs[end].offer(arrived, n as u32, buf) {
+                            link.drops[end].record(cause, &buf);
+                            self.pool.push(buf);
+                        }
+                    }
+                    self.last_read[i] = batch.frames as u16;
+                    // A batch that read nothing leaves the queue, so the pump always moves on.
+                    batch.drained = scan.drained || batch.frames == 0;
+                    if let Some(errno) = scan.failed {
+                        let e = std::io::Error::from_raw_os_error(errno);
+                        emit(Level::Warn, "tap_gone", &[("link", &link.id), ("iface", &link.ends[end].name), ("error", &e)]);
+                        epoll_del(self.epfd, fd);
+                        link.ends[end].fd = None;
+                        batch.drained = true;
+                    }
+                }
+                Err(e) => {
+                    // Reads lend only the ring's own buffers; they stay with the leaked ring.
+                    self.uring_stalled(&e, Vec::new());
+                    return Batch { frames: 0, drained: false };
+                }
+            }
+            if batch.frames > 0 {
+                self.service(idx, end, now_ns());
+            }
+            return batch;
+        }
         while batch.frames < max {
             let mut buf = self.pool.pop().unwrap_or_default();
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
@@ -246,6 +327,59 @@ impl Emu {
         let out = link.ends[1 - d].fd.as_ref().map(|f| f.as_raw_fd());
         let dir = &mut link.dirs[d];
         dir.retire(now);
+        if let Some(u) = self.uring.as_mut() {
+            // Every due frame in one batch of writes. One clock reading stands for all their
+            // write times: the batch enters the kernel once, right after it.
+            let mut outbox = std::mem::take(&mut self.outbox);
+            let at = now_ns();
+            while let Some((frame, up, due)) = dir.pop_due(now) {
+                let late_ns = at.saturating_sub(due);
+                self.lateness.record_ns(late_ns);
+                link.late[d].record_ns(late_ns, self.late_bound_ns);
+                if up {
+                    outbox.push(frame);
+                } else {
+                    dir.account(frame.len() as u32, false); // carrier went down in flight
+                    link.drops[d].record(Drop::Down, &frame);
+                    self.pool.push(frame);
+                }
+            }
+            let mut stalled = None;
+            if !outbox.is_empty() {
+                match out {
+                    Some(fd) => match u.write(fd, &outbox) {
+                        Ok(results) => {
+                            for (f, &r) in outbox.iter().zip(results) {
+                                if write_ok(r, f.len()) {
+                                    dir.account(f.len() as u32, true);
+                                } else {
+                                    self.write_errors += 1;
+                                }
+                            }
+                            // The batch's time shared out over its frames.
+                            let each = now_ns().saturating_sub(at) / outbox.len() as u64;
+                            for _ in 0..outbox.len() {
+                                self.write_time.record_ns(each);
+                            }
+                        }
+                        Err(e) => {
+                            self.write_errors += outbox.len() as u64;
+                            stalled = Some(e);
+                        }
+                    },
+                    None => self.write_errors += outbox.len() as u64,
+                }
+            }
+            if let Some(e) = stalled {
+                // The kernel may still read these frames: they are never reused.
+                self.uring_stalled(&e, std::mem::take(&mut outbox));
+            } else {
+                self.pool.extend(outbox.drain(..));
+            }
+            self.outbox = outbox;
+            self.schedule(idx, d, now);
+            return;
+        }
         // When the write in progress began: the next clock reading ends it.
         let mut writing: Option<u64> = None;
         while let Some((frame, up, due)) = dir.pop_due(now) {
@@ -274,6 +408,13 @@ impl Emu {
         if let Some(w) = writing {
             self.write_time.record_ns(now_ns().saturating_sub(w));
         }
+        self.schedule(idx, d, now);
+    }
+
+    /// After a direction's service: its next event into the heap, its state published.
+    fn schedule(&mut self, idx: usize, d: usize, now: u64) {
+        let Some(link) = self.links[idx].as_mut() else { return };
+        let dir = &link.dirs[d];
         if let Some(t) = dir.next_event() {
             if t < link.scheduled[d] {
                 link.scheduled[d] = t;
@@ -325,5 +466,22 @@ impl pump::Io for Emu {
     }
     fn run_due(&mut self, now: u64) {
         Emu::run_due(self, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_that_cannot_be_had_falls_back_to_syscalls() {
+        let refused = || Err("io_uring_setup: Operation not permitted (os error 1)".to_string());
+        let emu = Emu { uring: ring_for(IoMode::Uring, refused), ..Emu::new(-1, None, 0, IoMode::Syscalls) };
+        assert_eq!(emu.io(), IoMode::Syscalls);
+        assert!(ring_for(IoMode::Syscalls, || panic!("syscalls never try a ring")).is_none());
+        // Where this kernel gives a ring, asking for one gets it.
+        if let Ok(u) = uring::open() {
+            assert!(ring_for(IoMode::Uring, || Ok(u)).is_some());
+        }
     }
 }

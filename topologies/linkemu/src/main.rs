@@ -5,12 +5,14 @@
 //! round-robin batches with the due frames written between them (`concast_linkemu::pump`);
 //! while any TAP still holds frames, epoll is only polled, and once none does, it is polled a
 //! short adaptive while before the thread sleeps (`concast_linkemu::idle`). The main thread serves the control
-//! socket and hands link work to the shards.
+//! socket and hands link work to the shards. With `--io uring` a batch of TAP reads or writes
+//! enters the kernel once (`uring.rs`).
 
 mod control;
 mod emu;
 mod shard;
 mod tap;
+mod uring;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -69,6 +71,13 @@ struct Args {
     /// concast_linkemu::idle).
     #[arg(long, default_value_t = concast_linkemu::idle::DEFAULT_MAX_NS / 1000, value_parser = clap::value_parser!(u64).range(0..=1000))]
     spin_us: u64,
+    /// How frames are read from and written to the TAPs: `uring` queues each batch (a TAP's
+    /// reads, a direction's due writes) on an io_uring and enters the kernel once for it;
+    /// `syscalls` makes one read() or write() per frame. Where io_uring is not available
+    /// (io_uring_disabled, seccomp, an old kernel) a shard logs `io_fallback` and uses
+    /// syscalls (docs/linkemu.md, "Batched TAP I/O").
+    #[arg(long, default_value = "syscalls", value_parser = concast_linkemu::iobatch::IoMode::parse)]
+    io: concast_linkemu::iobatch::IoMode,
 }
 
 const LISTENER: u64 = 1;
@@ -164,7 +173,7 @@ fn run(args: Args) -> Result<(), String> {
         0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,
     };
-    let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000, args.spin_us * 1000)).collect::<Result<Vec<_>, _>>()?;
+    let shards = (0..threads).map(|i| Shard::spawn(i, state.clone(), args.late_bound_us * 1000, args.spin_us * 1000, args.io)).collect::<Result<Vec<_>, _>>()?;
     let mut links = Links::new(shards, state, args.late_bound_us * 1000, args.rx_mode);
     let listener = concast_daemon::bind_unix(&args.control).map_err(|e| format!("--control {}: {e}", args.control.display()))?;
     epoll_add(epfd, listener.as_raw_fd(), LISTENER).map_err(|e| format!("epoll: {e}"))?;
@@ -172,7 +181,7 @@ fn run(args: Args) -> Result<(), String> {
     let mut clients: HashMap<u64, Client> = HashMap::new();
     let mut next_client = CLIENT_BASE;
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads), ("rx_mode", &args.rx_mode.name()), ("spin_us", &args.spin_us)]);
+    emit(Level::Info, "started", &[("control", &args.control.display()), ("state", &args.state.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into())), ("slots", &args.slots), ("realtime", &args.realtime), ("threads", &threads), ("rx_mode", &args.rx_mode.name()), ("spin_us", &args.spin_us), ("io", &links.io_names())]);
 
     while !concast_daemon::stopping() {
         let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 1000) };

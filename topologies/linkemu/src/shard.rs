@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 
 use concast_daemon::linkstate::StateFile;
 use concast_linkemu::idle::{Idle, Wait};
+use concast_linkemu::iobatch::IoMode;
 use concast_linkemu::pump::Pump;
 
 use crate::emu::{self, epoll_add, Emu, TAP_TOKEN_BASE};
@@ -56,7 +57,7 @@ fn poke(fd: &OwnedFd) {
 
 impl Shard {
     /// Start shard `index`; its thread inherits the caller's scheduling (SCHED_FIFO).
-    pub fn spawn(index: usize, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, spin_ns: u64) -> Result<Shard, String> {
+    pub fn spawn(index: usize, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, spin_ns: u64, io: IoMode) -> Result<Shard, String> {
         let ep = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
         let timer = owned(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) }, "timerfd_create")?;
         let wake = Arc::new(owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }, "eventfd")?);
@@ -64,7 +65,7 @@ impl Shard {
         epoll_add(ep.as_raw_fd(), wake.as_raw_fd(), WAKE).map_err(|e| format!("epoll: {e}"))?;
         let (jobs, rx) = mpsc::channel::<Job>();
         let stop = Arc::new(AtomicBool::new(false));
-        let emu = Emu::new(ep.as_raw_fd(), state, late_bound_ns);
+        let emu = Emu::new(ep.as_raw_fd(), state, late_bound_ns, io);
         let (w, s) = (wake.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name(format!("shard{index}"))
