@@ -283,7 +283,11 @@ impl Conn {
         // everything one wake-up reads is one batch (Positive ACK acknowledges in-order data
         // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once
         let mut batch = false;
-        for _ in 0..BATCH {
+        for i in 0..=BATCH {
+            if i == BATCH {
+                self.io.tx.stats.reads_cut += 1;
+                break;
+            }
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
             }
@@ -394,7 +398,11 @@ impl Server {
         }
         // as in Conn::pump: one batch per session per wake-up
         let mut batched: Vec<SocketAddr> = Vec::new();
-        for _ in 0..BATCH {
+        for i in 0..=BATCH {
+            if i == BATCH {
+                self.io.tx.stats.reads_cut += 1;
+                break;
+            }
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
             }

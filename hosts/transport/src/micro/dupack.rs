@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 
 use crate::attr::ACK;
+use super::rtxaudit::Cause;
 use crate::composite::MicroId;
 use crate::event::{Arg, Event, TimerId};
 use crate::session::{Cx, Micro};
@@ -34,6 +35,7 @@ impl DuplicateAck {
         let seqs: Vec<u32> = seqs.into_iter().filter(|q| self.marked.insert(*q)).collect();
         for q in &seqs {
             cx.shared.rack.declared(*q);
+            cx.shared.rtx_audit.declared(*q, Cause::DupAck);
         }
         self.raise_lost(cx, seqs);
     }
@@ -74,7 +76,7 @@ impl Micro for DuplicateAck {
         }
         if let Event::Timer(_) = ev {
             self.timer = None;
-            self.rack(cx);
+            self.rack(cx, Cause::RackTimer);
             return;
         }
         let Some(seg) = arg.seg.and_then(|id| cx.seg(id)) else { return };
@@ -82,14 +84,14 @@ impl Micro for DuplicateAck {
             return;
         }
         self.count(cx);
-        self.rack(cx);
+        self.rack(cx, Cause::Rack);
     }
 }
 
 impl DuplicateAck {
     /// RACK's detection (when the algorithm uses it): what it finds lost is declared even if
     /// declared before (a lost retransmission), and starts a recovery outside one.
-    fn rack(&mut self, cx: &mut Cx) {
+    fn rack(&mut self, cx: &mut Cx, cause: Cause) {
         if cx.shared.rack.policy.is_none() {
             return;
         }
@@ -99,6 +101,9 @@ impl DuplicateAck {
         if !lost.is_empty() {
             lost.sort_unstable();
             cx.stats.rack_losses += lost.len() as u64;
+            for q in &lost {
+                cx.shared.rtx_audit.declared(*q, cause);
+            }
             let s = &mut cx.shared;
             if !s.in_recovery {
                 s.in_recovery = true;
