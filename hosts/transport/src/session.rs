@@ -100,6 +100,11 @@ pub struct Stats {
     pub spurious_timeouts: u64,
     /// Segments RACK declared lost (`micro/rack.rs`; the others by duplicate ACKs or the timer).
     pub rack_losses: u64,
+    /// Retransmissions by what declared the segment lost (`micro::rtxaudit::CAUSE_NAMES`),
+    /// and of those the ones acknowledged sooner than the minimum RTT after the resend: the
+    /// original had arrived.
+    pub rtx_by_cause: [u64; crate::micro::rtxaudit::CAUSES],
+    pub rtx_early: [u64; crate::micro::rtxaudit::CAUSES],
     pub malformed: u64,
     pub duplicates: u64,
     pub late: u64,
@@ -146,6 +151,8 @@ pub struct Shared {
     pub rto_policy: Option<crate::micro::rtt::RtoPolicy>,
     /// Time-based loss detection (`micro::rack`), with the algorithm's policy (`cc::CcCtl::rack`).
     pub rack: crate::micro::rack::Rack,
+    /// Each retransmission's cause and whether it was needed (`micro::rtxaudit`).
+    pub rtx_audit: crate::micro::rtxaudit::RtxAudit,
     pub ts_recent: u32,
     pub cwnd: f64,
     pub pkt_snd_period_us: f64,
@@ -636,6 +643,21 @@ impl Session {
     pub fn on_datagram_shared(&mut self, b: Bytes, now: u64) {
         self.cx.now = now;
         self.fire(now);
+        self.receive(b, now);
+    }
+
+    /// A datagram that waited in a socket buffer while the caller was not running (one
+    /// wake-up's reads): handled before the timers that came due meanwhile, which the caller
+    /// runs (`on_timer`) once it has read what waited. Fired first, a timer judged the
+    /// acknowledgements waiting behind it as missing: the retransmission timer timed out, and
+    /// RACK's reordering timer declared lost, segments whose ACKs were already here (issue
+    /// #23: 8 senders on 2 loaded cores went unscheduled for up to 346 ms, over an RTO).
+    pub fn on_waiting_datagram(&mut self, b: Bytes, now: u64) {
+        self.cx.now = now;
+        self.receive(b, now);
+    }
+
+    fn receive(&mut self, b: Bytes, now: u64) {
         if self.cx.shared.closed {
             return;
         }

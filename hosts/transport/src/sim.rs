@@ -101,6 +101,18 @@ impl Link {
     }
 }
 
+/// How the client's driver handles a wake-up after a stall (`Pair::a_stalls`): the
+/// datagrams that waited, and the timers that came due while it did not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeOrder {
+    /// The datagrams first (`Session::on_waiting_datagram`), then the timers: the UDP
+    /// driver's order (`udp::Conn::pump`).
+    DatagramsFirst,
+    /// Each datagram after the timers due (`Session::on_datagram_shared`): the driver's order
+    /// before issue #23's session 15, kept to show what it cost.
+    TimersFirst,
+}
+
 /// A datagram on the wire: arrival time, order sent, towards b, bytes.
 type InFlight = (u64, u64, bool, Vec<u8>);
 
@@ -120,6 +132,11 @@ pub struct Pair {
     pub events_b: Vec<Output>,
     /// Datagrams the server could not accept a session from.
     pub refused: Vec<String>,
+    /// Times the client's process does not run, (start, end) in virtual µs, ascending: its
+    /// datagrams wait (as in a socket buffer) and its timers are not run until `end`, when
+    /// it takes both in `wake_order`. A loaded machine's scheduler does this to a sender.
+    pub a_stalls: std::collections::VecDeque<(u64, u64)>,
+    pub wake_order: WakeOrder,
     wire: BinaryHeap<Reverse<InFlight>>,
     order: u64,
 }
@@ -140,6 +157,8 @@ impl Pair {
             events_a: Vec::new(),
             events_b: Vec::new(),
             refused: Vec::new(),
+            a_stalls: std::collections::VecDeque::new(),
+            wake_order: WakeOrder::DatagramsFirst,
             wire: BinaryHeap::new(),
             order: 0,
         }
@@ -182,24 +201,19 @@ impl Pair {
         let ta = self.a.next_timer();
         let tb = self.b.as_mut().and_then(Session::next_timer);
         let Some(next) = [arrival, ta, tb].into_iter().flatten().min() else { return false };
+        if let Some((start, end)) = self.a_stalls.front().copied().filter(|(s, _)| next >= *s) {
+            self.a_stalls.pop_front();
+            self.stall_a(start.max(self.now), end);
+            return true;
+        }
         self.now = self.now.max(next);
         if arrival == Some(next) {
             let Reverse((_, _, to_b, d)) = self.wire.pop().unwrap();
             // as the UDP driver hands them over: the session's segments share the datagram
             if !to_b {
                 self.a.on_datagram_shared(d.into(), self.now);
-            } else if let Some(b) = self.b.as_mut() {
-                b.on_datagram_shared(d.into(), self.now);
             } else {
-                match Session::accept(&self.server_cfg, self.serve, &d, self.now) {
-                    Ok(b) => self.b = Some(b),
-                    Err((why, refuse)) => {
-                        self.refused.push(why);
-                        if !refuse.is_empty() {
-                            self.put(false, refuse);
-                        }
-                    }
-                }
+                self.to_b(d);
             }
         } else {
             self.a.on_timer(self.now);
@@ -209,6 +223,58 @@ impl Pair {
         }
         self.collect();
         true
+    }
+
+    fn to_b(&mut self, d: Vec<u8>) {
+        if let Some(b) = self.b.as_mut() {
+            b.on_datagram_shared(d.into(), self.now);
+            return;
+        }
+        match Session::accept(&self.server_cfg, self.serve, &d, self.now) {
+            Ok(b) => self.b = Some(b),
+            Err((why, refuse)) => {
+                self.refused.push(why);
+                if !refuse.is_empty() {
+                    self.put(false, refuse);
+                }
+            }
+        }
+    }
+
+    /// The client does not run from `from` to `until`: the server and the wire go on, the
+    /// client's datagrams wait; then it wakes as its driver would (`wake_order`).
+    fn stall_a(&mut self, from: u64, until: u64) {
+        self.now = from;
+        let mut waiting = Vec::new();
+        loop {
+            self.collect();
+            let arrival = self.wire.peek().map(|Reverse((at, ..))| *at);
+            let tb = self.b.as_mut().and_then(Session::next_timer);
+            let Some(next) = [arrival, tb].into_iter().flatten().min().filter(|t| *t < until) else { break };
+            self.now = self.now.max(next);
+            if arrival == Some(next) {
+                let Reverse((_, _, to_b, d)) = self.wire.pop().unwrap();
+                if to_b {
+                    self.to_b(d);
+                } else {
+                    waiting.push(d);
+                }
+            } else if let Some(b) = self.b.as_mut() {
+                b.on_timer(self.now);
+            }
+        }
+        self.now = self.now.max(until);
+        let now = self.now;
+        self.a.begin_batch();
+        for d in waiting {
+            match self.wake_order {
+                WakeOrder::DatagramsFirst => self.a.on_waiting_datagram(d.into(), now),
+                WakeOrder::TimersFirst => self.a.on_datagram_shared(d.into(), now),
+            }
+        }
+        self.a.end_batch(now);
+        self.a.on_timer(now);
+        self.collect();
     }
 
     /// Step until `done` holds or virtual time passes `limit_us`; true when `done` held.

@@ -281,9 +281,15 @@ impl Conn {
             self.io.tx.stats.polled(asked, t.elapsed());
         }
         // everything one wake-up reads is one batch (Positive ACK acknowledges in-order data
-        // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once
+        // every BATCH_ACK_SEGS and at its end); what the session sends meanwhile goes at once.
+        // What waited is read before the timers that came due meanwhile run (below), so a
+        // late wake-up does not time out what its ACKs acknowledge (`on_waiting_datagram`)
         let mut batch = false;
-        for _ in 0..BATCH {
+        for i in 0..=BATCH {
+            if i == BATCH {
+                self.io.tx.stats.reads_cut += 1;
+                break;
+            }
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
             }
@@ -293,7 +299,7 @@ impl Conn {
                 batch = true;
             }
             for d in self.io.rx.shared_datagrams() {
-                self.session.on_datagram_shared(d, now);
+                self.session.on_waiting_datagram(d, now);
             }
             flush(&mut self.session, &mut self.io, None, &mut out)?;
         }
@@ -394,7 +400,11 @@ impl Server {
         }
         // as in Conn::pump: one batch per session per wake-up
         let mut batched: Vec<SocketAddr> = Vec::new();
-        for _ in 0..BATCH {
+        for i in 0..=BATCH {
+            if i == BATCH {
+                self.io.tx.stats.reads_cut += 1;
+                break;
+            }
             if !self.io.rx.recv(fd, &mut self.io.tx.stats)? {
                 break;
             }
@@ -427,7 +437,7 @@ impl Server {
                 batched.push(from);
             }
             for d in grams {
-                s.on_datagram_shared(d, now);
+                s.on_waiting_datagram(d, now);
             }
             flush(s, &mut self.io, Some(from), &mut tmp)?;
             out.extend(tmp.drain(..).map(|o| (from, o)));

@@ -1,8 +1,9 @@
 //! Duplicate ACK: the third duplicate acknowledgement starts a recovery: every unacknowledged
 //! segment below the highest selectively acknowledged one (at least the oldest) is declared
 //! lost (SEGMENT LOST). During recovery each ACK declares lost the holes below the highest
-//! selective ack not declared yet, and a partial ACK the hole it stops at (NewReno); recovery
-//! ends when everything sent before it began is acknowledged.
+//! selective ack not declared yet, and a partial ACK the hole it stops at (NewReno; with RACK
+//! only holes below a selective ack, see `count`); recovery ends when everything sent before it
+//! began is acknowledged.
 //!
 //! With an algorithm that asks for it (`cc::CcCtl::rack`), each ACK also runs RACK's time-based
 //! detection (`micro::rack`, RFC 8985), which declares a segment lost again when its
@@ -11,6 +12,7 @@
 use std::collections::HashSet;
 
 use crate::attr::ACK;
+use super::rtxaudit::Cause;
 use crate::composite::MicroId;
 use crate::event::{Arg, Event, TimerId};
 use crate::session::{Cx, Micro};
@@ -34,6 +36,7 @@ impl DuplicateAck {
         let seqs: Vec<u32> = seqs.into_iter().filter(|q| self.marked.insert(*q)).collect();
         for q in &seqs {
             cx.shared.rack.declared(*q);
+            cx.shared.rtx_audit.declared(*q, Cause::DupAck);
         }
         self.raise_lost(cx, seqs);
     }
@@ -74,7 +77,7 @@ impl Micro for DuplicateAck {
         }
         if let Event::Timer(_) = ev {
             self.timer = None;
-            self.rack(cx);
+            self.rack(cx, Cause::RackTimer);
             return;
         }
         let Some(seg) = arg.seg.and_then(|id| cx.seg(id)) else { return };
@@ -82,14 +85,14 @@ impl Micro for DuplicateAck {
             return;
         }
         self.count(cx);
-        self.rack(cx);
+        self.rack(cx, Cause::Rack);
     }
 }
 
 impl DuplicateAck {
     /// RACK's detection (when the algorithm uses it): what it finds lost is declared even if
     /// declared before (a lost retransmission), and starts a recovery outside one.
-    fn rack(&mut self, cx: &mut Cx) {
+    fn rack(&mut self, cx: &mut Cx, cause: Cause) {
         if cx.shared.rack.policy.is_none() {
             return;
         }
@@ -99,6 +102,9 @@ impl DuplicateAck {
         if !lost.is_empty() {
             lost.sort_unstable();
             cx.stats.rack_losses += lost.len() as u64;
+            for q in &lost {
+                cx.shared.rtx_audit.declared(*q, cause);
+            }
             let s = &mut cx.shared;
             if !s.in_recovery {
                 s.in_recovery = true;
@@ -126,6 +132,15 @@ impl DuplicateAck {
                     s.in_recovery = false;
                     self.marked.clear();
                     self.declared_to = 0;
+                } else if s.rack.policy.is_some() {
+                    // with RACK, only what a selective ack lies above (RFC 6675 §4 IsLost; a
+                    // hole with nothing acknowledged above it is RACK's or the timer's). The
+                    // partial ack's own hole, declared as NewReno does (RFC 6582 §3.2 step 5),
+                    // was the next original still on its way whenever the ACKs advanced in
+                    // order through a recovery's tail: one CTCP flow at 1 Gbit/s resent 2,141
+                    // segments that way (issue #23, tests/gig_overflow.rs)
+                    let top = s.highest_sacked.unwrap_or(s.snd_una);
+                    self.declare_below(cx, top);
                 } else {
                     // the partial ack's hole, and any newly seen below a selective ack
                     let top = s.highest_sacked.unwrap_or(s.snd_una).max(s.snd_una + 1);

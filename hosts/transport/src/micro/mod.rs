@@ -57,6 +57,7 @@ pub mod retransmit;
 pub mod rfifo;
 pub mod rtscts;
 pub mod rtt;
+pub mod rtxaudit;
 pub mod sack;
 pub mod seq;
 pub mod seqmsg;

@@ -95,6 +95,7 @@ impl PositiveAck {
         let maybe_dup = !s.ack_advanced && kind == Kind::Ack && !s.unacked.is_empty();
         s.ack_duplicate = false;
         let mut done = Vec::new();
+        let mut early = Vec::new();
         let min_rtt = s.min_rtt_us;
         if s.ack_advanced {
             s.snd_una = cum;
@@ -105,6 +106,7 @@ impl PositiveAck {
                 let q = *e.key();
                 done.push(e.remove());
                 s.rack.delivered(q, now, min_rtt);
+                early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
         }
         for i in (0..32).filter(|i| bitmap & 1 << i != 0) {
@@ -112,6 +114,7 @@ impl PositiveAck {
             if let Some(id) = s.unacked.remove(&q) {
                 done.push(id);
                 s.rack.delivered(q, now, min_rtt);
+                early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
         }
@@ -121,6 +124,7 @@ impl PositiveAck {
             for q in keys {
                 done.extend(s.unacked.remove(&q));
                 s.rack.delivered(q, now, min_rtt);
+                early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
         }
@@ -133,6 +137,9 @@ impl PositiveAck {
         // new; counted, three of them started a recovery and halved the window each round
         // trip after a spurious timeout's retransmissions (issue #23, 8 flows at 110 ms)
         s.ack_duplicate = maybe_dup && !done.is_empty();
+        for c in early {
+            cx.stats.rtx_early[c as usize] += 1;
+        }
         for id in done {
             cx.release(id, Barrier::Done);
         }
@@ -169,6 +176,10 @@ impl Micro for PositiveAck {
                         cx.shared.snd_max = cx.shared.snd_max.max(q + 1);
                     }
                     cx.shared.rack.sent(q, cx.now, !first);
+                    if !first {
+                        let c = cx.shared.rtx_audit.resent(q, cx.now);
+                        cx.stats.rtx_by_cause[c as usize] += 1;
+                    }
                 }
             }
             Event::SegmentFromNet => {

@@ -77,9 +77,10 @@ impl Micro for Retransmit {
             Event::SegmentTimeout => self.arm(cx), // after the RTO has been backed off
             Event::Timer(_) => {
                 self.timer = None;
-                let Some((_, id)) = cx.shared.unacked.first_key_value().map(|(q, i)| (*q, *i)) else {
+                let Some((q, id)) = cx.shared.unacked.first_key_value().map(|(q, i)| (*q, *i)) else {
                     return;
                 };
+                cx.shared.rtx_audit.declared(q, super::rtxaudit::Cause::Timeout);
                 cx.stats.timeouts += 1;
                 cx.stats.retransmits += 1;
                 cx.shared.in_recovery = true;

@@ -77,6 +77,9 @@ pub struct IoStats {
     /// was not (a loaded CPU), or a late timer.
     pub poll_late_max_us: u64,
     pub polls_late_10ms: u64,
+    /// Pumps that stopped reading after the most receives one pump takes (`udp::BATCH`):
+    /// datagrams may still be waiting when its timers run.
+    pub reads_cut: u64,
 }
 
 impl IoStats {

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use concast_transport::micro::rtxaudit;
 use concast_transport::session::Stats;
 use concast_transport::udp::{Conn, IoStats, Server};
 use concast_transport::{cc, Bytes, Composite, Config, Output};
@@ -54,7 +55,14 @@ pub fn stats_json(s: &Stats) -> Value {
         "segs_sent": s.segs_sent, "segs_received": s.segs_received, "retransmits": s.retransmits,
         "timeouts": s.timeouts, "spurious_timeouts": s.spurious_timeouts, "malformed": s.malformed, "duplicates": s.duplicates,
         "late": s.late, "fec_recovered": s.fec_recovered, "msgs_incomplete": s.msgs_incomplete,
+        "rack_losses": s.rack_losses,
+        "rtx_by_cause": by_cause(&s.rtx_by_cause), "rtx_early": by_cause(&s.rtx_early),
     })
+}
+
+/// Counts per loss detector, by name (`micro::rtxaudit`).
+fn by_cause(n: &[u64; rtxaudit::CAUSES]) -> Value {
+    rtxaudit::CAUSE_NAMES.iter().zip(n).map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
 }
 
 /// Which I/O path ran (GSO/GRO or the plain fallback, and why) and its system calls: the
@@ -67,6 +75,7 @@ pub fn io_json(s: &IoStats) -> Value {
         "send_calls": s.send_calls, "datagrams_sent": s.datagrams_sent, "bytes_sent": s.bytes_sent,
         "recv_calls": s.recv_calls, "datagrams_received": s.datagrams_received, "bytes_received": s.bytes_received,
         "send_full": s.send_full, "send_wait_us": s.send_wait_us, "send_wait_max_us": s.send_wait_max_us,
+        "reads_cut": s.reads_cut,
         "poll_late_max_us": s.poll_late_max_us, "polls_late_10ms": s.polls_late_10ms,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
         "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),

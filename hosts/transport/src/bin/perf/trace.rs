@@ -44,14 +44,19 @@ impl Trace {
             let _ = writeln!(
                 w,
                 "{now} {who} cwnd={:.1} srtt={:.0} rttvar={:.0} rto={} una={} max={} unacked={} peer_wnd={} \
-                 sent={} rcvd={} rtx={} to={} spur={} dup={} gap={}",
+                 sent={} rcvd={} rtx={} to={} spur={} dup={} gap={} rtx_cause={} rtx_early={}",
                 sh.cwnd, sh.srtt_us, sh.rttvar_us, sh.rto(), sh.snd_una, sh.snd_max, sh.unacked.len(), sh.peer_wnd,
                 st.segs_sent, st.segs_received, st.retransmits, st.timeouts, st.spurious_timeouts, st.duplicates,
-                self.max_gap_us
+                self.max_gap_us, slashed(&st.rtx_by_cause), slashed(&st.rtx_early)
             );
         }
         self.max_gap_us = 0;
     }
+}
+
+/// Counts per loss detector as one field, "dupack/rack/rack_timer/timeout".
+fn slashed(n: &[u64]) -> String {
+    n.iter().map(u64::to_string).collect::<Vec<_>>().join("/")
 }
 
 impl Drop for Trace {
