@@ -7,17 +7,14 @@
 //! a veth pair (static diversion, no flow: every frame goes back unchanged) and writes frames
 //! on the other end. Needs root and iproute2; skips without.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use concast_routerd::cpu_port::CpuPort;
 use serde_json::Value;
 
 mod common;
-use common::{enter, no_namespaces, sh, Netns};
+use common::{enter, ipv4_frame, no_namespaces, query, Netns, Routerd};
 
 const ROUTERD: &str = env!("CARGO_BIN_EXE_concast-routerd");
 
@@ -34,51 +31,18 @@ fn a_bad_mode_is_refused_with_status_2() {
     }
 }
 
-fn query(sock: &Path, cmd: &str) -> Value {
-    let mut s = UnixStream::connect(sock).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    writeln!(s, "{cmd}").unwrap();
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).unwrap();
-    serde_json::from_str(&line).unwrap()
-}
-
-fn ipv4_frame() -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&[2, 0, 0, 0, 0xb1, 0xa6, 0x08, 0x00]);
-    f.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 98, 0, 1, 10, 98, 0, 2]);
-    f.extend_from_slice(&[0; 8]);
-    f
-}
-
-struct Routerd(Child);
-
-impl Drop for Routerd {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
 /// Sends `n` frames at a steady 2 ms pace (spinning to the send time, so the gaps agree
 /// within a few µs), then waits until routerd has read `total` in all.
-fn send_paced(tx: &CpuPort, sock: &Path, n: u32, total: u64) -> Value {
+fn send_paced(tx: &CpuPort, routerd: &Routerd, n: u32, total: u64) -> Value {
     let t0 = Instant::now();
     for i in 0..n {
         let at = Duration::from_millis(2) * i;
         while t0.elapsed() < at {
             std::hint::spin_loop();
         }
-        tx.send_batch(&[ipv4_frame()]).unwrap();
+        tx.send_batch(&[ipv4_frame(0xa6)]).unwrap();
     }
-    let t = Instant::now();
-    loop {
-        let stats = query(sock, "stats");
-        if stats["counters"]["frames_in"].as_u64() == Some(total) || t.elapsed() > Duration::from_secs(10) {
-            return stats["counters"].clone();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    routerd.counters_after(total)
 }
 
 #[test]
@@ -88,28 +52,13 @@ fn steady_frames_get_windows_sleep_mode_spins_nothing_and_idle_costs_nothing() {
         return;
     }
     let ns = Netns::new("adaptive");
-    assert!(sh(&["ip", "-n", &ns.0, "link", "add", "adw0", "type", "veth", "peer", "name", "adw1"]));
-    assert!(sh(&["ip", "-n", &ns.0, "link", "set", "adw0", "up"]));
-    assert!(sh(&["ip", "-n", &ns.0, "link", "set", "adw1", "up"]));
-    let sock = std::env::temp_dir().join(format!("adaptive-{}.sock", std::process::id()));
-    let child = Command::new("ip")
-        .args(["netns", "exec", &ns.0, ROUTERD, "--cpu-iface", "adw1", "--addr", "10.0.0.1", "--wait", "adaptive"])
-        .arg("--mgmt")
-        .arg(&sock)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _routerd = Routerd(child);
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "routerd did not open its management socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ns.veth("adw0", "adw1");
+    let routerd = Routerd::start(ROUTERD, &ns.0, "adw1", &["--wait", "adaptive"]);
+    let sock = routerd.sock.clone();
     enter(&ns.0);
     let tx = CpuPort::open_tx("adw0").unwrap();
 
-    let on = send_paced(&tx, &sock, 40, 40);
+    let on = send_paced(&tx, &routerd, 40, 40);
     assert_eq!(on["frames_in"], 40, "{on}");
     assert_eq!(on["wait"], "adaptive", "{on}");
     let (hits, misses) = (on["adaptive_hits"].as_u64().unwrap(), on["adaptive_misses"].as_u64().unwrap());
@@ -126,7 +75,7 @@ fn steady_frames_get_windows_sleep_mode_spins_nothing_and_idle_costs_nothing() {
 
     assert_eq!(query(&sock, "wait sleep")["wait"], "sleep");
     assert!(query(&sock, "wait spin")["error"].as_str().unwrap().contains("sleep or adaptive"));
-    let off = send_paced(&tx, &sock, 20, 60);
+    let off = send_paced(&tx, &routerd, 20, 60);
     assert_eq!(off["frames_in"], 60, "{off}");
     assert_eq!(off["wait"], "sleep", "{off}");
     assert_eq!(off["adaptive_spun_us"], idle1, "sleep mode spun: {off}");

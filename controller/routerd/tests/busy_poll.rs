@@ -7,17 +7,14 @@
 //! a veth pair (static diversion, no flow: every frame goes back unchanged) and writes frames
 //! on the other end, one every 2 ms. Needs root and iproute2; skips without.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use concast_routerd::cpu_port::CpuPort;
 use serde_json::Value;
 
 mod common;
-use common::{enter, no_namespaces, sh, Netns};
+use common::{enter, ipv4_frame, no_namespaces, query, Netns, Routerd};
 
 const ROUTERD: &str = env!("CARGO_BIN_EXE_concast-routerd");
 
@@ -52,47 +49,13 @@ fn a_bad_window_in_the_config_is_refused_too() {
     assert!(err.contains("busy_poll_us") && err.contains("0..=10000"), "{err}");
 }
 
-fn query(sock: &Path, cmd: &str) -> Value {
-    let mut s = UnixStream::connect(sock).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    writeln!(s, "{cmd}").unwrap();
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).unwrap();
-    serde_json::from_str(&line).unwrap()
-}
-
-fn ipv4_frame() -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&[2, 0, 0, 0, 0xb1, 0xa5, 0x08, 0x00]);
-    // A minimal IPv4 header (UDP, 10.98.0.1 -> 10.98.0.2) and a few bytes: not concast.
-    f.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 98, 0, 1, 10, 98, 0, 2]);
-    f.extend_from_slice(&[0; 8]);
-    f
-}
-
-struct Routerd(Child);
-
-impl Drop for Routerd {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
 /// Sends `n` frames 2 ms apart on `tx`, then waits until routerd has read `total` in all.
-fn send_spaced(tx: &CpuPort, sock: &Path, n: usize, total: u64) -> Value {
+fn send_spaced(tx: &CpuPort, routerd: &Routerd, n: usize, total: u64) -> Value {
     for _ in 0..n {
-        tx.send_batch(&[ipv4_frame()]).unwrap();
+        tx.send_batch(&[ipv4_frame(0xa5)]).unwrap();
         std::thread::sleep(Duration::from_millis(2));
     }
-    let t = Instant::now();
-    loop {
-        let stats = query(sock, "stats");
-        if stats["counters"]["frames_in"].as_u64() == Some(total) || t.elapsed() > Duration::from_secs(10) {
-            return stats["counters"].clone();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    routerd.counters_after(total)
 }
 
 #[test]
@@ -102,30 +65,15 @@ fn frames_inside_the_window_are_read_without_a_sleep_and_none_with_it_off() {
         return;
     }
     let ns = Netns::new("busypoll");
-    assert!(sh(&["ip", "-n", &ns.0, "link", "add", "bpx0", "type", "veth", "peer", "name", "bpx1"]));
-    assert!(sh(&["ip", "-n", &ns.0, "link", "set", "bpx0", "up"]));
-    assert!(sh(&["ip", "-n", &ns.0, "link", "set", "bpx1", "up"]));
-    let sock = std::env::temp_dir().join(format!("busypoll-{}.sock", std::process::id()));
+    ns.veth("bpx0", "bpx1");
     // A 10 ms window: each frame 2 ms after the last lands inside the window it opened,
     // however slowly this shared machine schedules routerd.
-    let child = Command::new("ip")
-        .args(["netns", "exec", &ns.0, ROUTERD, "--cpu-iface", "bpx1", "--addr", "10.0.0.1", "--busy-poll-us", "10000"])
-        .arg("--mgmt")
-        .arg(&sock)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _routerd = Routerd(child);
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "routerd did not open its management socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let routerd = Routerd::start(ROUTERD, &ns.0, "bpx1", &["--busy-poll-us", "10000"]);
+    let sock = routerd.sock.clone();
     enter(&ns.0);
     let tx = CpuPort::open_tx("bpx0").unwrap();
 
-    let on = send_spaced(&tx, &sock, 20, 20);
+    let on = send_spaced(&tx, &routerd, 20, 20);
     assert_eq!(on["frames_in"], 20, "{on}");
     assert_eq!(on["busy_poll_us"], 10_000, "{on}");
     let hits = on["busy_poll_hits"].as_u64().unwrap();
@@ -135,7 +83,7 @@ fn frames_inside_the_window_are_read_without_a_sleep_and_none_with_it_off() {
 
     assert_eq!(query(&sock, "busy-poll 0")["busy_poll_us"], 0);
     assert!(query(&sock, "busy-poll 20000")["error"].as_str().unwrap().contains("0..=10000"));
-    let off = send_spaced(&tx, &sock, 20, 40);
+    let off = send_spaced(&tx, &routerd, 20, 40);
     assert_eq!(off["frames_in"], 40, "{off}");
     assert_eq!(off["busy_poll_hits"].as_u64(), Some(hits), "no window, no hit: {off}");
     assert_eq!(off["busy_poll_us"], 0, "{off}");
