@@ -206,6 +206,19 @@ fn routerd_instantiation(spec_wasm: &[u8]) -> (Instantiation, Instantiation) {
     (on_demand, pooled)
 }
 
+/// Repetitions of routerd's instantiation figure in the full run.
+const ROUTERD_REPETITIONS: usize = 5;
+
+/// The median instantiation of several repetitions (wall and CPU each their own median).
+fn median_of(reps: impl Iterator<Item = Instantiation>) -> Instantiation {
+    let (mut wall, mut cpu): (Vec<f64>, Vec<f64>) = reps.map(|r| (r.wall, r.cpu)).unzip();
+    let mid = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Instantiation { wall: mid(&mut wall), cpu: mid(&mut cpu) }
+}
+
 fn churn_us_with(limits: Limits, allocator: Allocator, spec_wasm: &[u8], flows: u32) -> (Instantiation, Instantiation) {
     let mut e = engine(limits, allocator);
     let spec = e.load_spec(spec_wasm).unwrap();
@@ -505,7 +518,12 @@ fn main() {
     let (pool_mem, pool_us) = best(Allocator::Pooling { flows: 1_000 });
     // A pooled slot reused by a new flow of the same spec (flows removed and added again).
     let (_, pool_warm) = churn_us(Allocator::Pooling { flows: 1_000 }, &sum_wasm, 1_000);
-    let (routerd_before, routerd_now) = routerd_instantiation(&sum_wasm);
+    // Medians of five repetitions: one process's repetitions spread over 4.5-7 µs
+    // (docs/benchmarks.md, session 15), so a single one says little about the goal.
+    let reps: Vec<(Instantiation, Instantiation)> =
+        (0..ROUTERD_REPETITIONS).map(|_| routerd_instantiation(&sum_wasm)).collect();
+    let (routerd_before, routerd_now) = (median_of(reps.iter().map(|r| r.0)), median_of(reps.iter().map(|r| r.1)));
+    let pool_walls: Vec<String> = reps.iter().map(|r| format!("{:.2}", r.1.wall)).collect();
     let mut e = engine(Limits::default(), Allocator::OnDemand);
     let native_us = instantiation_us(&mut e, &SpecRef::native::<Aggregate<Sum>>(), 1_000);
     drop(e);
@@ -651,8 +669,9 @@ fn main() {
         met(pool_warm.wall <= GOAL_INSTANTIATION_US)
     );
     println!(
-        "goal: flow instantiation <= {GOAL_INSTANTIATION_US} us in routerd's engine (bounded pool, {} slots, reused slot): {:.1} us: {} (on-demand, as before: {:.1} us)",
+        "goal: flow instantiation <= {GOAL_INSTANTIATION_US} us in routerd's engine (bounded pool, {} slots, reused slot; median of {ROUTERD_REPETITIONS}: {} us): {:.1} us: {} (on-demand, as before: {:.1} us)",
         concast_engine::DAEMON_POOL_SLOTS,
+        pool_walls.join(", "),
         routerd_now.wall,
         met(routerd_now.wall <= GOAL_INSTANTIATION_US),
         routerd_before.wall
