@@ -113,6 +113,12 @@ pub enum WakeOrder {
     TimersFirst,
 }
 
+/// A path's bandwidth-delay product in datagrams of `frame` bytes: `rate_bps` over a round
+/// trip of twice `delay_us`.
+pub fn bdp_datagrams(rate_bps: f64, delay_us: u64, frame: usize) -> f64 {
+    rate_bps / 8.0 * 2.0 * delay_us as f64 / 1e6 / frame as f64
+}
+
 /// A datagram on the wire: arrival time, order sent, towards b, bytes.
 type InFlight = (u64, u64, bool, Vec<u8>);
 
@@ -162,6 +168,18 @@ impl Pair {
             wire: BinaryHeap::new(),
             order: 0,
         }
+    }
+
+    /// `new` on a path of `delay_us` each way whose client-to-server direction is a
+    /// `rate_bps` bottleneck queueing at most `queue_pkts`.
+    pub fn bottleneck(client: Config, server: Config, seed: u64, delay_us: u64, rate_bps: f64, queue_pkts: usize) -> Pair {
+        let mut p = Pair::new(client, server, seed);
+        for l in [&mut p.ab, &mut p.ba] {
+            l.delay_us = delay_us;
+        }
+        p.ab.rate_bps = Some(rate_bps);
+        p.ab.queue_pkts = queue_pkts;
+        p
     }
 
     fn put(&mut self, to_b: bool, d: Vec<u8>) {

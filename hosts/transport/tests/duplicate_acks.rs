@@ -3,7 +3,7 @@
 //! it already holds (a duplicated packet, or a spurious retransmission) reports nothing new;
 //! three of them must not start a recovery. One CTCP flow over UDT/CCC's 110 ms path (§4.2),
 //! in virtual time, its window below the path's capacity so nothing is lost.
-use concast_transport::sim::Pair;
+use concast_transport::sim::{self, Pair};
 use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
@@ -28,18 +28,13 @@ fn run(cc: &str, copies: usize) -> Run {
     c.cc = cc.into();
     c.seed = 41;
     s.seed = 42;
-    let bdp = RATE_BPS / 8.0 * 2.0 * DELAY_US as f64 / 1e6 / FRAME as f64;
+    let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
     for cfg in [&mut c, &mut s] {
         // below the path's capacity: no queue overflow, nothing lost
         cfg.recv_wnd_segs = (0.8 * bdp) as u32;
         cfg.send_buf_segs = bdp as usize;
     }
-    let mut p = Pair::new(c, s, 9);
-    for l in [&mut p.ab, &mut p.ba] {
-        l.delay_us = DELAY_US;
-    }
-    p.ab.rate_bps = Some(RATE_BPS);
-    p.ab.queue_pkts = bdp as usize;
+    let mut p = Pair::bottleneck(c, s, 9, DELAY_US, RATE_BPS, bdp as usize);
     let d = data(64 << 10);
     p.saturate(&d, 3_000_000, |_| {});
     assert_eq!(p.ab.dropped, 0, "the set-up loses nothing");

@@ -25,12 +25,7 @@ fn one_ctcp_flow_at_a_gigabit_resends_nothing_that_arrived() {
         cfg.recv_wnd_segs = 26_214;
         cfg.send_buf_segs = 26_214;
     }
-    let mut p = Pair::new(c, s, 5);
-    for l in [&mut p.ab, &mut p.ba] {
-        l.delay_us = 55_000;
-    }
-    p.ab.rate_bps = Some(1e9);
-    p.ab.queue_pkts = 9_082;
+    let mut p = Pair::bottleneck(c, s, 5, 55_000, 1e9, 9_082);
     p.ab.queue_in_packets = true;
     let d = vec![5u8; 64 << 10];
     p.saturate(&d, 8_000_000, |_| {});

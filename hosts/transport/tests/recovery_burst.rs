@@ -1,7 +1,7 @@
 //! CTCP's slow-start overflow on UDT/CCC's 110 ms path (§4.2) with a window large enough not to
 //! cap it (issue #23): one flow, one bandwidth-delay product of drop-tail queue, in virtual
 //! time, with a window of eight BDPs so the receiver's window does not cap the overflow.
-use concast_transport::sim::Pair;
+use concast_transport::sim::{self, Pair};
 use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
@@ -27,17 +27,12 @@ fn run(cc: &str, secs: u64) -> Run {
     c.cc = cc.into();
     c.seed = 31;
     s.seed = 32;
-    let bdp = RATE_BPS / 8.0 * 2.0 * DELAY_US as f64 / 1e6 / FRAME as f64;
+    let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
     for cfg in [&mut c, &mut s] {
         cfg.recv_wnd_segs = (WND_BDP * bdp) as u32;
         cfg.send_buf_segs = (WND_BDP * bdp) as usize;
     }
-    let mut p = Pair::new(c, s, 5);
-    for l in [&mut p.ab, &mut p.ba] {
-        l.delay_us = DELAY_US;
-    }
-    p.ab.rate_bps = Some(RATE_BPS);
-    p.ab.queue_pkts = bdp as usize;
+    let mut p = Pair::bottleneck(c, s, 5, DELAY_US, RATE_BPS, bdp as usize);
     let d = data(64 << 10);
     let end = secs * 1_000_000;
     let (mut reductions, mut last) = (0, 0.0);
