@@ -259,6 +259,12 @@ def main() -> int:
                 raise RuntimeError("the UDP client in s1 died")
             return json.loads(line_)
 
+        def switch(command: str) -> None:
+            """One of routerd's switches (egress, busy-poll, wait); its refusal ends the run."""
+            answer = routerd.query(sock, command)
+            if "error" in answer:
+                raise RuntimeError(f"routerd: {answer['error']}")
+
         selector_on, reflecting, egress, busy, wait = True, False, "ports", 0, "sleep"
         rounds = -(-args.samples // args.block)
         for rnd in range(rounds):
@@ -268,21 +274,15 @@ def main() -> int:
             for path in order:
                 want_egress = "cpu" if path.endswith("-cpu") else "ports"
                 if not bmv2 and want_egress != egress:
-                    answer = routerd.query(sock, f"egress {want_egress}")
-                    if "error" in answer:
-                        raise RuntimeError(f"routerd: {answer['error']}")
+                    switch(f"egress {want_egress}")
                     egress = want_egress
                 want_busy = args.busy_poll_us if path.endswith("-bp") else 0
                 if want_busy != busy:
-                    answer = routerd.query(sock, routerd.busy_poll_command(want_busy))
-                    if "error" in answer:
-                        raise RuntimeError(f"routerd: {answer['error']}")
+                    switch(routerd.busy_poll_command(want_busy))
                     busy = want_busy
                 want_wait = "adaptive" if path.endswith("-ad") else "sleep"
                 if not bmv2 and want_wait != wait:
-                    answer = routerd.query(sock, f"wait {want_wait}")
-                    if "error" in answer:
-                        raise RuntimeError(f"routerd: {answer['error']}")
+                    switch(f"wait {want_wait}")
                     wait = want_wait
                 want_on = path != "plain"
                 if not bmv2 and want_on != selector_on:

@@ -146,7 +146,8 @@ impl AdaptiveWait {
         if self.len < MIN_GAPS {
             return None;
         }
-        let mut g = self.gaps[..self.len].to_vec();
+        let mut gaps = self.gaps; // a copy on the stack: no allocation per arrival
+        let g = &mut gaps[..self.len];
         g.sort_unstable();
         let trim = self.len / 8;
         let (lo, hi) = (g[trim], g[self.len - 1 - trim]);

@@ -225,7 +225,7 @@ pub fn run(s: Settings, csp: concast_csp::Config) -> Result<(), String> {
             if n == 0 {
                 break;
             }
-            if moved == 0 {
+            if moved == 0 && adaptive.is_on() {
                 arrival = Some(now().saturating_sub(port.first_wait_ns().unwrap_or(0) / 1000));
             }
             moved += n;
