@@ -119,6 +119,25 @@ pub fn epoll_del(epfd: RawFd, fd: RawFd) {
     unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
 }
 
+impl Link {
+    /// A frame read from `end` joins its direction, or is counted as dropped and its buffer
+    /// goes back to `pool`.
+    fn take_frame(&mut self, end: usize, arrived: u64, buf: Vec<u8>, pool: &mut Vec<Vec<u8>>) {
+        let len = buf.len() as u32;
+        if let Err((cause, buf)) = self.dirs[end].offer(arrived, len, buf) {
+            self.drops[end].record(cause, &buf);
+            pool.push(buf);
+        }
+    }
+
+    /// The interface was deleted under us (Mininet's teardown): stop reading it.
+    fn tap_gone(&mut self, epfd: RawFd, end: usize, fd: RawFd, e: &std::io::Error) {
+        emit(Level::Warn, "tap_gone", &[("link", &self.id), ("iface", &self.ends[end].name), ("error", e)]);
+        epoll_del(epfd, fd);
+        self.ends[end].fd = None;
+    }
+}
+
 impl Emu {
     pub fn new(epfd: RawFd, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, io: IoMode) -> Emu {
         let uring = ring_for(io, uring::open);
@@ -261,19 +280,13 @@ impl Emu {
                         buf.clear();
                         buf.extend_from_slice(&u.frame(k)[..n]);
                         batch.frames += 1;
-                        if let Err((cause, buf)) = link.dirs[end].offer(arrived, n as u32, buf) {
-                            link.drops[end].record(cause, &buf);
-                            self.pool.push(buf);
-                        }
+                        link.take_frame(end, arrived, buf, &mut self.pool);
                     }
                     self.last_read[i] = batch.frames as u16;
                     // A batch that read nothing leaves the queue, so the pump always moves on.
                     batch.drained = scan.drained || batch.frames == 0;
                     if let Some(errno) = scan.failed {
-                        let e = std::io::Error::from_raw_os_error(errno);
-                        emit(Level::Warn, "tap_gone", &[("link", &link.id), ("iface", &link.ends[end].name), ("error", &e)]);
-                        epoll_del(self.epfd, fd);
-                        link.ends[end].fd = None;
+                        link.tap_gone(self.epfd, end, fd, &std::io::Error::from_raw_os_error(errno));
                         batch.drained = true;
                     }
                 }
@@ -293,11 +306,7 @@ impl Emu {
             match tap::read_frame(fd, &mut buf, &mut self.scratch) {
                 Ok(true) => {
                     batch.frames += 1;
-                    let len = buf.len() as u32;
-                    if let Err((cause, buf)) = link.dirs[end].offer(arrived, len, buf) {
-                        link.drops[end].record(cause, &buf);
-                        self.pool.push(buf);
-                    }
+                    link.take_frame(end, arrived, buf, &mut self.pool);
                 }
                 Ok(false) => {
                     self.pool.push(buf);
@@ -305,10 +314,7 @@ impl Emu {
                     break;
                 }
                 Err(e) => {
-                    // The interface was deleted under us (Mininet's teardown): stop reading it.
-                    emit(Level::Warn, "tap_gone", &[("link", &link.id), ("iface", &link.ends[end].name), ("error", &e)]);
-                    epoll_del(self.epfd, fd);
-                    link.ends[end].fd = None;
+                    link.tap_gone(self.epfd, end, fd, &e);
                     self.pool.push(buf);
                     batch.drained = true;
                     break;
