@@ -5,10 +5,19 @@
 mod common;
 
 use common::*;
+use std::sync::{Mutex, MutexGuard};
 use concast_engine::{
     Allocator, Engine, EngineConfig, Fault, FlowSlot, Limits, OutputKind, Outputs, Unmerged,
     POOL_SLOT_SPAN,
 };
+
+/// The tests of this file run one at a time: one measures the process's address space around
+/// a pool's creation, which another test's engine starting or dropping beside it would skew
+/// (a CI run saw two 4 GiB slots go missing that way).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn bounded(slots: u32) -> Engine {
     Engine::new(EngineConfig {
@@ -46,6 +55,7 @@ fn merges(engine: &mut Engine, flow: FlowSlot, group: u32, now: u64) {
 
 #[test]
 fn flows_beyond_the_slots_run_on_demand_and_are_counted() {
+    let _serial = serial();
     let mut engine = bounded(2);
     let sum = spec_bytes("sum");
     let pooled: Vec<FlowSlot> = (1..=2).map(|g| add(&mut engine, &sum, g, "fanin=2")).collect();
@@ -68,6 +78,7 @@ fn flows_beyond_the_slots_run_on_demand_and_are_counted() {
 
 #[test]
 fn a_plain_engine_counts_no_fallbacks() {
+    let _serial = serial();
     let mut engine = engine();
     let sum = spec_bytes("sum");
     for g in 1..=3 {
@@ -80,6 +91,7 @@ fn a_plain_engine_counts_no_fallbacks() {
 /// on-demand sandbox past the pool (the epoch ticker drives both engines).
 #[test]
 fn a_looping_spec_is_stopped_in_the_pool_and_past_it() {
+    let _serial = serial();
     let mut engine = bounded(1);
     let looping = spec_merging("(loop $forever (br $forever)) (i32.const 0)");
     let in_pool = add(&mut engine, &looping, 1, "");
@@ -98,6 +110,7 @@ fn a_looping_spec_is_stopped_in_the_pool_and_past_it() {
 /// slot's reservation traps, pooled or not.
 #[test]
 fn an_access_past_memory_inside_the_reservation_traps() {
+    let _serial = serial();
     let mut engine = bounded(1);
     // Memory is two pages; 1 MiB is inside the 16 MiB reservation but not accessible.
     let reader = spec_merging("(drop (i64.load (i32.const 1048576))) (i32.const 0)");
@@ -118,6 +131,7 @@ fn an_access_past_memory_inside_the_reservation_traps() {
 /// reaching another slot.
 #[test]
 fn an_access_anywhere_past_memory_traps() {
+    let _serial = serial();
     let mut engine = bounded(8);
     // (index, constant offset) of an 8-byte load; memory is two pages.
     let accesses: [(u32, u32); 6] = [
@@ -161,6 +175,7 @@ fn an_access_anywhere_past_memory_traps() {
 /// 16 MiB is stopped at the limit and quarantined.
 #[test]
 fn a_memory_grow_bomb_stops_at_the_limit_in_the_pool_and_past_it() {
+    let _serial = serial();
     let mut engine = bounded(1);
     let bomb = spec_merging(
         "(loop $more (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) (i32.const 0)",
@@ -183,6 +198,7 @@ fn a_memory_grow_bomb_stops_at_the_limit_in_the_pool_and_past_it() {
 /// front as address space only: the process's resident memory barely moves.
 #[test]
 fn the_pool_reserves_slots_of_the_index_range() {
+    let _serial = serial();
     let limits = Limits::default();
     let slots = 64;
     let expected = u64::from(slots) * POOL_SLOT_SPAN + (POOL_SLOT_SPAN - limits.memory_bytes as u64);
