@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 
 from concast import procs, tools
-from concast.netns import Scratch
+from concast.netns import Scratch, link_counters
 from concast.controller import routerdmgmt as routerd
 
 ROUTERD = tools.binary_or_build_path("concast-routerd")
@@ -135,11 +135,8 @@ class Bench:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def link_stats(self, dev: str) -> dict[str, int]:
-        """The kernel's counters of one veth end (`ip -s link`): rx_packets, rx_dropped,
-        tx_packets, tx_dropped."""
-        out = sh("ip", "-n", self.ns, "-j", "-s", "link", "show", "dev", dev).stdout
-        st = json.loads(out)[0]["stats64"]
-        return {f"{d}_{k}": int(st[d][k]) for d in ("rx", "tx") for k in ("packets", "dropped")}
+        """The kernel's counters of one veth end of this bench's namespace."""
+        return link_counters(self.ns, dev)
 
     def wait_ready(self, path: Path, proc: subprocess.Popen, timeout: float = 10.0) -> None:
         """Waits until the counting blaster says it listens (its --ready-file)."""

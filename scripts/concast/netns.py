@@ -11,6 +11,7 @@ Debian 12 has 3.11, hence ctypes.)
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import subprocess
@@ -113,6 +114,15 @@ def room_for_files(n: int, spare: int = 64) -> None:
 def ip(*args: str, check: bool = True) -> str:
     """`ip ARGS...`; its stdout. A failure raises CalledProcessError with ip's message."""
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True).stdout
+
+
+def link_counters(netns: str | None, dev: str) -> dict[str, int]:
+    """The kernel's counters of one interface (`ip -s link`): rx_packets, rx_dropped,
+    tx_packets, tx_dropped. A TAP's tx_dropped counts the frames its reader (the link
+    emulator) did not take before the TAP's queue of `txqueuelen` frames was full."""
+    where = ("-n", netns) if netns else ()
+    st = json.loads(ip(*where, "-j", "-s", "link", "show", "dev", dev))[0]["stats64"]
+    return {f"{d}_{k}": int(st[d][k]) for d in ("rx", "tx") for k in ("packets", "dropped")}
 
 
 class Scratch:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 
 import pytest
 
@@ -36,6 +37,31 @@ def test_emupath_cleans_up_after_itself():
         assert all(n in subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout for n in ns)
     left = subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
     assert not any(n in left for n in ns)
+
+
+def test_a_tap_queue_the_emulator_does_not_read_counts_its_drops():
+    """Frames a host sends while the emulator is not reading wait in its TAP's queue
+    (txqueuelen) and past it are dropped: tap_counters() is where ccc2 finds that loss."""
+    import os
+    import signal
+    import socket
+    from concast.netns import call_in
+    with EmuPath(delay_ms=1, tag="ttap", tap_queue=64) as p:
+        assert p.tap_counters("a")["tx_dropped"] == 0
+        assert "qlen 64" in subprocess.run(["ip", "-n", p.ns["a"], "link", "show", p.dev["a"]],
+                                            capture_output=True, text=True).stdout
+        os.kill(p.emu.pid, signal.SIGSTOP)
+        try:
+            def blast():
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    for _ in range(200):
+                        s.sendto(b"x" * 100, (p.addr["b"], 9))
+            call_in(p.ns["a"], blast)
+            dropped = p.tap_counters("a")["tx_dropped"]
+        finally:
+            os.kill(p.emu.pid, signal.SIGCONT)
+        # 200 sent into a queue of 64 that nobody read: at least the excess is lost
+        assert 200 - 64 <= dropped <= 200, dropped
 
 
 def test_table_one_wide_area_short(tmp_path):

@@ -357,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ccc-rate", type=float, default=1000.0, help="ccc2: emulated rate, Mbit/s (default 1000)")
     ap.add_argument("--ccc-secs", type=float, default=15.0, help="ccc2: seconds per cell (default 15)")
     ap.add_argument("--ccc-runs", type=int, default=1, help="ccc2: runs per cell, interleaved over the senders (default 1)")
+    ap.add_argument("--ccc-tap-queue", type=int, default=None, metavar="FRAMES",
+                    help="ccc2: the TAPs' queue ahead of the emulator (txqueuelen; default the kernel's)")
     ap.add_argument("--ccc-senders", type=lambda t: t.split(","), default=None, metavar="NAMES",
                     help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', CTCP (default all)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
@@ -385,11 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.ccc_senders is not None and not (a.ccc_senders and set(a.ccc_senders) <= set(ccc_long.SENDERS)):
         ap.error(f"--ccc-senders: names from {', '.join(ccc_long.SENDERS)}")
     cc2 = ccc_long.CccSettings(flows=a.ccc_flows, rate_mbit=a.ccc_rate, secs=a.ccc_secs, runs=a.ccc_runs, seed=a.seed,
-                               **({"senders": a.ccc_senders} if a.ccc_senders else {}))
+                               tap_queue=a.ccc_tap_queue, **({"senders": a.ccc_senders} if a.ccc_senders else {}))
     if a.quick:
         cc2 = ccc_long.CccSettings(flows=[1, 2], rate_mbit=100.0, secs=2.0, runs=1, seed=a.seed)
-    if a.ccc_runs < 1 or a.ccc_secs <= 0 or a.ccc_rate <= 0 or any(n < 1 for n in a.ccc_flows):
-        ap.error("ccc2 runs, flows, seconds and rate > 0")
+    if (a.ccc_runs < 1 or a.ccc_secs <= 0 or a.ccc_rate <= 0 or any(n < 1 for n in a.ccc_flows)
+            or (a.ccc_tap_queue is not None and a.ccc_tap_queue < 1)):
+        ap.error("ccc2 runs, flows, seconds, rate and TAP queue > 0")
     from . import blast
     bl = blast.BlastSettings(rate_mbit=a.ccc_rate, seed=a.seed)
     if a.quick:

@@ -38,6 +38,9 @@ class CccSettings:
     secs: float = 15.0
     runs: int = 1
     seed: int = 1
+    # the TAPs' txqueuelen ahead of the emulator (None: the kernel's); frames a sender puts
+    # into a full TAP queue are lost outside the link's model (rows' tap_drops_*)
+    tap_queue: int | None = None
     # more senders by name (the RTO study's variants), beside SENDERS
     extra_senders: dict = field(default_factory=dict)
 
@@ -45,7 +48,8 @@ class CccSettings:
 def _path(s: CccSettings, tag: str):
     from .emupath import EmuPath
     bdp = int(s.rate_mbit * 1e6 / 8 * RTT_MS / 1e3 / 1514)
-    return EmuPath(delay_ms=RTT_MS / 2, rate_mbit=s.rate_mbit, queue_pkts=max(bdp, 100), seed=s.seed, tag=tag)
+    return EmuPath(delay_ms=RTT_MS / 2, rate_mbit=s.rate_mbit, queue_pkts=max(bdp, 100), seed=s.seed, tag=tag,
+                   tap_queue=s.tap_queue)
 
 
 SEND_PATH_FIELDS = ("send_full", "send_wait_ms", "send_wait_max_ms", "poll_late_max_ms", "polls_late_10ms",
@@ -89,10 +93,12 @@ def run(s: CccSettings, say=print) -> list[dict]:
             for r in range(s.runs):
                 for name in s.senders:
                     st0 = p.stats()
+                    taps0 = {h: p.tap_counters(h) for h in ("a", "b")}
                     load0 = os.getloadavg()[0]
                     rec = perf.run_case(p, dict({**SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
                     sm = perf.summarize(rec)
                     st = p.stats()
+                    taps = {h: p.tap_counters(h) for h in ("a", "b")}
                     paper = PAPER.get(n)
                     j = 0 if name.startswith("TCP") else 1
                     cst = [c.get("stats") or {} for c in rec["client"]]
@@ -106,6 +112,9 @@ def run(s: CccSettings, say=print) -> list[dict]:
                                  "retransmits": sum(c.get("retransmits", 0) for c in cst) if cst and cst[0] else None,
                                  **send_path(rec["client"]),
                                  "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
+                                 # data (a) and ACKs (b) lost in a full TAP queue, unread
+                                 **{f"tap_drops_{h}": taps[h]["tx_dropped"] - taps0[h]["tx_dropped"]
+                                    for h in ("a", "b")},
                                  "paper_mbps": paper[0][j] if paper else None,
                                  "paper_fairness": paper[1][j] if paper else None,
                                  "paper_stability": paper[2][j] if paper else None,
@@ -131,6 +140,7 @@ def summary(rows: list[dict]) -> list[dict]:
         out.append({"flows": n, "sender": name, "runs": len(rs), "mbps": m("mbps"),
                     "mbps_sd": statistics.stdev(mb) if len(mb) > 1 else 0.0, "fairness": m("fairness"),
                     "stability": m("stability"), "cpu_per_flow": m("cpu_per_flow"),
+                    "tap_drops_a": m("tap_drops_a"), "tap_drops_b": m("tap_drops_b"),
                     **{k: rs[0][k] for k in ("paper_mbps", "paper_fairness", "paper_stability")}})
     for r in out:
         reno = next((x for x in out if x["flows"] == r["flows"] and x["sender"] == "TCP reno"), None)

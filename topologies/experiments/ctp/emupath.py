@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from concast.netns import ip
+from concast.netns import ip, link_counters
 from concast.perfpath import Path, PathError
 
 # The emulator's drop-tail queue when none is asked for: large enough that it is not the
@@ -27,8 +27,13 @@ class EmuPath(Path):
     "b", `delay_ms` each way (RTT = 2 x delay_ms), loss in [0, 1) per direction."""
 
     def __init__(self, delay_ms: float, rate_mbit: float = 0.0, loss: float = 0.0,
-                 queue_pkts: int | None = None, seed: int = 1, tag: str | None = None):
+                 queue_pkts: int | None = None, seed: int = 1, tag: str | None = None,
+                 tap_queue: int | None = None):
         super().__init__(loss=loss, tag=tag, rate_mbit=rate_mbit)
+        if tap_queue is not None and tap_queue < 1:
+            raise ValueError(f"tap_queue must be >= 1 frame, got {tap_queue}")
+        # The TAPs' own queue (txqueuelen) ahead of the emulator; None keeps the kernel's.
+        self.tap_queue = tap_queue
         if delay_ms < 0:
             raise ValueError(f"delay must be >= 0 ms, got {delay_ms}")
         self.delay_ms, self.seed = delay_ms, seed
@@ -73,6 +78,8 @@ class EmuPath(Path):
         self.dev = dev
         for h, other in (("a", "b"), ("b", "a")):
             ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", dev[h])
+            if self.tap_queue:
+                ip("-n", self.ns[h], "link", "set", dev[h], "txqueuelen", str(self.tap_queue))
             ip("-n", self.ns[h], "link", "set", dev[h], "up")
             # no ARP across a 200 ms link before every first packet, and no IPv6 chatter
             ip("-n", self.ns[h], "neigh", "replace", self.addr[other], "lladdr", mac[other],
@@ -88,6 +95,11 @@ class EmuPath(Path):
             return 0
         d = self.stats()["ab" if host == "b" else "ba"]
         return int(d.get("dropped_loss", 0))
+
+    def tap_counters(self, host: str) -> dict[str, int]:
+        """The kernel's counters of `host`'s TAP; its tx_dropped are frames `host` sent that
+        the emulator never read (its TAP queue was full): loss outside the link's model."""
+        return link_counters(self.ns[host], self.dev[host])
 
     def dropped_queue(self) -> int:
         s = self.stats()
