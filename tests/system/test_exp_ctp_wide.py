@@ -15,7 +15,7 @@ import pytest
 
 from concast.topologies.experiments import ctp as exp
 from concast.topologies.experiments.ctp import blast, ccc_long, fig5
-from concast.topologies.experiments.ctp.emupath import EmuPath
+from concast.topologies.experiments.ctp.emupath import EmuPath, tap_queue_for
 
 
 def _missing() -> str | None:
@@ -62,6 +62,11 @@ def test_a_tap_queue_the_emulator_does_not_read_counts_its_drops():
             os.kill(p.emu.pid, signal.SIGCONT)
         # 200 sent into a queue of 64 that nobody read: at least the excess is lost
         assert 200 - 64 <= dropped <= 200, dropped
+    # by default a path's TAPs hold 250 ms of frames at its rate (the kernel's 1,000 at least)
+    assert tap_queue_for(1000) == 20640 and tap_queue_for(100) == 2064 and tap_queue_for(0) == 1000
+    with EmuPath(delay_ms=1, rate_mbit=1000, tag="ttq") as p:
+        assert "qlen 20640" in subprocess.run(["ip", "-n", p.ns["a"], "link", "show", p.dev["a"]],
+                                              capture_output=True, text=True).stdout
 
 
 def test_table_one_wide_area_short(tmp_path):
@@ -105,6 +110,7 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
         assert not r["errors"], r
         assert r["flows_reported"] == 2 and r["mbps"] > 0, r
         assert 0 < r["fairness"] <= 1.0 + 1e-9, r
+        assert r["tap_queue"] == tap_queue_for(100.0) and r["tap_drops_a"] >= 0 and r["tap_drops_b"] >= 0, r
     ctcp = next(r for r in rows if r["sender"] == "CTCP")
     # the senders' counters reach the rows (the RTO study reads them); Eifel finds a subset
     assert ctcp["retransmits"] is not None and 0 <= ctcp["spurious_timeouts"] <= ctcp["timeouts"], ctcp

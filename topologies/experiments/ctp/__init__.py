@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ccc-secs", type=float, default=15.0, help="ccc2: seconds per cell (default 15)")
     ap.add_argument("--ccc-runs", type=int, default=1, help="ccc2: runs per cell, interleaved over the senders (default 1)")
     ap.add_argument("--ccc-tap-queue", type=int, default=None, metavar="FRAMES",
-                    help="ccc2: the TAPs' queue ahead of the emulator (txqueuelen; default the kernel's)")
+                    help="ccc2: the TAPs' queue ahead of the emulator (txqueuelen; default 250 ms at the rate, 1000 "
+                         "is the kernel's)")
     ap.add_argument("--ccc-senders", type=lambda t: t.split(","), default=None, metavar="NAMES",
                     help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', CTCP (default all)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")

@@ -38,8 +38,8 @@ class CccSettings:
     secs: float = 15.0
     runs: int = 1
     seed: int = 1
-    # the TAPs' txqueuelen ahead of the emulator (None: the kernel's); frames a sender puts
-    # into a full TAP queue are lost outside the link's model (rows' tap_drops_*)
+    # the TAPs' txqueuelen ahead of the emulator (None: EmuPath's, 250 ms at the rate);
+    # frames put into a full TAP queue are lost outside the link's model (rows' tap_drops_*)
     tap_queue: int | None = None
     # more senders by name (the RTO study's variants), beside SENDERS
     extra_senders: dict = field(default_factory=dict)
@@ -112,6 +112,7 @@ def run(s: CccSettings, say=print) -> list[dict]:
                                  "retransmits": sum(c.get("retransmits", 0) for c in cst) if cst and cst[0] else None,
                                  **send_path(rec["client"]),
                                  "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
+                                 "tap_queue": p.tap_queue,
                                  # data (a) and ACKs (b) lost in a full TAP queue, unread
                                  **{f"tap_drops_{h}": taps[h]["tx_dropped"] - taps0[h]["tx_dropped"]
                                     for h in ("a", "b")},
