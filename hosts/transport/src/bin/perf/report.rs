@@ -162,19 +162,22 @@ pub fn merge(v: &mut Value, extra: Value) {
     }
 }
 
-/// Latency summary of ping-pong round trips.
+/// Latency summary of ping-pong round trips, given in the order they were made (the first
+/// is reported on its own: it runs before the sender has an RTT sample).
 pub fn rtt_summary(mut rtts: Vec<Duration>) -> Value {
-    rtts.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let n = rtts.len();
-    if n == 0 {
+    let Some(&first) = rtts.first() else {
         return json!({"count": 0});
-    }
+    };
+    rtts.sort();
+    let n = rtts.len();
     json!({
         "count": n,
+        "first_us": us(first),
         "min_us": us(rtts[0]),
         "median_us": us(rtts[n / 2]),
         "p99_us": us(rtts[(n * 99 / 100).min(n - 1)]),
+        "max_us": us(rtts[n - 1]),
         "mean_us": rtts.iter().map(|d| us(*d)).sum::<f64>() / n as f64,
     })
 }
