@@ -48,6 +48,15 @@ def run_ns(tids: list[str]) -> int:
     return sum(procs.oncpu_ns(t) or 0 for t in tids)
 
 
+def machine_busy_ns() -> int:
+    """CPU time every CPU of the machine has spent busy (not idle or waiting for I/O), from the
+    `cpu` line of /proc/stat: the whole cost of a frame, whoever pays it (sender, softirqs,
+    the emulator, the receiving stack)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]       # idle and iowait are the 4th and 5th
+    return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def emulator_tasks(pid: int) -> list[str]:
     return [str(p) for p in Path(f"/proc/{pid}/task").iterdir()]
 
@@ -94,7 +103,8 @@ class Bench:
     def rate(self, prefix: str, n: int, seconds: float, size: int = 64,
              cpu: dict | None = None) -> tuple[float, float]:
         """(frames/s, bits/s of frames) delivered to the <prefix>b-ends. With `cpu`, also the
-        emulator's and the NAPI threads' CPU ns per delivered frame, into cpu["emu"/"napi"]."""
+        emulator's and the NAPI threads' CPU ns per delivered frame, into cpu["emu"/"napi"],
+        and the whole machine's: busy ns per frame and cores busy (cpu["machine"/"cores"])."""
         rx_ends = [f"{prefix}b{i}" for i in range(n)]
         emu_t = emulator_tasks(self.emu.pid) if cpu is not None else []
         napi_t = napi_tasks({f"{e}{i}" for e in "ab" for i in range(n)}) if cpu is not None else []
@@ -105,9 +115,9 @@ class Bench:
         try:
             time.sleep(0.5)      # counted while saturated: not the start, not the drain
             t0, before = time.monotonic(), [self.rx(i) for i in rx_ends]
-            c0 = (run_ns(emu_t), run_ns(napi_t))
+            c0 = (run_ns(emu_t), run_ns(napi_t), machine_busy_ns())
             time.sleep(seconds)
-            c1 = (run_ns(emu_t), run_ns(napi_t))
+            c1 = (run_ns(emu_t), run_ns(napi_t), machine_busy_ns())
             t1, after = time.monotonic(), [self.rx(i) for i in rx_ends]
         finally:
             blast.wait()
@@ -117,6 +127,8 @@ class Bench:
             cpu["emu"] = (c1[0] - c0[0]) / frames
             cpu["napi"] = (c1[1] - c0[1]) / frames
             cpu["napi_threads"] = len(napi_t)
+            cpu["machine"] = (c1[2] - c0[2]) / frames
+            cpu["cores"] = (c1[2] - c0[2]) / 1e9 / (t1 - t0)
         return frames / (t1 - t0), nbytes * 8 / (t1 - t0)
 
     def probe(self, tx: str, rx: str, count: int) -> dict:
@@ -191,9 +203,15 @@ def main() -> int:
         print(f"TAP I/O: {', '.join(sorted(set(st.get('io', ['?']))))}", flush=True)
         for n in (1, 16):
             cpu: dict = {}
+            veth_cpu: dict = {}
             fps, _ = b.rate("", n, secs, cpu=cpu)
-            veth, _ = b.rate("v", n, secs)
+            veth, _ = b.rate("v", n, secs, cpu=veth_cpu)
             row(f"frames/s through {n} link(s), 64 B, no delay", fps, veth, "frames/s")
+            if cpu and veth_cpu:
+                # the bound on 2 cores: frames/s is at most cores busy / machine CPU per frame
+                # (machine-wide: other work on the machine counts too, so read it quiet)
+                row(f"machine CPU per frame, {n} link(s)", cpu["machine"] / 1000, veth_cpu["machine"] / 1000, "us")
+                row(f"cores busy, {n} link(s)", cpu["cores"], veth_cpu["cores"], "cores")
             if cpu:
                 row(f"emulator CPU per frame, {n} link(s)", cpu["emu"] / 1000, None, "us")
                 row(f"NAPI threads' CPU per frame, {n} link(s) ({cpu['napi_threads']} threads)",
