@@ -33,6 +33,7 @@
 
 pub mod abi;
 pub mod params;
+pub mod run;
 mod spec;
 
 #[cfg(target_arch = "wasm32")]
