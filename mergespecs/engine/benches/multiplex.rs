@@ -232,6 +232,18 @@ fn main() {
             "pkt/s",
             native_per
         );
+        // The peer of sessions 12-15 (one engine call per step and datagram, ABI v1's path),
+        // for comparison with earlier figures.
+        let (two_step, two_step_per) =
+            throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams);
+        println!(
+            "{:<46} {:>12.0} {:<6} {:>12.1}",
+            format!("multiplex, native two-step, {mode}"),
+            two_step,
+            "pkt/s",
+            two_step_per
+        );
+        csv.push(format!("csv,multiplex native two-step {mode},{two_step:.3},pkt/s,,,"));
         println!(
             "{:<46} {:>12.0} {:<6} {:>12.1} {ratio:.2}x slower than native",
             format!("multiplex.wasm, {mode}"),
