@@ -560,7 +560,8 @@ impl MergeSpec for Multiplex {
     }
 }
 
-concast_sdk::export_spec!(Multiplex);
+// State is a bundle index (no drop): the engine need not call in when a bundle is freed.
+concast_sdk::export_spec!(Multiplex, without_state_free);
 
 #[cfg(test)]
 mod tests;
