@@ -1,6 +1,7 @@
 //! Speed of the bundled `multiplex` spec (`cargo bench -p concast-engine --bench multiplex`):
 //! small datagrams bundled per second through one flow on one core, the `.wasm` module
-//! against the same Rust run natively in the same engine. Targets (shared/DESIGN.md): at
+//! against the same Rust run natively in the same engine, batched as the module is (ABI v2's
+//! run loop with the fused tag-and-merge step, `SpecRef::native_batched`). Targets (shared/DESIGN.md): at
 //! least 1,000,000 pkt/s; Wasm at most 5x slower than native. Prints a table, then `csv,...` lines like the
 //! engine bench. Needs build/mergespecs/multiplex.wasm (`make specs`).
 //!
@@ -132,27 +133,39 @@ fn main() {
     let wasm = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run `make specs` first)", path.display()));
 
-    // MPLEX_PAIRED=1: native, this module and MPLEX_BEFORE_WASM (if given) interleaved, both
-    // modes, five times.
+    // MPLEX_PAIRED=1: the native peer, this module and MPLEX_BEFORE_WASM (if given)
+    // interleaved, both modes, five times. The peer runs batched as the module does (ABI
+    // v2's run loop, fused tag-and-merge: `SpecRef::native_batched`); with a before module
+    // the two-step native of sessions 12-15 (ABI v1 path, `SpecRef::native`) runs too, the
+    // peer the before figures were measured against.
     if std::env::var_os("MPLEX_PAIRED").is_some() {
         let before = std::env::var_os("MPLEX_BEFORE_WASM").map(|p| std::fs::read(p).unwrap());
-        let native = |_: &mut Engine| SpecRef::native::<Multiplex>();
+        let native = |_: &mut Engine| SpecRef::native_batched::<Multiplex>();
+        let two_step = |_: &mut Engine| SpecRef::native::<Multiplex>();
         let now = |e: &mut Engine| e.load_spec(&wasm).unwrap();
         let old = |e: &mut Engine| e.load_spec(before.as_deref().unwrap()).unwrap();
         let mut specs: Vec<&dyn Fn(&mut Engine) -> SpecRef> = vec![&native, &now];
         if before.is_some() {
             specs.push(&old);
+            specs.push(&two_step);
         }
         for _ in 0..5 {
             for (mode, delays) in [("2 ms local delay", (20_000, 2_000)), ("zero delay", (0, 0))] {
                 let r = paired(&specs, delays, datagrams);
-                let before_text = r.get(2).map_or(String::new(), |b| format!(", before {b:.0} pkt/s ({:.3}x)", r[0] / b));
+                let before_text = match r.get(2..4) {
+                    Some(&[b, n1]) => format!(
+                        ", before {b:.0} pkt/s ({:.3}x the two-step native {n1:.0} pkt/s)",
+                        n1 / b
+                    ),
+                    _ => String::new(),
+                };
                 println!("paired multiplex, {mode}: native {:.0} pkt/s, wasm {:.0} pkt/s ({:.3}x){before_text}", r[0], r[1], r[0] / r[1]);
             }
         }
         return;
     }
-    // For `perf record`: MPLEX_ONLY=native|wasm runs only that path, both modes, then exits.
+    // For `perf record`: MPLEX_ONLY=native|native-v1|wasm runs only that path, both modes,
+    // then exits (native: the batched peer; native-v1: the two-step native of sessions 12-15).
     if let Ok(only) = std::env::var("MPLEX_ONLY") {
         let pick = std::env::var("MPLEX_MODE").unwrap_or_default();
         for (mode, delays) in [("2 ms local delay", (20_000, 2_000)), ("zero delay", (0, 0))] {
@@ -160,7 +173,8 @@ fn main() {
                 continue; // MPLEX_MODE=2 or MPLEX_MODE=zero picks one
             }
             let (rate, _) = match only.as_str() {
-                "native" => throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams),
+                "native" => throughput(|_| SpecRef::native_batched::<Multiplex>(), delays, datagrams),
+                "native-v1" => throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams),
                 _ => throughput(
                     |e| {
                         let spec = e.load_spec(&wasm).unwrap();
@@ -189,8 +203,9 @@ fn main() {
         ("2 ms local delay", (20_000, 2_000)),
         ("zero delay", (0, 0)),
     ] {
+        // The peer runs batched as the module does (ABI v2's run loop, fused tag-and-merge).
         let (native, native_per) =
-            throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams);
+            throughput(|_| SpecRef::native_batched::<Multiplex>(), delays, datagrams);
         let (wasm_rate, wasm_per) = throughput(|e| e.load_spec(&wasm).unwrap(), delays, datagrams);
         let ratio = native / wasm_rate;
         let v1_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -217,6 +232,18 @@ fn main() {
             "pkt/s",
             native_per
         );
+        // The peer of sessions 12-15 (one engine call per step and datagram, ABI v1's path),
+        // for comparison with earlier figures.
+        let (two_step, two_step_per) =
+            throughput(|_| SpecRef::native::<Multiplex>(), delays, datagrams);
+        println!(
+            "{:<46} {:>12.0} {:<6} {:>12.1}",
+            format!("multiplex, native two-step, {mode}"),
+            two_step,
+            "pkt/s",
+            two_step_per
+        );
+        csv.push(format!("csv,multiplex native two-step {mode},{two_step:.3},pkt/s,,,"));
         println!(
             "{:<46} {:>12.0} {:<6} {:>12.1} {ratio:.2}x slower than native",
             format!("multiplex.wasm, {mode}"),

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use concast_sdk::{Host, Level, MergeSpec, OutHeader};
+use concast_sdk::{abi, Host, Level, MergeSpec, OutHeader};
 
 use crate::fault::Fault;
 use crate::host::{FlowCtx, Phase};
@@ -16,11 +16,16 @@ pub(crate) trait NativeFactory: Send + Sync {
     fn instantiate(&self, ctx: FlowCtx) -> Result<Box<dyn Sandbox>, Fault>;
 }
 
-pub(crate) struct Factory<S>(PhantomData<fn() -> S>);
+/// `batched`: run flows as ABI v2 does (laid-out batches through the SDK's run loop, with
+/// [`MergeSpec::tag_and_merge`]), not one call per datagram as ABI v1.
+pub(crate) struct Factory<S> {
+    batched: bool,
+    spec: PhantomData<fn() -> S>,
+}
 
 impl<S> Factory<S> {
-    pub fn new() -> Factory<S> {
-        Factory(PhantomData)
+    pub fn new(batched: bool) -> Factory<S> {
+        Factory { batched, spec: PhantomData }
     }
 }
 
@@ -42,6 +47,11 @@ where
             spec,
             states: Vec::new(),
             msg: Vec::with_capacity(2048),
+            batch: self.batched.then(|| Batch {
+                data: Vec::with_capacity(abi::MSG_BUFFER_LEN),
+                entries: Vec::with_capacity(abi::batch::MAX),
+                current: 0,
+            }),
         }))
     }
 }
@@ -63,6 +73,59 @@ struct NativeSandbox<S: MergeSpec> {
     states: Vec<Option<S::State>>,
     /// The message buffer: copied into like a guest's, so both paths do the same work.
     msg: Vec<u8>,
+    /// ABI v2 (batched): the native batch area.
+    batch: Option<Batch>,
+}
+
+/// A native copy of ABI v2's batch area: the laid-out datagrams (copied, as into a guest's
+/// area) and the entry table.
+struct Batch {
+    data: Vec<u8>,
+    entries: Vec<Entry>,
+    /// The entry the run is working on (the area header's `CURRENT`).
+    current: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    off: u32,
+    len: u32,
+    tag: u64,
+    known: bool,
+    result: u32,
+}
+
+/// The run loop's view of a [`Batch`] during one `run`.
+struct RunTable<'m> {
+    data: &'m [u8],
+    entries: &'m mut [Entry],
+    current: &'m mut usize,
+}
+
+impl<'m, 'c> concast_sdk::run::RunTable<'m, NativeHost<'c>> for RunTable<'m> {
+    fn taken(&mut self, i: usize, host: &NativeHost<'c>) -> bool {
+        host.cx.pending.was_taken(host.cx.layout[i] as usize)
+    }
+    fn known_tag(&self, i: usize) -> Option<u64> {
+        let e = &self.entries[i];
+        e.known.then_some(e.tag)
+    }
+    fn begin(&mut self, i: usize, host: &mut NativeHost<'c>) {
+        *self.current = i;
+        // What a Wasm host does when a pending-queue import asks: the queue follows entry i.
+        let index = host.cx.layout[i] as usize;
+        host.cx.pending.set_current(index);
+    }
+    fn message(&self, i: usize) -> &'m [u8] {
+        let e = self.entries[i];
+        &self.data[e.off as usize..(e.off + e.len) as usize]
+    }
+    fn set_tag(&mut self, i: usize, tag: u64) {
+        self.entries[i].tag = tag;
+    }
+    fn set_result(&mut self, i: usize, result: u32) {
+        self.entries[i].result = result;
+    }
 }
 
 impl<S: MergeSpec> NativeSandbox<S> {
@@ -135,6 +198,68 @@ where
     }
     fn memory_bytes(&self) -> usize {
         0
+    }
+    fn batched(&self) -> bool {
+        self.batch.is_some()
+    }
+    fn lay_out(&mut self) {
+        let batch = self.batch.as_mut().expect("a batched spec");
+        let cx = &self.ctx;
+        batch.data.clear();
+        batch.entries.clear();
+        for &index in &cx.layout {
+            let bytes = cx.pending.bytes(cx.pending.span(index as usize));
+            batch.entries.push(Entry {
+                off: batch.data.len() as u32,
+                len: bytes.len() as u32,
+                tag: 0,
+                known: false,
+                result: 0,
+            });
+            batch.data.extend_from_slice(bytes);
+        }
+    }
+    fn run(&mut self, first: u32, count: u32, slot: i32, tag: u64) -> Result<u32, Fault> {
+        let NativeSandbox { ctx, spec, states, batch, .. } = self;
+        let batch = batch.as_mut().expect("a batched spec");
+        let state = if slot >= 0 {
+            Some(
+                states
+                    .get_mut(slot as usize)
+                    .and_then(Option::as_mut)
+                    .ok_or_else(|| Fault::Abi(format!("no state in slot {slot}")))?,
+            )
+        } else {
+            None
+        };
+        let count = (count as usize).min(batch.entries.len());
+        let first = (first as usize).min(count);
+        let mut table = RunTable {
+            data: &batch.data,
+            entries: &mut batch.entries,
+            current: &mut batch.current,
+        };
+        let stop = guarded(|| {
+            concast_sdk::run::run(spec, state, &mut table, &mut NativeHost { cx: ctx }, first, count, tag)
+        })?;
+        self.ctx.fault.take().map_or(Ok(stop as u32), Err)
+    }
+    fn entry(&mut self, i: usize) -> (u64, u32) {
+        let e = self.batch.as_ref().expect("a batched spec").entries[i];
+        (e.tag, e.result)
+    }
+    fn entries(&mut self, from: usize, out: &mut [(u64, u32)]) {
+        let entries = &self.batch.as_ref().expect("a batched spec").entries[from..from + out.len()];
+        for (o, e) in out.iter_mut().zip(entries) {
+            *o = (e.tag, e.result);
+        }
+    }
+    fn set_known(&mut self, i: usize, tag: u64) {
+        let e = &mut self.batch.as_mut().expect("a batched spec").entries[i];
+        (e.tag, e.known) = (tag, true);
+    }
+    fn run_current(&mut self) -> usize {
+        self.batch.as_ref().map_or(0, |b| b.current)
     }
     fn ordered_states(&self) -> bool {
         S::ORDERED_STATES

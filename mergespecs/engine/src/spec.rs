@@ -140,8 +140,29 @@ pub(crate) struct SpecInner {
 pub struct SpecRef(pub(crate) Arc<SpecInner>);
 
 impl SpecRef {
-    /// `S` run natively (no sandbox: for trusted specs and as the benchmark peer).
+    /// `S` run natively (no sandbox: for trusted specs and as the benchmark peer), one call
+    /// per step and datagram as ABI version 1.
     pub fn native<S>() -> SpecRef
+    where
+        S: MergeSpec + Send + 'static,
+        S::State: Send,
+    {
+        Self::native_as::<S>(false)
+    }
+
+    /// `S` run natively as ABI version 2 runs a `.wasm` build: batches laid out in a batch
+    /// area and worked through by the SDK's run loop (`concast_sdk::run`), which tags and
+    /// merges with [`MergeSpec::tag_and_merge`]. The same steps as the spec's `.wasm` build,
+    /// without the sandbox: the benchmark peer of a v2 module.
+    pub fn native_batched<S>() -> SpecRef
+    where
+        S: MergeSpec + Send + 'static,
+        S::State: Send,
+    {
+        Self::native_as::<S>(true)
+    }
+
+    fn native_as<S>(batched: bool) -> SpecRef
     where
         S: MergeSpec + Send + 'static,
         S::State: Send,
@@ -150,7 +171,7 @@ impl SpecRef {
             kind: format!("native:{}", std::any::type_name::<S>()),
             sha256: [0; 32],
             size: 0,
-            abi_version: abi::VERSION_1,
+            abi_version: if batched { abi::VERSION_2 } else { abi::VERSION_1 },
             exports: Vec::new(),
             imports: Vec::new(),
             memory_min_bytes: 0,
@@ -158,7 +179,7 @@ impl SpecRef {
         };
         SpecRef(Arc::new(SpecInner {
             info,
-            kind: SpecKind::Native(Box::new(Factory::<S>::new())),
+            kind: SpecKind::Native(Box::new(Factory::<S>::new(batched))),
         }))
     }
 

@@ -318,6 +318,33 @@ impl<S> Slots<S> {
     }
 }
 
+/// The batch area as the run loop's table; `flags` is the current entry's, read once.
+struct AreaTable {
+    flags: u32,
+}
+
+impl<H: Host> crate::run::RunTable<'static, H> for AreaTable {
+    fn taken(&mut self, i: usize, _: &H) -> bool {
+        self.flags = area::read_u32(area::entry(i, abi::batch::FLAGS));
+        self.flags & abi::batch::TAKEN != 0
+    }
+    fn known_tag(&self, i: usize) -> Option<u64> {
+        (self.flags & abi::batch::TAG_KNOWN != 0).then(|| area::read_u64(area::entry(i, abi::batch::TAG)))
+    }
+    fn begin(&mut self, i: usize, _: &mut H) {
+        area::write_u32(abi::batch::CURRENT, i as u32);
+    }
+    fn message(&self, i: usize) -> &'static [u8] {
+        area::message(i)
+    }
+    fn set_tag(&mut self, i: usize, tag: u64) {
+        area::write_u64(area::entry(i, abi::batch::TAG), tag);
+    }
+    fn set_result(&mut self, i: usize, result: u32) {
+        area::write_u32(area::entry(i, abi::batch::RESULT), result);
+    }
+}
+
 /// The one spec value of this module's flow and its states; `export_spec!` declares one.
 pub struct SpecCell<S: MergeSpec> {
     spec: Global<Option<S>>,
@@ -357,51 +384,17 @@ impl<S: MergeSpec> SpecCell<S> {
     /// result other than MERGED/DROP, or `done` said build) and returns its index; returns
     /// `count` when all are through.
     pub fn run(&self, first: i32, count: i32, slot: i32, tag: i64) -> i32 {
-        use abi::batch;
         let spec = self.spec();
         // One host for the whole run: the clock and path MTU are asked once, not per datagram.
         let mut host = WasmHost::new();
-        let mut state = if slot >= 0 {
+        let state = if slot >= 0 {
             Some(self.slots.get().get(slot as u32))
         } else {
             None
         };
-        let count = (count.max(0) as usize).min(batch::MAX);
-        for i in first.max(0) as usize..count {
-            let flags = area::read_u32(area::entry(i, batch::FLAGS));
-            if flags & batch::TAKEN != 0 {
-                continue;
-            }
-            area::write_u32(batch::CURRENT, i as u32);
-            let msg = area::message(i);
-            let t = if flags & batch::TAG_KNOWN != 0 {
-                area::read_u64(area::entry(i, batch::TAG))
-            } else {
-                let t = spec.get_tag(msg, &mut host).to_abi();
-                area::write_u64(area::entry(i, batch::TAG), t);
-                t
-            };
-            if t == abi::TAG_PASS || t == abi::TAG_DROP {
-                continue;
-            }
-            let result = area::entry(i, batch::RESULT);
-            let Some(state) = state.as_deref_mut().filter(|_| t == tag as u64) else {
-                area::write_u32(result, batch::NEEDS_STATE);
-                return i as i32;
-            };
-            let r = spec.merge(state, msg, &mut host).to_abi();
-            if r == abi::merge::MERGED || r == abi::merge::DROP {
-                if spec.done(state, &mut host) {
-                    area::write_u32(result, r as u32 | batch::DONE);
-                    return i as i32;
-                }
-                area::write_u32(result, r as u32);
-            } else {
-                area::write_u32(result, r as u32);
-                return i as i32;
-            }
-        }
-        count as i32
+        let count = (count.max(0) as usize).min(abi::batch::MAX);
+        let first = (first.max(0) as usize).min(count);
+        crate::run::run(spec, state, &mut AreaTable { flags: 0 }, &mut host, first, count, tag as u64) as i32
     }
 
     fn init_spec(&self) {

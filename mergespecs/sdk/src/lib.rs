@@ -33,6 +33,7 @@
 
 pub mod abi;
 pub mod params;
+pub mod run;
 mod spec;
 
 #[cfg(target_arch = "wasm32")]
@@ -51,11 +52,15 @@ pub use concast_wire as wire;
 /// the SDK's feature `abi-v1` (`cargo build --features concast-sdk/abi-v1`), version 1
 /// instead, as [`export_spec_v1!`]. Expands to nothing off `wasm32`, so the same crate also
 /// builds as a native library (the engine's `NativeSpec` path).
+///
+/// `export_spec!(Spec, without_state_free)` leaves out `concast_state_free` (an optional
+/// export): for a `State` that needs no drop, the engine then makes one call fewer into the
+/// module per state.
 #[cfg(not(feature = "abi-v1"))]
 #[macro_export]
 macro_rules! export_spec {
-    ($spec:ty) => {
-        $crate::export_spec_v2!($spec);
+    ($spec:ty $(, $opt:ident)?) => {
+        $crate::export_spec_v2!($spec $(, $opt)?);
     };
 }
 
@@ -63,19 +68,19 @@ macro_rules! export_spec {
 #[cfg(feature = "abi-v1")]
 #[macro_export]
 macro_rules! export_spec {
-    ($spec:ty) => {
-        $crate::export_spec_v1!($spec);
+    ($spec:ty $(, $opt:ident)?) => {
+        $crate::export_spec_v1!($spec $(, $opt)?);
     };
 }
 
 /// Exports `spec` as an ABI version 2 module (batched: `concast_run`).
 #[macro_export]
 macro_rules! export_spec_v2 {
-    ($spec:ty) => {
+    ($spec:ty $(, $opt:ident)?) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             static SPEC: $crate::glue::SpecCell<$spec> = $crate::glue::SpecCell::new();
-            $crate::__export_common!($spec, SPEC);
+            $crate::__export_common!($spec, SPEC $(, $opt)?);
 
             #[no_mangle]
             pub extern "C" fn concast_abi_version() -> i32 {
@@ -97,11 +102,11 @@ macro_rules! export_spec_v2 {
 /// `concast_merge` instead of `concast_run`.
 #[macro_export]
 macro_rules! export_spec_v1 {
-    ($spec:ty) => {
+    ($spec:ty $(, $opt:ident)?) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             static SPEC: $crate::glue::SpecCell<$spec> = $crate::glue::SpecCell::new();
-            $crate::__export_common!($spec, SPEC);
+            $crate::__export_common!($spec, SPEC $(, $opt)?);
 
             #[no_mangle]
             pub extern "C" fn concast_abi_version() -> i32 {
@@ -124,10 +129,29 @@ macro_rules! export_spec_v1 {
 }
 
 /// The exports versions 1 and 2 share (used by the two macros above).
+/// `export_spec!(Spec, without_state_free)`: the module does not export
+/// `concast_state_free` (optional in the ABI), so the engine makes no call into the module
+/// when a state goes: one guest entry fewer per bundle. Only for a `State` that needs no
+/// drop (checked at compile time); a freed slot then keeps its old value until
+/// `concast_state_new` overwrites it.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_common {
     ($spec:ty, $cell:ident) => {
+        $crate::__export_common!($spec, $cell, core_exports);
+        #[no_mangle]
+        pub extern "C" fn concast_state_free(slot: i32) {
+            $cell.state_free(slot)
+        }
+    };
+    ($spec:ty, $cell:ident, without_state_free) => {
+        $crate::__export_common!($spec, $cell, core_exports);
+        const _: () = assert!(
+            !::core::mem::needs_drop::<<$spec as $crate::MergeSpec>::State>(),
+            "without_state_free: the spec's State must need no drop"
+        );
+    };
+    ($spec:ty, $cell:ident, core_exports) => {
         #[no_mangle]
         pub extern "C" fn concast_flags() -> i32 {
             if <$spec as $crate::MergeSpec>::ORDERED_STATES {
@@ -151,10 +175,6 @@ macro_rules! __export_common {
         #[no_mangle]
         pub extern "C" fn concast_timeout(slot: i32) -> i32 {
             $cell.timeout(slot)
-        }
-        #[no_mangle]
-        pub extern "C" fn concast_state_free(slot: i32) {
-            $cell.state_free(slot)
         }
     };
 }

@@ -223,6 +223,27 @@ pub trait MergeSpec: Sized {
     /// `getTag(m)`: datagrams may merge iff their tags are equal.
     fn get_tag(&mut self, msg: &[u8], host: &mut impl Host) -> Tag;
 
+    /// One step of a batched run (ABI v2's `concast_run`): `getTag(m)`, then, if the tag is
+    /// `Tag::Merge(t)` with `t` (as [`Tag::to_abi`] encodes it) equal to the run's tag `into.1`,
+    /// `merge(into.0, m)`. Returns the tag and what the merge did (`None`: not merged, the
+    /// tag is not the run's or there is no state). A spec may override it to parse `msg`
+    /// once for both; it must give exactly what the default gives. The default calls
+    /// [`MergeSpec::get_tag`] then [`MergeSpec::merge`].
+    fn tag_and_merge(
+        &mut self,
+        msg: &[u8],
+        into: Option<(&mut Self::State, u64)>,
+        host: &mut impl Host,
+    ) -> (Tag, Option<Merge>) {
+        let tag = self.get_tag(msg, host);
+        match (tag, into) {
+            (Tag::Merge(_), Some((state, run_tag))) if tag.to_abi() == run_tag => {
+                (tag, Some(self.merge(state, msg, host)))
+            }
+            _ => (tag, None),
+        }
+    }
+
     /// A fresh state for `tag`, created when the first datagram of the class arrives.
     fn new_state(&mut self, tag: u64, host: &mut impl Host) -> Self::State;
 

@@ -126,7 +126,10 @@ impl Run {
 }
 
 /// Runs `scenario` with spec `S` natively and with `name`.wasm, checks that both forwarded
-/// the same and that neither was quarantined, and returns the Wasm run.
+/// the same and that neither was quarantined, and returns the Wasm run. The native run is
+/// made twice: one call per step and datagram (ABI v1: `get_tag`, then `merge`) and batched
+/// as the `.wasm` build runs (ABI v2's run loop with the fused `tag_and_merge`); all three
+/// must forward the same bytes at the same times.
 pub fn both<S>(name: &str, setup: &Setup, scenario: impl Fn(&mut Run)) -> Run
 where
     S: MergeSpec + Send + 'static,
@@ -134,11 +137,19 @@ where
 {
     let mut native = Run::new(setup, |_| SpecRef::native::<S>());
     scenario(&mut native);
+    let mut batched = Run::new(setup, |_| SpecRef::native_batched::<S>());
+    scenario(&mut batched);
     let mut wasm_run = Run::new(setup, |e| e.load_spec(&wasm(name)).expect("spec loads"));
     scenario(&mut wasm_run);
-    for run in [&native, &wasm_run] {
+    for run in [&native, &batched, &wasm_run] {
         assert_eq!(run.stats().quarantine, None, "logs: {:?}", run.logs());
     }
+    assert_eq!(
+        native.forwarded(),
+        batched.forwarded(),
+        "native two-step (get_tag, merge) and native batched (tag_and_merge) forward the same"
+    );
+    assert_eq!(native.stats().counters, batched.stats().counters);
     assert_eq!(
         native.forwarded(),
         wasm_run.forwarded(),

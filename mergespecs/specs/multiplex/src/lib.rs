@@ -139,8 +139,8 @@ impl BundleSet {
     }
 
     /// Which bundle a bundleable packet goes to (section "Parallel bundles" above).
-    fn place(&self, packet: &Incoming, raw_len: usize) -> u64 {
-        let newest = self.newest_holding(packet);
+    /// `newest`: [`BundleSet::newest_holding`] of `packet`.
+    fn place(&self, packet: &Incoming, raw_len: usize, newest: u64) -> u64 {
         if self.held + raw_len as u64 > u64::from(self.config.max_held_bytes) {
             // Over the held budget: every open bundle leaves first (building the newest
             // takes the older ones along), then it starts a bundle of its own.
@@ -341,6 +341,32 @@ impl Multiplex {
         self.count_expired(expired, host);
     }
 
+    /// `merge` of bundleable records into bundle `tag`: `newest` is
+    /// [`BundleSet::newest_holding`] of `packet`, `fits` whether it fits an empty bundle now.
+    fn merge_records(
+        &mut self,
+        tag: usize,
+        packet: &Incoming,
+        raw_len: usize,
+        newest: u64,
+        fits: bool,
+        host: &mut impl Host,
+    ) -> Merge {
+        if tag >= self.set.bundles.len() {
+            return Merge::Pass;
+        }
+        if fits && self.set.admits(tag, packet, raw_len, newest) {
+            let expired = packet.expired;
+            self.set.add(tag, packet, raw_len, host.now_us());
+            self.count_expired(expired, host);
+            Merge::Merged
+        } else if !self.set.bundles[tag].is_empty() {
+            Merge::FlushFirst
+        } else {
+            Merge::Pass // fits no bundle, and nothing of its keys waits
+        }
+    }
+
     /// The bundle is finished: tell the engine how long an egress gate may still hold it.
     fn allow_hold(&self, tag: usize, host: &mut impl Host) {
         if let Some(at) = self.set.bundles[tag].budget_deadline() {
@@ -383,13 +409,32 @@ impl MergeSpec for Multiplex {
     /// The bundle the datagram goes to, chosen once here; `merge` re-checks it (a datagram
     /// offered again after a flush lands in a fresh bundle under the same tag).
     fn get_tag(&mut self, msg: &[u8], host: &mut impl Host) -> Tag {
+        self.tag_and_merge(msg, None, host).0
+    }
+
+    /// `get_tag` and, for the run's tag, `merge`, on one parse of the datagram: what the two
+    /// compute again for the same datagram (its class, the newest bundle holding its keys,
+    /// whether it fits an empty bundle) is computed once, as nothing changes between them.
+    fn tag_and_merge(
+        &mut self,
+        msg: &[u8],
+        into: Option<(&mut u32, u64)>,
+        host: &mut impl Host,
+    ) -> (Tag, Option<Merge>) {
+        let is_run = |tag: Tag| match (tag, &into) {
+            (Tag::Merge(_), Some((_, run))) => tag.to_abi() == *run,
+            _ => false,
+        };
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
-                if !fits_empty(&packet, self.limit(host)) {
+                let newest = self.set.newest_holding(&packet);
+                let fits = fits_empty(&packet, self.limit(host));
+                let tag = if fits {
+                    Tag::Merge(self.set.place(&packet, msg.len(), newest))
+                } else {
                     // Too big for any bundle on this path: forwarded as it is, after the
                     // bundles holding its keys.
-                    let newest = self.set.newest_holding(&packet);
-                    return match self
+                    match self
                         .set
                         .order
                         .iter()
@@ -397,18 +442,38 @@ impl MergeSpec for Multiplex {
                     {
                         Some(t) => Tag::Merge(u64::from(t)),
                         None => Tag::Pass,
-                    };
+                    }
+                };
+                if !is_run(tag) {
+                    return (tag, None);
                 }
-                Tag::Merge(self.set.place(&packet, msg.len()))
+                let Some((state, _)) = into else { return (tag, None) };
+                let merged = self.merge_records(*state as usize, &packet, msg.len(), newest, fits, host);
+                (tag, Some(merged))
             }
             Input::Expired(n) => {
                 self.count_expired(n, host);
-                Tag::Drop
+                (Tag::Drop, None)
             }
-            Input::Unbundleable(origin) => match self.set.must_follow(&origin) {
-                Some(tag) => Tag::Merge(tag),
-                None => Tag::Pass,
-            },
+            Input::Unbundleable(origin) => {
+                let tag = match self.set.must_follow(&origin) {
+                    Some(tag) => Tag::Merge(tag),
+                    None => Tag::Pass,
+                };
+                let run = is_run(tag);
+                match into {
+                    // `merge` of an unbundleable datagram that must follow a bundle.
+                    Some((state, _)) if run => {
+                        let merged = if (*state as usize) < self.set.bundles.len() {
+                            Merge::FlushFirst
+                        } else {
+                            Merge::Pass
+                        };
+                        (tag, Some(merged))
+                    }
+                    _ => (tag, None),
+                }
+            }
         }
     }
 
@@ -430,18 +495,8 @@ impl MergeSpec for Multiplex {
         match classify_datagram(msg, &self.config) {
             Input::Records(packet) => {
                 let newest = self.set.newest_holding(&packet);
-                if fits_empty(&packet, self.limit(host))
-                    && self.set.admits(tag, &packet, msg.len(), newest)
-                {
-                    let expired = packet.expired;
-                    self.set.add(tag, &packet, msg.len(), host.now_us());
-                    self.count_expired(expired, host);
-                    Merge::Merged
-                } else if !self.set.bundles[tag].is_empty() {
-                    Merge::FlushFirst
-                } else {
-                    Merge::Pass // fits no bundle, and nothing of its keys waits
-                }
+                let fits = fits_empty(&packet, self.limit(host));
+                self.merge_records(tag, &packet, msg.len(), newest, fits, host)
             }
             Input::Expired(n) => {
                 self.count_expired(n, host);
@@ -505,7 +560,8 @@ impl MergeSpec for Multiplex {
     }
 }
 
-concast_sdk::export_spec!(Multiplex);
+// State is a bundle index (no drop): the engine need not call in when a bundle is freed.
+concast_sdk::export_spec!(Multiplex, without_state_free);
 
 #[cfg(test)]
 mod tests;
