@@ -154,12 +154,13 @@ def _f(v, fmt="{:.2f}"):
 
 
 def text(rows: list[dict]) -> str:
-    out = ["| flows | sender | Mbit/s | / reno | fairness | stability | CPU/flow | paper Mbit/s | paper fair | paper stab |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| flows | sender | Mbit/s | / reno | fairness | stability | CPU/flow | TAP drops data / ACK | paper Mbit/s | paper fair | paper stab |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in summary(rows):
         out.append(f"| {r['flows']} | {r['sender']} | {_f(r['mbps'], '{:.0f}')} ± {_f(r['mbps_sd'], '{:.0f}')} | "
                    f"{_f(r['vs_reno'], '{:.3f}')} | {_f(r['fairness'])} | {_f(r['stability'])} | "
-                   f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['paper_mbps'], '{}')} | {_f(r['paper_fairness'], '{}')} | "
+                   f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['tap_drops_a'], '{:.0f}')} / {_f(r['tap_drops_b'], '{:.0f}')} | "
+                   f"{_f(r['paper_mbps'], '{}')} | {_f(r['paper_fairness'], '{}')} | "
                    f"{_f(r['paper_stability'], '{}')} |")
     return "\n".join(out)
 
