@@ -282,6 +282,11 @@ impl Cx {
         self.segs.get(id).is_some_and(|e| e.data)
     }
 
+    /// How many microprotocols hold a segment's send barrier.
+    pub fn send_holds(&self, id: SegId) -> u16 {
+        self.segs.get(id).map_or(0, |e| e.holds[Barrier::Send as usize])
+    }
+
     /// True while handling the first SEGMENT SENT of a segment.
     pub fn first_send(&self, id: SegId) -> bool {
         self.segs.get(id).is_some_and(|e| !e.sent)
