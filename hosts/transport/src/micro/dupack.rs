@@ -8,7 +8,9 @@
 //! With an algorithm that asks for it (`cc::CcCtl::rack`), each ACK also runs RACK's time-based
 //! detection (`micro::rack`, RFC 8985), which declares a segment lost again when its
 //! retransmission is lost; a reordering timer covers what is not lost yet but will be
-//! unless acknowledged in time. Either way a loss outside a recovery starts one.
+//! unless acknowledged in time. Either way a loss outside a recovery starts one. With RACK a
+//! retransmission timeout keeps what was declared (see `handle`); without it the timeout
+//! starts the declarations afresh.
 use std::collections::HashSet;
 
 use crate::attr::ACK;
@@ -71,8 +73,17 @@ impl Micro for DuplicateAck {
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         if ev == Event::SegmentTimeout {
             self.dups = 0;
-            self.marked.clear();
             self.declared_to = 0;
+            // With RACK what was declared stays declared: a retransmission still on its way
+            // is not declared again by the next duplicate ACK, only when RACK finds it lost
+            // (RFC 8985 §6.2; RFC 6675 §5.1 keeps the scoreboard through an RTO). Cleared,
+            // each timeout re-declared every hole below the highest SACK: after a spurious
+            // one, 100 holes' retransmissions were all sent a second time (issue #23,
+            // tests/timeout_redeclare.rs). Without RACK nothing else finds a lost
+            // retransmission, so the timeout still starts the declarations afresh.
+            if cx.shared.rack.policy.is_none() {
+                self.marked.clear();
+            }
             return;
         }
         if let Event::Timer(_) = ev {
