@@ -119,6 +119,7 @@ impl PositiveAck {
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
+            s.note_sacked(q);
         }
         for (first, end) in blocks {
             // removing a range of the map: keys first, as the map cannot be cut in place
@@ -129,6 +130,9 @@ impl PositiveAck {
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
+            for q in (first..end).rev().take(3) {
+                s.note_sacked(q);
+            }
         }
         if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
             s.highest_sacked = None;
