@@ -113,7 +113,9 @@ impl WindowedCongestion {
     /// ACKs declared the 10,857 still queued behind the bottleneck lost on the SACKs of the
     /// 3,257 sent ahead of them (issue #23, tests/gig_overflow.rs).
     fn release(&mut self, cx: &mut Cx) {
-        while self.unsent.front().is_some_and(|id| cx.seg(*id).is_none()) {
+        // (all are sent before the session takes its next datagram or timer; one freed, its
+        // slot perhaps reused by a segment that is not data, is not waited for)
+        while self.unsent.front().is_some_and(|id| !cx.is_data(*id)) {
             self.unsent.pop_front();
         }
         if !self.unsent.is_empty() {
