@@ -135,6 +135,9 @@ pub struct Shared {
     /// Sent, neither cumulatively nor selectively acknowledged: seq -> segment.
     pub unacked: BTreeMap<u32, SegId>,
     pub highest_sacked: Option<u32>,
+    /// The `micro::dupack::DUP_THRESHOLD` highest segments selectively acknowledged, highest first: a hole
+    /// below the last of them has that many acknowledged above it (`Shared::lost_below`).
+    pub sacked_top: [Option<u32>; crate::micro::dupack::DUP_THRESHOLD as usize],
     /// Set by Positive ACK for each arriving acknowledgement.
     pub ack_advanced: bool,
     pub ack_duplicate: bool,
@@ -180,6 +183,25 @@ pub struct Shared {
 impl Shared {
     pub fn rto(&self) -> u64 {
         self.rto_override_us.unwrap_or(self.rto_us)
+    }
+
+    /// `q` was selectively acknowledged.
+    pub fn note_sacked(&mut self, q: u32) {
+        let top = &mut self.sacked_top;
+        if top.contains(&Some(q)) {
+            return;
+        }
+        if let Some(i) = top.iter().position(|t| t.is_none_or(|t| t < q)) {
+            top[i..].rotate_right(1);
+            top[i] = Some(q);
+        }
+    }
+
+    /// Every unacknowledged segment below this is lost by RFC 6675 §4's IsLost: at least
+    /// DupThresh (3) segments above it were selectively acknowledged (with segments of one
+    /// size, the same as more than (DupThresh - 1) * SMSS bytes).
+    pub fn lost_below(&self) -> Option<u32> {
+        self.sacked_top[self.sacked_top.len() - 1]
     }
 }
 
@@ -280,6 +302,11 @@ impl Cx {
 
     pub fn is_data(&self, id: SegId) -> bool {
         self.segs.get(id).is_some_and(|e| e.data)
+    }
+
+    /// How many microprotocols hold a segment's send barrier.
+    pub fn send_holds(&self, id: SegId) -> u16 {
+        self.segs.get(id).map_or(0, |e| e.holds[Barrier::Send as usize])
     }
 
     /// True while handling the first SEGMENT SENT of a segment.
@@ -870,6 +897,21 @@ pub enum SendError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hole_is_lost_with_three_segments_selectively_acknowledged_above_it() {
+        let mut s = Shared::default();
+        for q in [20, 12, 20] {
+            s.note_sacked(q);
+        }
+        assert_eq!(s.lost_below(), None, "two above anything");
+        s.note_sacked(15);
+        assert_eq!(s.lost_below(), Some(12), "below 12: 12, 15, 20 above");
+        s.note_sacked(30);
+        s.note_sacked(11);
+        assert_eq!(s.sacked_top, [Some(30), Some(20), Some(15)]);
+        assert_eq!(s.lost_below(), Some(15));
+    }
 
     fn outputs(s: &mut Session) -> Vec<Vec<u8>> {
         std::iter::from_fn(|| s.poll())

@@ -25,6 +25,9 @@ pub struct Link {
     /// Deliver these datagrams (0-based count offered) once more for each time listed, as
     /// a network that duplicates packets does (RFC 5681 §2 names it a cause of duplicate ACKs).
     pub duplicate_nth: Vec<u64>,
+    /// Deliver these datagrams (0-based count offered) this many µs late, after the ones
+    /// behind them, as a network that reorders does (RFC 6675 §1: why DupThresh segments).
+    pub delay_nth: Vec<(u64, u64)>,
     pub offered: u64,
     pub dropped: u64,
     busy_until: f64,
@@ -44,6 +47,7 @@ impl Link {
             drop_nth: Vec::new(),
             drop_if: None,
             duplicate_nth: Vec::new(),
+            delay_nth: Vec::new(),
             offered: 0,
             dropped: 0,
             busy_until: 0.0,
@@ -97,7 +101,8 @@ impl Link {
             self.busy_until = start + tx;
             at = self.busy_until;
         }
-        Some(at as u64 + self.delay_us)
+        let late = self.delay_nth.iter().filter(|(k, _)| *k == n).map(|(_, us)| *us).sum::<u64>();
+        Some(at as u64 + self.delay_us + late)
     }
 }
 

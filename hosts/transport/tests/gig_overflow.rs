@@ -1,21 +1,20 @@
-//! Known bug (issue #23, session 15), kept as the reproduction for the next session: one CTCP
-//! flow over the ccc2 path (1 Gbit/s, 110 ms, a 9,082-packet drop-tail queue, window 26,214),
-//! in virtual time, resends segments the receiver holds, every one declared by Duplicate ACK
-//! (`Stats::rtx_by_cause`) and acknowledged within the minimum RTT of the resend
-//! (`Stats::rtx_early`). At 2029eff: 20,617 retransmissions for 14,905 drops, 5,712 copies at
-//! the receiver; a temporary split by declaration path found the partial-ACK path's 2,141
-//! declarations all spurious (the ACKs advanced in order through the recovery's tail, nothing
-//! selectively acknowledged above, and NewReno's rule declared the next original, still on its
-//! way). With RACK the partial ACK now declares only below a selective ack (`micro/dupack.rs`):
-//! 18,507 retransmissions, 3,602 copies, all from the declarations on duplicate ACKs in
-//! recovery (cause not found). The over-the-emulator run had 8,528 copies in 19,595
-//! retransmissions (docs/experiments.md, Session 15). At 100 Mbit/s (`tests/recovery_burst.rs`)
-//! there are none.
+//! Issue #23: one CTCP flow over the ccc2 path (1 Gbit/s, 110 ms, a 9,082-packet drop-tail
+//! queue, window 26,214), in virtual time, resends nothing the receiver holds: each drop is
+//! resent once (`Stats::rtx_by_cause` says by whom, `Stats::rtx_early` which were needless).
+//!
+//! Sessions 14-15 kept this as a known failure: at 2029eff 20,617 retransmissions for 14,905
+//! drops; at 586d878 18,507 retransmissions, 3,602 of segments that had arrived, all declared
+//! by duplicate ACKs in recovery. The cause (session 16) was the sender's own order: when one
+//! cumulative ACK opened the peer's window by 10,858 segments, Windowed Congestion released
+//! segments twice, the second time from inside the first's queued sends, and 14,170 segments
+//! left as 67996, 78854-82110, 67997-78853; the SACKs of the 3,257 sent ahead declared the
+//! 10,857 behind them lost while they were still in the bottleneck's queue. Fixed in
+//! `micro/ccwin.rs` (`release`): 14,905 retransmissions for 14,905 drops, none needless.
+//! At 100 Mbit/s (`tests/recovery_burst.rs`) there were none before either.
 use concast_transport::sim::Pair;
 use concast_transport::{Config, Preset};
 
 #[test]
-#[ignore = "issue #23: fails (3,602 retransmissions of segments that had arrived), cause not found yet"]
 fn one_ctcp_flow_at_a_gigabit_resends_nothing_that_arrived() {
     let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
     c.cc = "ctcp".into();
@@ -34,5 +33,8 @@ fn one_ctcp_flow_at_a_gigabit_resends_nothing_that_arrived() {
     eprintln!("{} retransmits by cause {:?}, early {:?}; {} drops, {} duplicates, {} timeouts",
         st.retransmits, st.rtx_by_cause, st.rtx_early, p.ab.dropped, dup, st.timeouts);
     assert_eq!(dup, 0, "resent {dup} segments the receiver held");
+    assert_eq!(st.rtx_early, [0; 4], "no retransmission acknowledged within the minimum RTT");
     assert_eq!(st.retransmits, p.ab.dropped, "each loss resent once");
+    assert_eq!(st.timeouts, 0);
+    assert!(p.ab.dropped > 10_000, "the slow start overflowed the queue: {} drops", p.ab.dropped);
 }

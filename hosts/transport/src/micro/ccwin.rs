@@ -31,6 +31,10 @@ pub struct WindowedCongestion {
     prr: Option<Prr>,
     /// A timeout's recovery is slow start, not PRR (RFC 6937 §3 applies to fast recovery).
     timed_out: bool,
+    /// Segments this released to be sent (new or resent), in that order, not sent yet: their
+    /// SEND SEGMENT events wait in the session's queue. No more is released until they are
+    /// sent (see `release`).
+    unsent: VecDeque<SegId>,
 }
 
 /// RFC 6937 §3, in segments.
@@ -77,6 +81,7 @@ impl WindowedCongestion {
             undo: None,
             prr: None,
             timed_out: false,
+            unsent: VecDeque::new(),
         }
     }
 
@@ -95,11 +100,31 @@ impl WindowedCongestion {
 
     /// Sends what the window and the pacing allow: retransmissions first (RFC 6675 §5: they
     /// count in the pipe as new data does), then held new segments.
+    ///
+    /// Segments leave in the order released here. The session runs the events a handler
+    /// raises after it, one by one, and the events those raise before the next: a release
+    /// run while this one's sends were still queued (on the first one's SEGMENT SENT) sent
+    /// its segments ahead of the rest. So nothing is released while an earlier release's
+    /// segments are unsent, and a new segment only when no other microprotocol holds it (it
+    /// would leave when that one lets go, out of this order). Both happened when one
+    /// cumulative ACK opened the peer's window by 10,858 segments: the SEGMENT DONE it raised
+    /// ran this before Windowed Flow had read the new window, then Windowed Flow's release
+    /// ran this again; 14,170 segments left as 67996, 78854-82110, 67997-78853, and duplicate
+    /// ACKs declared the 10,857 still queued behind the bottleneck lost on the SACKs of the
+    /// 3,257 sent ahead of them (issue #23, tests/gig_overflow.rs).
     fn release(&mut self, cx: &mut Cx) {
+        // (all are sent before the session takes its next datagram or timer; one freed, its
+        // slot perhaps reused by a segment that is not data, is not waited for)
+        while self.unsent.front().is_some_and(|id| !cx.is_data(*id)) {
+            self.unsent.pop_front();
+        }
+        if !self.unsent.is_empty() {
+            return;
+        }
         loop {
             let rtx = self.next_rtx(cx);
             let Some(id) = rtx.or_else(|| self.held.front().copied()) else { return };
-            if rtx.is_none() && beyond_flow_window(cx, id) {
+            if rtx.is_none() && (beyond_flow_window(cx, id) || cx.send_holds(id) > 1) {
                 // the usable window is the smaller of cwnd and the peer's (RFC 5681 §2): a
                 // segment Windowed Flow still holds is not in flight, yet counted here it
                 // filled the pipe and held back the retransmissions (issue #23)
@@ -143,6 +168,7 @@ impl WindowedCongestion {
                 self.held.pop_front();
                 cx.release(id, Barrier::Send);
             }
+            self.unsent.push_back(id);
         }
     }
 }
@@ -184,6 +210,15 @@ impl Micro for WindowedCongestion {
                         if let Some(p) = self.prr.as_mut() {
                             p.delivered += 1;
                         }
+                    }
+                }
+            }
+            Event::SegmentSent => {
+                if let Some(id) = arg.seg {
+                    if self.unsent.front() == Some(&id) {
+                        self.unsent.pop_front();
+                    } else if let Some(i) = self.unsent.iter().position(|u| *u == id) {
+                        self.unsent.remove(i);
                     }
                 }
             }

@@ -1,14 +1,16 @@
-//! Duplicate ACK: the third duplicate acknowledgement starts a recovery: every unacknowledged
-//! segment below the highest selectively acknowledged one (at least the oldest) is declared
-//! lost (SEGMENT LOST). During recovery each ACK declares lost the holes below the highest
-//! selective ack not declared yet, and a partial ACK the hole it stops at (NewReno; with RACK
-//! only holes below a selective ack, see `count`); recovery ends when everything sent before it
-//! began is acknowledged.
+//! Duplicate ACK: the third duplicate acknowledgement starts a recovery: the oldest
+//! unacknowledged segment, and every one with at least three segments selectively
+//! acknowledged above it (RFC 6675 §4 IsLost), is declared lost (SEGMENT LOST). During
+//! recovery each ACK declares lost the holes IsLost finds not declared yet, and a partial ACK
+//! the hole it stops at (NewReno; not with RACK, see `count`); recovery ends when everything
+//! sent before it began is acknowledged.
 //!
 //! With an algorithm that asks for it (`cc::CcCtl::rack`), each ACK also runs RACK's time-based
 //! detection (`micro::rack`, RFC 8985), which declares a segment lost again when its
 //! retransmission is lost; a reordering timer covers what is not lost yet but will be
-//! unless acknowledged in time. Either way a loss outside a recovery starts one.
+//! unless acknowledged in time. Either way a loss outside a recovery starts one. With RACK a
+//! retransmission timeout keeps what was declared (see `handle`); without it the timeout
+//! starts the declarations afresh.
 use std::collections::HashSet;
 
 use crate::attr::ACK;
@@ -71,8 +73,17 @@ impl Micro for DuplicateAck {
     fn handle(&mut self, ev: Event, arg: &Arg, cx: &mut Cx) {
         if ev == Event::SegmentTimeout {
             self.dups = 0;
-            self.marked.clear();
             self.declared_to = 0;
+            // With RACK what was declared stays declared: a retransmission still on its way
+            // is not declared again by the next duplicate ACK, only when RACK finds it lost
+            // (RFC 8985 §6.2; RFC 6675 §5.1 keeps the scoreboard through an RTO). Cleared,
+            // each timeout re-declared every hole below the highest SACK: after a spurious
+            // one, 100 holes' retransmissions were all sent a second time (issue #23,
+            // tests/timeout_redeclare.rs). Without RACK nothing else finds a lost
+            // retransmission, so the timeout still starts the declarations afresh.
+            if cx.shared.rack.policy.is_none() {
+                self.marked.clear();
+            }
             return;
         }
         if let Event::Timer(_) = ev {
@@ -133,32 +144,43 @@ impl DuplicateAck {
                     self.marked.clear();
                     self.declared_to = 0;
                 } else if s.rack.policy.is_some() {
-                    // with RACK, only what a selective ack lies above (RFC 6675 §4 IsLost; a
-                    // hole with nothing acknowledged above it is RACK's or the timer's). The
-                    // partial ack's own hole, declared as NewReno does (RFC 6582 §3.2 step 5),
-                    // was the next original still on its way whenever the ACKs advanced in
-                    // order through a recovery's tail: one CTCP flow at 1 Gbit/s resent 2,141
-                    // segments that way (issue #23, tests/gig_overflow.rs)
-                    let top = s.highest_sacked.unwrap_or(s.snd_una);
-                    self.declare_below(cx, top);
+                    // with RACK, only what IsLost says: the partial ack's own hole, declared
+                    // as NewReno does (RFC 6582 §3.2 step 5), was the next original still on
+                    // its way whenever the ACKs advanced in order through a recovery's tail:
+                    // one CTCP flow at 1 Gbit/s resent 2,141 segments that way (issue #23,
+                    // session 15); a hole nothing is acknowledged above is RACK's or the timer's
+                    self.declare_lost(cx, false);
                 } else {
-                    // the partial ack's hole, and any newly seen below a selective ack
-                    let top = s.highest_sacked.unwrap_or(s.snd_una).max(s.snd_una + 1);
-                    self.declare_below(cx, top);
+                    // NewReno: the partial ack's hole too
+                    self.declare_lost(cx, true);
                 }
             }
         } else if s.ack_duplicate && s.in_recovery {
-            let top = s.highest_sacked.unwrap_or(s.snd_una);
-            self.declare_below(cx, top);
+            self.declare_lost(cx, false);
         } else if s.ack_duplicate {
             self.dups += 1;
             if self.dups == DUP_THRESHOLD && !s.in_recovery {
                 s.in_recovery = true;
                 s.recover = s.snd_max;
-                let top = s.highest_sacked.unwrap_or(s.snd_una).max(s.snd_una + 1);
                 self.declared_to = 0;
-                self.declare_below(cx, top);
+                self.declare_lost(cx, true);
             }
+        }
+    }
+
+    /// Declares the holes RFC 6675 §4's IsLost finds lost (DupThresh segments selectively
+    /// acknowledged above each, `Shared::lost_below`) and, with `oldest`, the oldest
+    /// unacknowledged segment whatever it finds (the first retransmission of a recovery, RFC
+    /// 6675 §5 step 4.3, and NewReno's partial ACK). Until session 16 every hole below the
+    /// highest selective ack was declared, a DupThresh of one: a segment overtaken by one
+    /// sent after it was resent (issue #23, tests/duplicate_acks.rs).
+    fn declare_lost(&mut self, cx: &mut Cx, oldest: bool) {
+        let una = cx.shared.snd_una;
+        if oldest && cx.shared.unacked.contains_key(&una) {
+            self.declare(cx, vec![una]);
+        }
+        if let Some(top) = cx.shared.lost_below() {
+            self.declare_below(cx, top);
         }
     }
 

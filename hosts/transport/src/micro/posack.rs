@@ -5,7 +5,7 @@
 //! `BATCH_ACK_SEGS`). Sender: a data segment is done (its done barrier released) when it is
 //! acknowledged either way.
 use super::sack::{self, Runs};
-use crate::attr::{ACK, SEQ};
+use crate::attr::{ACK, SEQ, TS};
 use crate::composite::MicroId;
 use crate::event::{Arg, Barrier, Event, TimerId};
 use crate::segment::{Kind, Segment};
@@ -74,10 +74,12 @@ impl PositiveAck {
         }
     }
 
-    fn on_ack(cx: &mut Cx, kind: Kind, val: u64, blocks: &[u8]) {
+    /// `echo`: the send time the ACK's timestamp echoes (0 if none), for RACK.
+    fn on_ack(cx: &mut Cx, kind: Kind, val: u64, blocks: &[u8], echo: u32) {
         let (cum, bitmap) = ((val >> 32) as u32, val as u32);
         let now = cx.now;
         let s = &mut cx.shared;
+        s.rack.ack_echo = echo;
         if cum > s.snd_max {
             cx.stats.malformed += 1; // acknowledges what was never sent
             return;
@@ -117,6 +119,7 @@ impl PositiveAck {
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
+            s.note_sacked(q);
         }
         for (first, end) in blocks {
             // removing a range of the map: keys first, as the map cannot be cut in place
@@ -127,6 +130,9 @@ impl PositiveAck {
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
             s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
+            for q in (first..end).rev().take(3) {
+                s.note_sacked(q);
+            }
         }
         if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
             s.highest_sacked = None;
@@ -185,12 +191,13 @@ impl Micro for PositiveAck {
             Event::SegmentFromNet => {
                 let Some(seg) = cx.seg(id) else { return };
                 let (kind, ack, seq) = (seg.kind, seg.attrs.get(ACK), seg.attrs.get(SEQ));
+                let echo = seg.attrs.get(TS).map_or(0, |t| t as u32);
                 // SACK blocks ride only on Ack segments (a data segment's payload is data)
                 let blocks = if kind == Kind::Ack { std::mem::take(&mut cx.seg_mut(id).unwrap().payload) } else { Default::default() };
                 cx.shared.ack_advanced = false;
                 cx.shared.ack_duplicate = false;
                 if let Some(v) = ack {
-                    PositiveAck::on_ack(cx, kind, v, &blocks);
+                    PositiveAck::on_ack(cx, kind, v, &blocks, echo);
                     if kind == Kind::Ack {
                         cx.consume(id);
                     }

@@ -46,6 +46,9 @@ pub struct Rack {
     rtt_us: u64,
     /// Losses this detector found (the rest were found by duplicate ACKs or the timer).
     pub found: u64,
+    /// The send time (µs, as the TS attribute carries it) the ACK being processed echoes;
+    /// 0 when it echoes none. Set by Positive ACK for each ACK.
+    pub ack_echo: u32,
 }
 
 impl Rack {
@@ -65,8 +68,13 @@ impl Rack {
         }
         let Some(x) = self.sent.remove(&seq) else { return };
         let rtt = now.saturating_sub(x.at_us);
-        // a retransmission acknowledged sooner than the path allows: the ACK was the original's
-        if x.rtx && (rtt as f64) < min_rtt_us {
+        // a retransmission acknowledged sooner than the path allows, or by an ACK echoing a
+        // timestamp older than it: the ACK was for an earlier transmission (RFC 8985 §6.2
+        // step 2). Without the echo, an ACK delayed past the minimum RTT took a spurious
+        // timeout's resend as delivered, and every retransmission sent before it, still on
+        // its way, was declared lost at once (issue #23, tests/timeout_redeclare.rs)
+        let echo_older = self.ack_echo != 0 && (x.at_us as u32).max(1).wrapping_sub(self.ack_echo) as i32 > 0;
+        if x.rtx && ((rtt as f64) < min_rtt_us || echo_older) {
             return;
         }
         if self.latest.is_none_or(|l| (x.at_us, seq) > l) {
@@ -151,6 +159,22 @@ mod tests {
         assert_eq!(r.latest, None);
         r.delivered(2, 101_000, 100_000.0);
         assert_eq!(r.latest, Some((1_000, 2)));
+    }
+
+    #[test]
+    fn an_ack_echoing_an_earlier_transmission_is_not_the_retransmissions() {
+        let mut r = rack();
+        r.sent(1, 0, false);
+        r.sent(2, 1_000, false);
+        r.sent(1, 400_000, true); // a timeout resent 1
+        // 150 ms later, past the minimum RTT, but echoing the first transmission's time
+        r.ack_echo = 1;
+        r.delivered(1, 550_000, 100_000.0);
+        assert_eq!(r.latest, None, "taken for the first transmission's");
+        r.sent(3, 410_000, true);
+        r.ack_echo = 410_000;
+        r.delivered(3, 560_000, 100_000.0);
+        assert_eq!(r.latest, Some((410_000, 3)), "echoing its own time: this transmission's");
     }
 
     #[test]
