@@ -218,7 +218,7 @@ def run(s: Settings, tables: str = "I,II", say=print) -> list[dict]:
 
 TABLES = ("I", "I-wide", "II", "fig5", "ccc2", "blast")
 COLUMNS = ["table", "protocol", "loss_pct", "latency_ms", "latency_sd", "median_ms", "pings_lost", "dropped",
-           "retransmits", "timeouts", "bandwidth_mbps",
+           "retransmits", "timeouts", "warmup_ms_max", "bandwidth_mbps",
            "bandwidth_sd", "paper_latency_ms", "paper_latency_sd", "paper_bandwidth_mbps",
            "paper_bandwidth_sd", "runs", "load1_before", "load1_after", "case", "errors"]
 
