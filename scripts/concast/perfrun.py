@@ -132,6 +132,27 @@ def stability(samples: list[int]) -> float | None:
     return (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 / mean
 
 
+def jain(rates: list[float]) -> float | None:
+    """Jain's fairness index of the flows' rates (1: equal shares)."""
+    if len(rates) < 2 or not any(rates):
+        return None
+    return sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+
+
+def fairness_late(server: list[dict], share: float = 1 / 3) -> float | None:
+    """Jain's index over each flow's mean throughput sample in the last `share` of its
+    samples (the partial last one left out): whether shares converged by the end of a run,
+    which the index over the whole run, set largely by how slow start ended, cannot say."""
+    means = []
+    for r in server:
+        xs = r.get("samples", [])[1:-1]
+        tail = xs[int(len(xs) * (1 - share)):]
+        if not tail:
+            return None
+        means.append(sum(tail) / len(tail))
+    return jain(means)
+
+
 def summarize(run: dict) -> dict:
     """The figures a row shows, taken from the receiver where throughput is concerned."""
     s = {"mode": run["mode"], "proto": run["proto"], "loss": run["loss"], "flows": run["flows"],
@@ -158,7 +179,8 @@ def summarize(run: dict) -> dict:
             if wall > 0:
                 s["mbps"] = sum(r["bytes"] for r in srv) * 8 / wall
         if len(rates) > 1:
-            s["fairness"] = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+            s["fairness"] = jain(rates)
+            s["fairness_late"] = fairness_late(srv)
         stab = [stability(r.get("samples", [])) for r in srv]
         stab = [x for x in stab if x is not None]
         if stab:

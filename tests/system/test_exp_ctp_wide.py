@@ -110,6 +110,8 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
         assert not r["errors"], r
         assert r["flows_reported"] == 2 and r["mbps"] > 0, r
         assert 0 < r["fairness"] <= 1.0 + 1e-9, r
+        assert r["fairness_late"] is None or 0 < r["fairness_late"] <= 1.0 + 1e-9, r
+        assert len(r["flow_mbps"].split()) == 2, r
         assert r["tap_queue"] == tap_queue_for(100.0) and r["tap_drops_a"] >= 0 and r["tap_drops_b"] >= 0, r
     ctcp = next(r for r in rows if r["sender"] == "CTCP")
     # the senders' counters reach the rows (the RTO study reads them); Eifel finds a subset

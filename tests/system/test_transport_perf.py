@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from concast import perf
+from concast import perf, perfrun
 from concast.perfpath import Path
 
 
@@ -26,6 +26,17 @@ def test_cases_pair_every_ctp_composite_with_tcp_and_udp():
         ("ctp", "Bulk", "newreno"), ("ctp", "Bulk", "vegas")]
     assert [c["size"] for c in bulk] == [65536, 65536, 1400, 65536, 65536]
     assert all(c["size"] == 64 for c in cs if c["mode"] == "pingpong")
+
+
+def test_late_fairness_reads_only_the_last_third_of_each_flows_samples():
+    # one flow took the link first, the other caught up: equal shares at the end only
+    a = {"samples": [5, 30, 30, 30, 30, 10, 10, 99]}
+    b = {"samples": [5, 0, 0, 0, 0, 10, 10, 0]}
+    assert perfrun.fairness_late([a, b]) == pytest.approx(1.0)
+    assert perfrun.jain([130.0, 20.0]) == pytest.approx(150.0 ** 2 / (2 * (130.0 ** 2 + 20.0 ** 2)))
+    # unequal at the end: the index says so
+    assert perfrun.fairness_late([a, {"samples": [0, 0, 0, 0, 0, 5, 5, 0]}]) == pytest.approx(225 / 250)
+    assert perfrun.fairness_late([a, {"samples": [1]}]) is None
 
 
 def test_rows_take_receiver_throughput_and_compute_ratios_and_fairness():

@@ -104,6 +104,8 @@ def run(s: CccSettings, say=print) -> list[dict]:
                     cst = [c.get("stats") or {} for c in rec["client"]]
                     rows.append({"flows": n, "sender": name, "run": r, "mbps": sm.get("mbps"),
                                  "fairness": sm.get("fairness", 1.0 if n == 1 else None),
+                                 "fairness_late": sm.get("fairness_late"),
+                                 "flow_mbps": " ".join(f"{f['mbps']:.0f}" for f in rec["server"]),
                                  "stability": sm.get("stability"), "cpu_per_flow": sm.get("cpu_per_flow"),
                                  "flows_reported": len(rec["server"]),
                                  "timeouts": sum(c.get("timeouts", 0) for c in cst) if cst and cst[0] else None,
@@ -140,6 +142,7 @@ def summary(rows: list[dict]) -> list[dict]:
         mb = [r["mbps"] for r in rs if r["mbps"]]
         out.append({"flows": n, "sender": name, "runs": len(rs), "mbps": m("mbps"),
                     "mbps_sd": statistics.stdev(mb) if len(mb) > 1 else 0.0, "fairness": m("fairness"),
+                    "fairness_late": m("fairness_late"),
                     "stability": m("stability"), "cpu_per_flow": m("cpu_per_flow"),
                     "tap_drops_a": m("tap_drops_a"), "tap_drops_b": m("tap_drops_b"),
                     **{k: rs[0][k] for k in ("paper_mbps", "paper_fairness", "paper_stability")}})
@@ -154,11 +157,11 @@ def _f(v, fmt="{:.2f}"):
 
 
 def text(rows: list[dict]) -> str:
-    out = ["| flows | sender | Mbit/s | / reno | fairness | stability | CPU/flow | TAP drops data / ACK | paper Mbit/s | paper fair | paper stab |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| flows | sender | Mbit/s | / reno | fairness | last third | stability | CPU/flow | TAP drops data / ACK | paper Mbit/s | paper fair | paper stab |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in summary(rows):
         out.append(f"| {r['flows']} | {r['sender']} | {_f(r['mbps'], '{:.0f}')} ± {_f(r['mbps_sd'], '{:.0f}')} | "
-                   f"{_f(r['vs_reno'], '{:.3f}')} | {_f(r['fairness'])} | {_f(r['stability'])} | "
+                   f"{_f(r['vs_reno'], '{:.3f}')} | {_f(r['fairness'])} | {_f(r['fairness_late'])} | {_f(r['stability'])} | "
                    f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['tap_drops_a'], '{:.0f}')} / {_f(r['tap_drops_b'], '{:.0f}')} | "
                    f"{_f(r['paper_mbps'], '{}')} | {_f(r['paper_fairness'], '{}')} | "
                    f"{_f(r['paper_stability'], '{}')} |")
