@@ -22,12 +22,12 @@ struct Run {
     reductions: u32,
 }
 
-/// Steady for 3 s, then the network delivers one data datagram `copies` extra times.
-fn run(cc: &str, copies: usize) -> Run {
+/// One `cc` flow (seeds `seeds`) steady for 3 s on the path, its window below the path's
+/// capacity; the pair and the data it sends.
+fn steady(cc: &str, seeds: (u64, u64)) -> (Pair, Vec<u8>) {
     let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
     c.cc = cc.into();
-    c.seed = 41;
-    s.seed = 42;
+    (c.seed, s.seed) = seeds;
     let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
     for cfg in [&mut c, &mut s] {
         // below the path's capacity: no queue overflow, nothing lost
@@ -38,6 +38,12 @@ fn run(cc: &str, copies: usize) -> Run {
     let d = data(64 << 10);
     p.saturate(&d, 3_000_000, |_| {});
     assert_eq!(p.ab.dropped, 0, "the set-up loses nothing");
+    (p, d)
+}
+
+/// Steady for 3 s, then the network delivers one data datagram `copies` extra times.
+fn run(cc: &str, copies: usize) -> Run {
+    let (mut p, d) = steady(cc, (41, 42));
     let n = p.ab.offered + 100;
     p.ab.duplicate_nth = vec![n; copies];
     let (mut reductions, mut last) = (0, p.a.shared().cwnd);
@@ -70,19 +76,7 @@ fn acks_of_segments_the_receiver_already_holds_start_no_recovery() {
 /// Steady for 3 s, then one data datagram is lost (a recovery starts) and, 20 datagrams
 /// later, one is delivered `late_us` late: the ones behind it overtake it.
 fn reordered_in_recovery(cc: &str, late_us: u64) -> Run {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = cc.into();
-    c.seed = 43;
-    s.seed = 44;
-    let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
-    for cfg in [&mut c, &mut s] {
-        cfg.recv_wnd_segs = (0.8 * bdp) as u32;
-        cfg.send_buf_segs = bdp as usize;
-    }
-    let mut p = Pair::bottleneck(c, s, 9, DELAY_US, RATE_BPS, bdp as usize);
-    let d = data(64 << 10);
-    p.saturate(&d, 3_000_000, |_| {});
-    assert_eq!(p.ab.dropped, 0, "the set-up loses nothing");
+    let (mut p, d) = steady(cc, (43, 44));
     let n = p.ab.offered + 100;
     p.ab.drop_nth = vec![n];
     p.ab.delay_nth = vec![(n + 20, late_us)];
