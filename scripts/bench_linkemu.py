@@ -34,6 +34,7 @@ from pathlib import Path
 
 from concast import procs, tools
 from concast.netns import Scratch
+from concast.topologies.experiments.ackstudy.fidelity import read_cpu_times
 from concast.topologies.links import LinkEmulator
 
 TOOL = tools.binary_or_build_path("linkemu-bench")
@@ -49,11 +50,11 @@ def run_ns(tids: list[str]) -> int:
 
 
 def machine_busy_ns() -> int:
-    """CPU time every CPU of the machine has spent busy (not idle or waiting for I/O), from the
-    `cpu` line of /proc/stat: the whole cost of a frame, whoever pays it (sender, softirqs,
-    the emulator, the receiving stack)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    busy = sum(fields[:8]) - fields[3] - fields[4]       # idle and iowait are the 4th and 5th
+    """CPU time every CPU of the machine has spent running (user, nice, system, irq, softirq;
+    not idle, iowait or the hypervisor's steal): the whole cost of a frame, whoever pays it
+    (sender, softirqs, the emulator, the receiving stack)."""
+    t = read_cpu_times()
+    busy = t["user"] + t["nice"] + t["system"] + t["irq"] + t["softirq"]
     return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
