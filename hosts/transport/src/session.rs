@@ -134,7 +134,6 @@ pub struct Shared {
     pub snd_una: u32,
     /// Sent, neither cumulatively nor selectively acknowledged: seq -> segment.
     pub unacked: BTreeMap<u32, SegId>,
-    pub highest_sacked: Option<u32>,
     /// The `micro::dupack::DUP_THRESHOLD` highest segments selectively acknowledged, highest first: a hole
     /// below the last of them has that many acknowledged above it (`Shared::lost_below`).
     pub sacked_top: [Option<u32>; crate::micro::dupack::DUP_THRESHOLD as usize],

@@ -118,7 +118,6 @@ impl PositiveAck {
                 s.rack.delivered(q, now, min_rtt);
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
-            s.highest_sacked = Some(s.highest_sacked.map_or(q, |h| h.max(q)));
             s.note_sacked(q);
         }
         for (first, end) in blocks {
@@ -129,13 +128,10 @@ impl PositiveAck {
                 s.rack.delivered(q, now, min_rtt);
                 early.extend(s.rtx_audit.delivered(q, now, min_rtt));
             }
-            s.highest_sacked = Some(s.highest_sacked.map_or(end - 1, |h| h.max(end - 1)));
-            for q in (first..end).rev().take(3) {
+            // only the highest few can be among the highest DupThresh selectively acknowledged
+            for q in (first..end).rev().take(s.sacked_top.len()) {
                 s.note_sacked(q);
             }
-        }
-        if s.highest_sacked.is_some_and(|h| h < s.snd_una) {
-            s.highest_sacked = None;
         }
         // RFC 6675 §2 ("duplicate acknowledgment"): with selective acknowledgements a
         // duplicate ACK is one that reports data not reported before. The ACK a receiver
