@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::composite::Composite;
+use crate::composite::{Composite, Preset};
 use crate::session::{Config, Output, Session};
 
 /// One direction of the link.
@@ -122,6 +122,20 @@ pub enum WakeOrder {
 /// trip of twice `delay_us`.
 pub fn bdp_datagrams(rate_bps: f64, delay_us: u64, frame: usize) -> f64 {
     rate_bps / 8.0 * 2.0 * delay_us as f64 / 1e6 / frame as f64
+}
+
+/// The Bulk composite's client, running congestion control `cc`, and its server (session
+/// seeds `seeds`), each with a receive window of `wnd_segs` and a send buffer of `buf_segs`:
+/// the pair the transport's virtual-time tests put on a [`Pair::bottleneck`].
+pub fn bulk_configs(cc: &str, seeds: (u64, u64), wnd_segs: u32, buf_segs: usize) -> (Config, Config) {
+    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
+    c.cc = cc.into();
+    (c.seed, s.seed) = seeds;
+    for cfg in [&mut c, &mut s] {
+        cfg.recv_wnd_segs = wnd_segs;
+        cfg.send_buf_segs = buf_segs;
+    }
+    (c, s)
 }
 
 /// A datagram on the wire: arrival time, order sent, towards b, bytes.

@@ -4,7 +4,6 @@
 //! three of them must not start a recovery. One CTCP flow over UDT/CCC's 110 ms path (§4.2),
 //! in virtual time, its window below the path's capacity so nothing is lost.
 use concast_transport::sim::{self, Pair};
-use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
 const RATE_BPS: f64 = 100e6;
@@ -25,15 +24,9 @@ struct Run {
 /// One `cc` flow (seeds `seeds`) steady for 3 s on the path, its window below the path's
 /// capacity; the pair and the data it sends.
 fn steady(cc: &str, seeds: (u64, u64)) -> (Pair, Vec<u8>) {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = cc.into();
-    (c.seed, s.seed) = seeds;
     let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
-    for cfg in [&mut c, &mut s] {
-        // below the path's capacity: no queue overflow, nothing lost
-        cfg.recv_wnd_segs = (0.8 * bdp) as u32;
-        cfg.send_buf_segs = bdp as usize;
-    }
+    // below the path's capacity: no queue overflow, nothing lost
+    let (c, s) = sim::bulk_configs(cc, seeds, (0.8 * bdp) as u32, bdp as usize);
     let mut p = Pair::bottleneck(c, s, 9, DELAY_US, RATE_BPS, bdp as usize);
     let d = data(64 << 10);
     p.saturate(&d, 3_000_000, |_| {});

@@ -11,19 +11,11 @@
 //! 10,857 behind them lost while they were still in the bottleneck's queue. Fixed in
 //! `micro/ccwin.rs` (`release`): 14,905 retransmissions for 14,905 drops, none needless.
 //! At 100 Mbit/s (`tests/recovery_burst.rs`) there were none before either.
-use concast_transport::sim::Pair;
-use concast_transport::{Config, Preset};
+use concast_transport::sim::{self, Pair};
 
 #[test]
 fn one_ctcp_flow_at_a_gigabit_resends_nothing_that_arrived() {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = "ctcp".into();
-    c.seed = 31;
-    s.seed = 32;
-    for cfg in [&mut c, &mut s] {
-        cfg.recv_wnd_segs = 26_214;
-        cfg.send_buf_segs = 26_214;
-    }
+    let (c, s) = sim::bulk_configs("ctcp", (31, 32), 26_214, 26_214);
     let mut p = Pair::bottleneck(c, s, 5, 55_000, 1e9, 9_082);
     p.ab.queue_in_packets = true;
     let d = vec![5u8; 64 << 10];

@@ -2,7 +2,6 @@
 //! cap it (issue #23): one flow, one bandwidth-delay product of drop-tail queue, in virtual
 //! time, with a window of eight BDPs so the receiver's window does not cap the overflow.
 use concast_transport::sim::{self, Pair};
-use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
 const RATE_BPS: f64 = 100e6;
@@ -23,15 +22,8 @@ struct Run {
 }
 
 fn run(cc: &str, secs: u64) -> Run {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = cc.into();
-    c.seed = 31;
-    s.seed = 32;
     let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
-    for cfg in [&mut c, &mut s] {
-        cfg.recv_wnd_segs = (WND_BDP * bdp) as u32;
-        cfg.send_buf_segs = (WND_BDP * bdp) as usize;
-    }
+    let (c, s) = sim::bulk_configs(cc, (31, 32), (WND_BDP * bdp) as u32, (WND_BDP * bdp) as usize);
     let mut p = Pair::bottleneck(c, s, 5, DELAY_US, RATE_BPS, bdp as usize);
     let d = data(64 << 10);
     let end = secs * 1_000_000;

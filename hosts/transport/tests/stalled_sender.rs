@@ -6,7 +6,6 @@
 //! UDT/CCC's 110 ms path (§4.2), in virtual time, its window below the path's capacity so
 //! the network loses nothing.
 use concast_transport::sim::{self, Pair, WakeOrder};
-use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
 const RATE_BPS: f64 = 100e6;
@@ -23,15 +22,8 @@ struct Run {
 
 /// Steady for 3 s, then the sender stalls three times, 1 s apart.
 fn run(order: WakeOrder) -> Run {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = "ctcp".into();
-    c.seed = 41;
-    s.seed = 42;
     let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
-    for cfg in [&mut c, &mut s] {
-        cfg.recv_wnd_segs = (0.8 * bdp) as u32;
-        cfg.send_buf_segs = bdp as usize;
-    }
+    let (c, s) = sim::bulk_configs("ctcp", (41, 42), (0.8 * bdp) as u32, bdp as usize);
     let mut p = Pair::bottleneck(c, s, 9, DELAY_US, RATE_BPS, bdp as usize);
     p.wake_order = order;
     let d = vec![7u8; 64 << 10];

@@ -6,7 +6,6 @@
 //! dropped, and while its retransmissions are on their way the ACK path's delay grows by
 //! 400 ms (longer than the RTO, SRTT + 200 ms), so the timer fires with nothing lost.
 use concast_transport::sim::{self, Pair};
-use concast_transport::{Config, Preset};
 
 const DELAY_US: u64 = 55_000;
 const RATE_BPS: f64 = 100e6;
@@ -14,15 +13,8 @@ const FRAME: usize = 1442;
 
 #[test]
 fn a_timeout_in_recovery_does_not_resend_the_retransmissions_in_flight() {
-    let (mut c, mut s) = (Config::preset(Preset::Bulk), Config::preset(Preset::Bulk));
-    c.cc = "ctcp".into();
-    c.seed = 51;
-    s.seed = 52;
     let bdp = sim::bdp_datagrams(RATE_BPS, DELAY_US, FRAME);
-    for cfg in [&mut c, &mut s] {
-        cfg.recv_wnd_segs = (0.8 * bdp) as u32;
-        cfg.send_buf_segs = bdp as usize;
-    }
+    let (c, s) = sim::bulk_configs("ctcp", (51, 52), (0.8 * bdp) as u32, bdp as usize);
     let mut p = Pair::bottleneck(c, s, 11, DELAY_US, RATE_BPS, bdp as usize);
     let d = vec![9u8; 64 << 10];
     p.saturate(&d, 3_000_000, |_| {});
