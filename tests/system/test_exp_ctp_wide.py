@@ -31,7 +31,6 @@ META = {"git": {"rev": "test"}, "machine": {"cpus": 2, "loadavg_at_start": (0, 0
 
 
 def test_emupath_cleans_up_after_itself():
-    import subprocess
     with EmuPath(delay_ms=1, tag="tcln") as p:
         ns = list(p.ns.values())
         assert all(n in subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout for n in ns)
