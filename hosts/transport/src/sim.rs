@@ -162,6 +162,9 @@ pub struct Pair {
     /// it takes both in `wake_order`. A loaded machine's scheduler does this to a sender.
     pub a_stalls: std::collections::VecDeque<(u64, u64)>,
     pub wake_order: WakeOrder,
+    /// How late each of the client's timers runs, µs: a timed wait on a real machine ends
+    /// after its timeout (a normal thread's timer slack is 50 µs).
+    pub a_timer_late_us: u64,
     wire: BinaryHeap<Reverse<InFlight>>,
     order: u64,
 }
@@ -184,6 +187,7 @@ impl Pair {
             refused: Vec::new(),
             a_stalls: std::collections::VecDeque::new(),
             wake_order: WakeOrder::DatagramsFirst,
+            a_timer_late_us: 0,
             wire: BinaryHeap::new(),
             order: 0,
         }
@@ -235,7 +239,7 @@ impl Pair {
     pub fn step(&mut self) -> bool {
         self.collect();
         let arrival = self.wire.peek().map(|Reverse((at, ..))| *at);
-        let ta = self.a.next_timer();
+        let ta = self.a.next_timer().map(|t| t + self.a_timer_late_us);
         let tb = self.b.as_mut().and_then(Session::next_timer);
         let Some(next) = [arrival, ta, tb].into_iter().flatten().min() else { return false };
         if let Some((start, end)) = self.a_stalls.front().copied().filter(|(s, _)| next >= *s) {

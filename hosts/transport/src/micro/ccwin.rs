@@ -7,9 +7,10 @@
 use std::collections::{HashSet, VecDeque};
 
 use super::cchost::CcHost;
+use super::pacer::Pacer;
 use crate::attr::{ACK, SEQ, TS};
 use crate::composite::MicroId;
-use crate::event::{Arg, Barrier, Event, SegId, TimerId};
+use crate::event::{Arg, Barrier, Event, SegId};
 use crate::segtable::IdBuildHasher;
 use crate::session::{Config, Cx, Micro};
 
@@ -17,12 +18,7 @@ pub struct WindowedCongestion {
     host: CcHost,
     held: VecDeque<SegId>,
     inflight: HashSet<SegId, IdBuildHasher>,
-    /// Slot of the last paced release; the next is due one period (the current one) later,
-    /// so a period that shrinks (an RTT sample, a rate message) takes effect at once.
-    last_slot: f64,
-    /// When the pending pacing timer fires.
-    pace_at: f64,
-    pace: Option<TimerId>,
+    pacer: Pacer,
     /// After a timeout, until the next advancing ACK: (window before it, timestamp of the
     /// retransmission).
     undo: Option<(f64, u32)>,
@@ -76,8 +72,7 @@ impl WindowedCongestion {
             host: CcHost::new(cfg),
             held: VecDeque::new(),
             inflight: HashSet::default(),
-            last_slot: f64::NEG_INFINITY, pace_at: 0.0,
-            pace: None,
+            pacer: Pacer::new(MicroId::WindowedCongestion),
             undo: None,
             prr: None,
             timed_out: false,
@@ -121,39 +116,31 @@ impl WindowedCongestion {
         if !self.unsent.is_empty() {
             return;
         }
+        if !self.release_paced(cx) {
+            self.pacer.stopped();
+        }
+    }
+
+    /// `release`'s loop; false when it stopped for anything but the pacing period.
+    fn release_paced(&mut self, cx: &mut Cx) -> bool {
         loop {
             let rtx = self.next_rtx(cx);
-            let Some(id) = rtx.or_else(|| self.held.front().copied()) else { return };
+            let Some(id) = rtx.or_else(|| self.held.front().copied()) else { return false };
             if rtx.is_none() && (beyond_flow_window(cx, id) || cx.send_holds(id) > 1) {
                 // the usable window is the smaller of cwnd and the peer's (RFC 5681 §2): a
                 // segment Windowed Flow still holds is not in flight, yet counted here it
                 // filled the pipe and held back the retransmissions (issue #23)
-                return;
+                return false;
             }
             match self.prr.as_ref() {
-                Some(p) if p.budget == 0 => return,
+                Some(p) if p.budget == 0 => return false,
                 Some(_) => {}
-                None if self.inflight.len() as f64 >= self.host.ctl.cwnd.max(1.0).floor() => return,
+                None if self.inflight.len() as f64 >= self.host.ctl.cwnd.max(1.0).floor() => return false,
                 None => {}
             }
             let period = self.host.ctl.pkt_snd_period_us;
-            if period > 0.0 {
-                let now = cx.now as f64;
-                let due = self.last_slot + period;
-                if now < due {
-                    if self.pace.is_none() || due < self.pace_at {
-                        if let Some(t) = self.pace.take() {
-                            cx.cancel(t);
-                        }
-                        let wait = (due - now).ceil() as u64;
-                        self.pace = Some(cx.timer(MicroId::WindowedCongestion, wait, 0));
-                        self.pace_at = now + wait as f64;
-                    }
-                    return;
-                }
-                // at most one period of credit: a late wake-up keeps the rate, idling does not
-                // bank a burst
-                self.last_slot = due.max(now - period);
+            if period > 0.0 && !self.pacer.admit(period, cx) {
+                return true;
             }
             self.inflight.insert(id);
             if let Some(p) = self.prr.as_mut() {
@@ -222,7 +209,7 @@ impl Micro for WindowedCongestion {
                     }
                 }
             }
-            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pacer.fired(),
             // the retransmission leaves right after this event, stamped with this time
             Event::SegmentTimeout => {
                 if self.undo.is_none() {

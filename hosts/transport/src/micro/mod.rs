@@ -48,6 +48,7 @@ pub mod keepalive;
 pub mod lfifo;
 pub mod nak;
 pub mod oob;
+pub mod pacer;
 pub mod playout;
 pub mod posack;
 pub mod rack;

@@ -7,19 +7,15 @@
 use std::collections::VecDeque;
 
 use super::cchost::CcHost;
+use super::pacer::Pacer;
 use crate::composite::MicroId;
-use crate::event::{Arg, Barrier, Event, SegId, TimerId};
+use crate::event::{Arg, Barrier, Event, SegId};
 use crate::session::{Config, Cx, Micro};
 
 pub struct RateCongestion {
     host: CcHost,
     held: VecDeque<SegId>,
-    /// Slot of the last paced release; the next is due one period (the current one) later,
-    /// so a period that shrinks (an RTT sample, a rate message) takes effect at once.
-    last_slot: f64,
-    /// When the pending pacing timer fires.
-    pace_at: f64,
-    pace: Option<TimerId>,
+    pacer: Pacer,
     /// Segments let go before the first RTT sample.
     unpaced: u32,
 }
@@ -27,7 +23,7 @@ pub struct RateCongestion {
 impl RateCongestion {
     /// Panics on an unknown algorithm name: `Config` users check with `cc::by_name` first.
     pub fn new(cfg: &Config) -> RateCongestion {
-        RateCongestion { host: CcHost::new(cfg), held: VecDeque::new(), last_slot: f64::NEG_INFINITY, pace_at: 0.0, pace: None, unpaced: 0 }
+        RateCongestion { host: CcHost::new(cfg), held: VecDeque::new(), pacer: Pacer::new(MicroId::RateCongestion), unpaced: 0 }
     }
 
     /// The gap between two data segments now; None: not paced yet (no RTT sample).
@@ -45,32 +41,28 @@ impl RateCongestion {
     }
 
     fn release(&mut self, cx: &mut Cx) {
+        if !self.release_paced(cx) {
+            self.pacer.stopped();
+        }
+    }
+
+    /// `release`'s loop; false when it stopped for anything but the pacing period.
+    fn release_paced(&mut self, cx: &mut Cx) -> bool {
         while let Some(id) = self.held.front().copied() {
             match self.period(cx.shared.srtt_us) {
                 None if (self.unpaced as f64) < self.host.ctl.cwnd.max(1.0) => self.unpaced += 1,
-                None => return, // a window is out and no RTT sample yet: wait for the ACK
+                None => return false, // a window is out and no RTT sample yet: wait for the ACK
                 Some(p) if p > 0.0 => {
-                    let now = cx.now as f64;
-                    let due = self.last_slot + p;
-                    if now < due {
-                        if self.pace.is_none() || due < self.pace_at {
-                            if let Some(t) = self.pace.take() {
-                                cx.cancel(t);
-                            }
-                            let wait = (due - now).ceil() as u64;
-                            self.pace = Some(cx.timer(MicroId::RateCongestion, wait, 0));
-                            self.pace_at = now + wait as f64;
-                        }
-                        return;
+                    if !self.pacer.admit(p, cx) {
+                        return true;
                     }
-                    // one period of credit at most: idling does not bank a burst
-                    self.last_slot = due.max(now - p);
                 }
                 Some(_) => {}
             }
             self.held.pop_front();
             cx.release(id, Barrier::Send);
         }
+        false
     }
 }
 
@@ -99,7 +91,7 @@ impl Micro for RateCongestion {
                 cx.hold(id, Barrier::Send);
                 self.held.push_back(id);
             }
-            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pace = None,
+            Event::Timer(_) if arg.tag != crate::event::LOCAL_CC => self.pacer.fired(),
             _ => {}
         }
         self.host.on_event(ev, arg, cx);

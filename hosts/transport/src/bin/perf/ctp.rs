@@ -77,6 +77,7 @@ pub fn io_json(s: &IoStats) -> Value {
         "send_full": s.send_full, "send_wait_us": s.send_wait_us, "send_wait_max_us": s.send_wait_max_us,
         "reads_cut": s.reads_cut,
         "poll_late_max_us": s.poll_late_max_us, "polls_late_10ms": s.polls_late_10ms,
+        "polls": s.polls, "poll_late_mean_us": s.poll_late_us as f64 / s.polls.max(1) as f64,
         "send_calls_per_mb": s.send_calls as f64 / mb(s.bytes_sent),
         "recv_calls_per_mb": s.recv_calls as f64 / mb(s.bytes_received),
     })
