@@ -130,6 +130,9 @@ def test_blast_and_streaming_merge_short(tmp_path):
     m = next(r for r in rows if r["check"] == "merge")
     assert not b["errors"] and not m["errors"], rows
     assert b["received_mbit"] > 0
+    # the row says where a shortfall would be: the sender's CPU, its wake-ups, the drops
+    assert b["sender_cpu_share"] > 0 and b["poll_late_mean_us"] is not None, b
+    assert b["emu_queue_drops"] >= 0 and b["tap_drops_a"] >= 0
     assert m["flows"] == 2
     # the receiver's request took effect: the senders slowed to a fraction of where they were
     assert m["after_total_mbit"] < m["before_total_mbit"] / 2, m

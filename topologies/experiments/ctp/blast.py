@@ -38,6 +38,7 @@ def _mbps(samples: list[int]) -> list[float]:
 def run(s: BlastSettings, say=print) -> list[dict]:
     from concast import perfrun as perf
 
+    from .ccc_long import send_path
     from .emupath import EmuPath
     bdp = int(s.rate_mbit * 1e6 / 8 * s.rtt_ms / 1e3 / 1514)
     rows = []
@@ -45,15 +46,25 @@ def run(s: BlastSettings, say=print) -> list[dict]:
                  tag=f"bl{os.getpid()}") as p:
         for want in s.rates_mbit:
             for r in range(s.runs):
+                st0, tap0, load0 = p.stats(), p.tap_counters("a"), os.getloadavg()[0]
                 rec = perf.run_case(p, {"mode": "bulk", "proto": "ctp", "composite": "Bulk", "cc": "blaster",
                                         "size": 65536, "rate": want * 1e6}, s.secs, 1)
+                st, tap = p.stats(), p.tap_counters("a")
                 srv = [x for x in rec["server"] if x.get("role") == "server"]
                 xs = _mbps(srv[0]["samples"]) if srv else []
                 got = statistics.fmean(xs) if xs else None
+                cl = [c for c in rec["client"] if c.get("role") == "client"]
                 rows.append({"check": "blast", "run": r, "configured_mbit": want, "received_mbit": got,
                              "ratio": got / want if got else None,
                              "received_median_mbit": statistics.median(xs) if xs else None,
-                             "samples_mbit": [round(x, 2) for x in xs], "errors": "; ".join(rec["errors"])[:300]})
+                             "samples_mbit": [round(x, 2) for x in xs],
+                             # where a shortfall is: the sender's CPU and late wake-ups, or loss
+                             "sender_cpu_share": cl[0]["cpu_secs"] / s.secs if cl and "cpu_secs" in cl[0] else None,
+                             **send_path(rec["client"]),
+                             "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
+                             "tap_drops_a": tap["tx_dropped"] - tap0["tx_dropped"],
+                             "load1_before": load0, "load1_after": os.getloadavg()[0],
+                             "errors": "; ".join(rec["errors"])[:300]})
                 say(f"blast {want} Mbit/s run {r}: {got}")
         for r in range(s.runs):
             rec = perf.run_case(p, {"mode": "bulk", "proto": "ctp", "composite": "Bulk", "cc": "blaster", "size": 65536,
@@ -79,12 +90,20 @@ def run(s: BlastSettings, say=print) -> list[dict]:
 
 
 def text(rows: list[dict]) -> str:
-    out = ["| configured Mbit/s | received (mean of 0.5 s samples; mean ± sd over runs) | ratio |", "| ---: | ---: | ---: |"]
+    out = ["| configured Mbit/s | received (mean of 0.5 s samples; mean ± sd over runs) | ratio | sender CPU share | "
+           "poll late, mean µs | drops emulator / TAP |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def mean(rs, k, fmt):
+        vs = [r[k] for r in rs if r.get(k) is not None]
+        return fmt.format(statistics.fmean(vs)) if vs else "—"
     for want in dict.fromkeys(r["configured_mbit"] for r in rows if r["check"] == "blast"):
-        xs = [r["received_mbit"] for r in rows if r["check"] == "blast" and r["configured_mbit"] == want and r["received_mbit"]]
+        rs = [r for r in rows if r["check"] == "blast" and r["configured_mbit"] == want and r["received_mbit"]]
+        xs = [r["received_mbit"] for r in rs]
         if xs:
             m, sd = statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
-            out.append(f"| {want:g} | {m:.2f} ± {sd:.2f} | {m / want:.3f} |")
+            out.append(f"| {want:g} | {m:.2f} ± {sd:.2f} | {m / want:.3f} | {mean(rs, 'sender_cpu_share', '{:.2f}')} | "
+                       f"{mean(rs, 'poll_late_mean_us', '{:.0f}')} | {mean(rs, 'emu_queue_drops', '{:.0f}')} / "
+                       f"{mean(rs, 'tap_drops_a', '{:.0f}')} |")
     out += ["", "| merge run | flows | before, all flows Mbit/s | asked | after | after / asked |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if r["check"] == "merge":

@@ -53,6 +53,7 @@ def _path(s: CccSettings, tag: str):
 
 
 SEND_PATH_FIELDS = ("send_full", "send_wait_ms", "send_wait_max_ms", "poll_late_max_ms", "polls_late_10ms",
+                    "poll_late_mean_us",
                     "turn_gap_max_ms", "turn_gap_max_run_delay_ms", "run_delay_per_flow_s", "turn_gap_median_ms")
 
 
@@ -73,6 +74,9 @@ def send_path(clients: list[dict]) -> dict:
             "send_wait_max_ms": max(i["send_wait_max_us"] for i in io) / 1e3,
             "poll_late_max_ms": max(i.get("poll_late_max_us", 0) for i in io) / 1e3,
             "polls_late_10ms": sum(i.get("polls_late_10ms", 0) for i in io),
+            # (binaries before session 17 count no polls: None)
+            "poll_late_mean_us": (sum(i.get("poll_late_mean_us", 0) * i["polls"] for i in io) /
+                                  max(1, sum(i["polls"] for i in io))) if all("polls" in i for i in io) else None,
             "turn_gap_max_ms": max(gaps) / 1e3 if gaps else None,
             # of the longest turn, how long its sender was runnable but not run (schedstat)
             "turn_gap_max_run_delay_ms": (longest.get("max_turn_gap_run_delay_us", 0) / 1e3
