@@ -227,16 +227,20 @@ class LinkEmulator:
         return self.call("ping")
 
     def add(self, link_id: str, a: dict, b: dict, params: dict | None = None,
-            ab: dict | None = None, ba: dict | None = None, seed: int | None = None
-            ) -> tuple[int, int]:
+            ab: dict | None = None, ba: dict | None = None, seed: int | None = None,
+            tap_queue: int | None = None) -> tuple[int, int]:
         """Create the two TAPs (a and b: {"netns": PID|path|name|None, "name", "mac"}) and
-        join them; returns the state slots of a->b and b->a."""
+        join them; returns the state slots of a->b and b->a. `tap_queue`: both TAPs' transmit
+        queue in frames (default: a quarter second at the rate each end sends at, at least
+        the kernel's 1,000; docs/linkemu.md)."""
         req = {"id": link_id, "a": a, "b": b}
         for key, p in (("params", params), ("ab", ab), ("ba", ba)):
             if p:
                 req[key] = _jsonable(p)
         if seed is not None:
             req["seed"] = seed
+        if tap_queue is not None:
+            req["tap_queue"] = tap_queue
         slots = tuple(self.call("add", **req)["slots"])
         self.slot_of_iface[a["name"]] = slots[0]
         self.slot_of_iface[b["name"]] = slots[1]
@@ -256,11 +260,13 @@ class LinkEmulator:
     def delete(self, link_id: str) -> dict:
         return self.call("del", id=link_id)["stats"]
 
-    def stats(self, link_id: str | None = None):
-        """One link's counters, or a list of every link's."""
+    def stats(self, link_id: str | None = None, taps: bool = False):
+        """One link's counters, or a list of every link's. A link's ends carry their TAP's
+        `tx_dropped` (frames lost to its full queue before the emulator read them): always for
+        one link, with `taps` for all (a thread into each namespace)."""
         if link_id is not None:
             return self.call("stats", id=link_id)["stats"]
-        return self.call("stats")["links"]
+        return self.call("stats", taps=True)["links"] if taps else self.call("stats")["links"]
 
 
 class EmuLink(Link):

@@ -118,8 +118,8 @@ def ip(*args: str, check: bool = True) -> str:
 
 def link_counters(netns: str | None, dev: str) -> dict[str, int]:
     """The kernel's counters of one interface (`ip -s link`): rx_packets, rx_dropped,
-    tx_packets, tx_dropped. A TAP's tx_dropped counts the frames its reader (the link
-    emulator) did not take before the TAP's queue of `txqueuelen` frames was full."""
+    tx_packets, tx_dropped. (The link emulator reports its own TAPs' tx_dropped in its
+    link stats.)"""
     where = ("-n", netns) if netns else ()
     st = json.loads(ip(*where, "-j", "-s", "link", "show", "dev", dev))[0]["stats64"]
     return {f"{d}_{k}": int(st[d][k]) for d in ("rx", "tx") for k in ("packets", "dropped")}

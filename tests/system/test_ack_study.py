@@ -66,6 +66,7 @@ def test_each_run_records_what_the_routers_and_links_did(study):
     _, out = study
     for row in rows(out):
         assert int(row["links_frames_in"]) > 0, row          # the emulator carried the run
+        assert int(row["links_tap_dropped"]) >= 0, row       # its TAPs' own drops were read
         merging = [int(row[f"engine_{k}"]) for k in ("received", "out", "taken", "gate_held")]
         if row["mode"] == "off":
             assert merging == [0, 0, 0, 0], row               # no multiplex flow at any router

@@ -416,7 +416,21 @@ def test_bad_requests_are_refused_with_a_reason(link):
         emu.add(LINK, {"name": "x1"}, {"name": "x2"})
     with pytest.raises(ValueError, match="unknown link parameter"):
         emu.set(LINK, params={"jitter": "1ms"})
+    with pytest.raises(LinkEmuError, match="tap_queue"):
+        emu.add("q0", {"name": "x1"}, {"name": "x2"}, tap_queue=0)
     assert emu.stats(LINK)["ab"]["params"]["loss"] == 0
+
+
+def test_every_tap_reports_its_queue_and_the_frames_it_dropped(link):
+    """The emulator sets each TAP's transmit queue and reads the kernel's tx_dropped of it,
+    in the TAP's own namespace: for one link always, for all links when asked."""
+    _, emu = link
+    st = emu.stats(LINK)
+    for end in ("a", "b"):
+        assert st[end]["tap_queue"] >= 1000 and st[end]["tx_dropped"] == 0, st[end]
+    every = emu.stats(taps=True)
+    assert all(isinstance(l[e]["tx_dropped"], int) for l in every for e in ("a", "b")), every
+    assert "tx_dropped" not in emu.stats()[0]["a"]
 
 
 def test_concast_net_with_emulated_links():

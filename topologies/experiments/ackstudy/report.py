@@ -16,7 +16,7 @@ RUN_FIELDS = ["env", "delay_ms", "mode", "seed", "attempt", "clients", "complete
               "mplex_pkts_at_r", "mean_bundle", "late_records", "expired_ttl",
               "session_tput_mbps", "agg_tput_mbps", "makespan_s", "median_s", "p95_s",
               "cross_udp_loss_pct", "cross_tcp_mbps", "join_s", "rejoins", "wall_s",
-              "links_frames_in", "links_dropped_queue", "links_dropped_loss",
+              "links_frames_in", "links_dropped_queue", "links_dropped_loss", "links_tap_dropped",
               "engine_received", "engine_out", "engine_taken", "engine_dropped",
               "engine_gate_held", "engine_gate_hold_us", "engine_timer_fires",
               "engine_cpu_port_kernel_drops", "routers_open_states_end", *fidelity.FIELDS, *faults.FIELDS,

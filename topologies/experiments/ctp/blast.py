@@ -46,10 +46,10 @@ def run(s: BlastSettings, say=print) -> list[dict]:
                  tag=f"bl{os.getpid()}") as p:
         for want in s.rates_mbit:
             for r in range(s.runs):
-                st0, tap0, load0 = p.stats(), p.tap_counters("a"), os.getloadavg()[0]
+                st0, load0 = p.stats(), os.getloadavg()[0]
                 rec = perf.run_case(p, {"mode": "bulk", "proto": "ctp", "composite": "Bulk", "cc": "blaster",
                                         "size": 65536, "rate": want * 1e6}, s.secs, 1)
-                st, tap = p.stats(), p.tap_counters("a")
+                st = p.stats()
                 srv = [x for x in rec["server"] if x.get("role") == "server"]
                 xs = _mbps(srv[0]["samples"]) if srv else []
                 got = statistics.fmean(xs) if xs else None
@@ -62,7 +62,7 @@ def run(s: BlastSettings, say=print) -> list[dict]:
                              "sender_cpu_share": cl[0]["cpu_secs"] / s.secs if cl and "cpu_secs" in cl[0] else None,
                              **send_path(rec["client"]),
                              "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
-                             "tap_drops_a": tap["tx_dropped"] - tap0["tx_dropped"],
+                             "tap_drops_a": st["a"]["tx_dropped"] - st0["a"]["tx_dropped"],
                              "load1_before": load0, "load1_after": os.getloadavg()[0],
                              "errors": "; ".join(rec["errors"])[:300]})
                 say(f"blast {want} Mbit/s run {r}: {got}")

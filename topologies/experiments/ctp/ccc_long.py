@@ -97,12 +97,10 @@ def run(s: CccSettings, say=print) -> list[dict]:
             for r in range(s.runs):
                 for name in s.senders:
                     st0 = p.stats()
-                    taps0 = {h: p.tap_counters(h) for h in ("a", "b")}
                     load0 = os.getloadavg()[0]
                     rec = perf.run_case(p, dict({**SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
                     sm = perf.summarize(rec)
                     st = p.stats()
-                    taps = {h: p.tap_counters(h) for h in ("a", "b")}
                     paper = PAPER.get(n)
                     j = 0 if name.startswith("TCP") else 1
                     cst = [c.get("stats") or {} for c in rec["client"]]
@@ -120,7 +118,7 @@ def run(s: CccSettings, say=print) -> list[dict]:
                                  "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
                                  "tap_queue": p.tap_queue,
                                  # data (a) and ACKs (b) lost in a full TAP queue, unread
-                                 **{f"tap_drops_{h}": taps[h]["tx_dropped"] - taps0[h]["tx_dropped"]
+                                 **{f"tap_drops_{h}": st[h]["tx_dropped"] - st0[h]["tx_dropped"]
                                     for h in ("a", "b")},
                                  "paper_mbps": paper[0][j] if paper else None,
                                  "paper_fairness": paper[1][j] if paper else None,

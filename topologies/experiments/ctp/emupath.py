@@ -13,29 +13,13 @@ from __future__ import annotations
 import os
 import tempfile
 
-from concast.netns import ip, link_counters
+from concast.netns import ip
 from concast.perfpath import Path, PathError
 
 # The emulator's drop-tail queue when none is asked for: large enough that it is not the
 # bottleneck's limit at the papers' bandwidth-delay products (100 Mbit/s x 413 ms is about
 # 3,500 frames of 1,500 bytes; 1 Gbit/s x 110 ms about 9,200).
 DEFAULT_QUEUE = 10000
-
-# The TAPs' own queue (txqueuelen) ahead of the emulator holds what a host sends while the
-# emulator is off the CPU; past it the kernel drops, outside the link's model. The kernel's
-# 1,000 frames last 12 ms at 1 Gbit/s, and on a loaded 2-core machine ccc2 lost thousands of
-# frames a run there (kernel reno's data and ACKs too; issue #23, docs/experiments.md
-# "Session 16"). So a path's TAPs hold STALL_ABSORBED_S of frames at its rate, at least 1,000.
-STALL_ABSORBED_S = 0.25
-KERNEL_TAP_QUEUE = 1000
-
-
-def tap_queue_for(rate_mbit: float) -> int:
-    """The TAP queue (frames of 1,514 bytes) that absorbs an emulator stall of
-    STALL_ABSORBED_S at `rate_mbit`; the kernel's 1,000 for unlimited or slow links."""
-    frames = int(rate_mbit * 1e6 / 8 * STALL_ABSORBED_S / 1514) if rate_mbit else 0
-    return max(frames, KERNEL_TAP_QUEUE)
-
 
 class EmuPath(Path):
     """`with EmuPath(delay_ms=206.5, rate_mbit=100, loss=0.05, seed=1) as p:` — hosts "a" and
@@ -44,11 +28,12 @@ class EmuPath(Path):
     def __init__(self, delay_ms: float, rate_mbit: float = 0.0, loss: float = 0.0,
                  queue_pkts: int | None = None, seed: int = 1, tag: str | None = None,
                  tap_queue: int | None = None):
-        """`tap_queue`: the TAPs' txqueuelen in frames (default `tap_queue_for(rate_mbit)`)."""
+        """`tap_queue`: the TAPs' txqueuelen in frames (default: the emulator's, a quarter
+        second at the rate; `tap_queue` then reads what it set)."""
         super().__init__(loss=loss, tag=tag, rate_mbit=rate_mbit)
         if tap_queue is not None and tap_queue < 1:
             raise ValueError(f"tap_queue must be >= 1 frame, got {tap_queue}")
-        self.tap_queue = tap_queue or tap_queue_for(rate_mbit)
+        self.tap_queue = tap_queue
         if delay_ms < 0:
             raise ValueError(f"delay must be >= 0 ms, got {delay_ms}")
         self.delay_ms, self.seed = delay_ms, seed
@@ -89,11 +74,11 @@ class EmuPath(Path):
         mac = {"a": "02:ce:00:00:00:01", "b": "02:ce:00:00:00:02"}
         self.emu.add(self.link_id, {"netns": self.ns["a"], "name": dev["a"], "mac": mac["a"]},
                      {"netns": self.ns["b"], "name": dev["b"], "mac": mac["b"]},
-                     params=self.params(), seed=self.seed)
+                     params=self.params(), seed=self.seed, tap_queue=self.tap_queue)
+        self.tap_queue = self.stats()["a"]["tap_queue"]
         self.dev = dev
         for h, other in (("a", "b"), ("b", "a")):
             ip("-n", self.ns[h], "addr", "add", f"{self.addr[h]}/24", "dev", dev[h])
-            ip("-n", self.ns[h], "link", "set", dev[h], "txqueuelen", str(self.tap_queue))
             ip("-n", self.ns[h], "link", "set", dev[h], "up")
             # no ARP across a 200 ms link before every first packet, and no IPv6 chatter
             ip("-n", self.ns[h], "neigh", "replace", self.addr[other], "lladdr", mac[other],
@@ -109,11 +94,6 @@ class EmuPath(Path):
             return 0
         d = self.stats()["ab" if host == "b" else "ba"]
         return int(d.get("dropped_loss", 0))
-
-    def tap_counters(self, host: str) -> dict[str, int]:
-        """The kernel's counters of `host`'s TAP; its tx_dropped are frames `host` sent that
-        the emulator never read (its TAP queue was full): loss outside the link's model."""
-        return link_counters(self.ns[host], self.dev[host])
 
     def dropped_queue(self) -> int:
         s = self.stats()

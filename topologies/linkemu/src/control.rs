@@ -9,7 +9,7 @@ use concast_daemon::linkstate::StateFile;
 use concast_daemon::log::{emit, Level};
 use concast_linkemu::hist::Hist;
 use concast_linkemu::model::Direction;
-use concast_linkemu::params::Params;
+use concast_linkemu::params::{tap_queue_for, Params};
 use concast_linkemu::rng::seed_of;
 use serde_json::{json, Value};
 
@@ -30,6 +30,8 @@ pub struct Links {
     pub shards: Vec<Shard>,
     /// Which shard holds each link.
     by_id: HashMap<String, usize>,
+    /// Each link's two TAPs (namespace, name), for the kernel's counters of them.
+    taps: HashMap<String, [(Netns, String); 2]>,
     pub state: Option<Arc<Mutex<StateFile>>>,
     pub late_bound_ns: u64,
     /// The receive mode asked of every new TAP.
@@ -39,7 +41,7 @@ pub struct Links {
 impl Links {
     pub fn new(shards: Vec<Shard>, state: Option<Arc<Mutex<StateFile>>>, late_bound_ns: u64, rx_mode: RxMode) -> Links {
         assert!(!shards.is_empty());
-        Links { shards, by_id: HashMap::new(), state, late_bound_ns, rx_mode }
+        Links { shards, by_id: HashMap::new(), taps: HashMap::new(), state, late_bound_ns, rx_mode }
     }
 
     fn shard_of(&self, id: &str) -> Result<&Shard, String> {
@@ -63,6 +65,15 @@ impl Links {
 
     pub fn len(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Puts each end's `tx_dropped` (frames its TAP's full queue dropped before we read them)
+    /// into a link's stats; null where the kernel's counter cannot be read.
+    fn add_tap_drops(&self, st: &mut Value) {
+        let Some(ends) = st.get("id").and_then(Value::as_str).and_then(|id| self.taps.get(id)) else { return };
+        for ((ns, name), key) in ends.iter().zip(["a", "b"]) {
+            st[key]["tx_dropped"] = tap::tx_dropped(ns, name).map_or(Value::Null, |n| json!(n));
+        }
     }
 
     /// How each shard moves frames (`--io`, or `syscalls` where io_uring was not available),
@@ -119,12 +130,18 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
                 }
             });
             links.by_id.remove(&id);
+            links.taps.remove(&id);
             reply
         }
         "stats" => match req.get("id") {
             Some(_) => {
                 let id = link_id(req)?.to_string();
-                links.shard_of(&id)?.call(move |emu| Ok(json!({"stats": link_stats(emu.get(&id).ok_or_else(|| format!("no link {id:?}"))?)})))
+                let mut st = links.shard_of(&id)?.call({
+                    let id = id.clone();
+                    move |emu| Ok::<_, String>(link_stats(emu.get(&id).ok_or_else(|| format!("no link {id:?}"))?))
+                })?;
+                links.add_tap_drops(&mut st);
+                Ok(json!({"stats": st}))
             }
             None => {
                 let reset = req.get("reset_lateness").and_then(Value::as_bool) == Some(true);
@@ -137,6 +154,10 @@ fn dispatch(links: &mut Links, req: &Value) -> Result<Value, String> {
                     for (h, o) in all.hists.iter_mut().zip(p.hists.iter()) {
                         h.merge(o);
                     }
+                }
+                // (a thread into each TAP's namespace: only when asked, not for every poll)
+                if req.get("taps").and_then(Value::as_bool) == Some(true) {
+                    all.links.iter_mut().for_each(|l| links.add_tap_drops(l));
                 }
                 let [lateness, write_time, wake_late, busy] = &all.hists;
                 Ok(json!({
@@ -225,6 +246,14 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
     };
     let (ns_a, name_a, mac_a) = end_spec(req, "a")?;
     let (ns_b, name_b, mac_b) = end_spec(req, "b")?;
+    // an end's TAP queues what it sends: a's goes out on ab, b's on ba
+    let tap_queue = match req.get("tap_queue") {
+        None | Some(Value::Null) => [tap_queue_for(params[0].rate_bps), tap_queue_for(params[1].rate_bps)],
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=u32::MAX as u64).contains(&n) => [n as u32; 2],
+            _ => return Err(format!("tap_queue {v}: want a number of frames >= 1")),
+        },
+    };
     if ns_a == ns_b && name_a == name_b {
         return Err("ends a and b are the same interface".into());
     }
@@ -253,7 +282,8 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
     // TAPs are made here, not on the shard, so its links never wait for an `add`. If b fails,
     // a's fd is dropped here and its TAP disappears with it.
     let mode = links.rx_mode;
-    let made = tap::create(&ns_a, &name_a, mac_a, mode).and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b, mode)?)));
+    let made = tap::create(&ns_a, &name_a, mac_a, mode, tap_queue[0])
+        .and_then(|a| Ok((a, tap::create(&ns_b, &name_b, mac_b, mode, tap_queue[1])?)));
     let ((fd_a, rx_a), (fd_b, rx_b)) = match made {
         Ok(x) => x,
         Err(e) => {
@@ -262,9 +292,10 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
         }
     };
     let names = (name_a.clone(), name_b.clone());
+    let taps = [(ns_a.clone(), name_a.clone()), (ns_b.clone(), name_b.clone())];
     let ends = [
-        End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a), rx: rx_a.name() },
-        End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b), rx: rx_b.name() },
+        End { name: name_a, netns: ns_a.to_string(), fd: Some(fd_a), rx: rx_a.name(), tap_queue: tap_queue[0] },
+        End { name: name_b, netns: ns_b.to_string(), fd: Some(fd_b), rx: rx_b.name(), tap_queue: tap_queue[1] },
     ];
     let dirs = [Direction::new(params[0], seed), Direction::new(params[1], seed ^ 0x5bd1_e995)];
     let shard = links.emptiest();
@@ -277,6 +308,7 @@ fn add(links: &mut Links, req: &Value) -> Result<Value, String> {
         return Err(e);
     }
     links.by_id.insert(id.clone(), shard);
+    links.taps.insert(id.clone(), taps);
     emit(Level::Info, "link_add", &[("link", &id), ("a", &names.0), ("b", &names.1), ("shard", &shard), ("rx", &format!("{},{}", rx_a.name(), rx_b.name())), ("slots", &format!("{},{}", slots[0], slots[1])), ("ab", &params[0].to_json()), ("ba", &params[1].to_json())]);
     Ok(json!({"id": id, "slots": slots}))
 }
@@ -322,8 +354,8 @@ fn link_stats(l: &Link) -> Value {
     json!({
         "id": l.id,
         "up": l.dirs[0].up,
-        "a": {"name": l.ends[0].name, "netns": l.ends[0].netns, "open": l.ends[0].fd.is_some(), "rx": l.ends[0].rx},
-        "b": {"name": l.ends[1].name, "netns": l.ends[1].netns, "open": l.ends[1].fd.is_some(), "rx": l.ends[1].rx},
+        "a": {"name": l.ends[0].name, "netns": l.ends[0].netns, "open": l.ends[0].fd.is_some(), "rx": l.ends[0].rx, "tap_queue": l.ends[0].tap_queue},
+        "b": {"name": l.ends[1].name, "netns": l.ends[1].netns, "open": l.ends[1].fd.is_some(), "rx": l.ends[1].rx, "tap_queue": l.ends[1].tap_queue},
         "ab": dir_stats(l, 0),
         "ba": dir_stats(l, 1),
     })

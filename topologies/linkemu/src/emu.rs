@@ -29,6 +29,8 @@ pub struct End {
     pub fd: Option<OwnedFd>,
     /// How the TAP hands written frames to its stack (`tap::RxApplied::name`).
     pub rx: &'static str,
+    /// The TAP's transmit queue, frames (what its stack may send ahead of our reads).
+    pub tap_queue: u32,
 }
 
 pub struct Link {

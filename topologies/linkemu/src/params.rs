@@ -6,6 +6,22 @@ use serde_json::Value;
 /// The drop-tail limit when none is given (TCLink's default for max_queue_size).
 pub const DEFAULT_QUEUE: u32 = 1000;
 
+/// The kernel's transmit queue for a new device (txqueuelen), in frames.
+pub const KERNEL_TAP_QUEUE: u32 = 1000;
+
+/// Seconds of frames at a direction's rate its sending TAP holds (*ours*): what a host sends
+/// while the emulator is off the CPU waits there, and past it the kernel drops, outside the
+/// link's model. The kernel's 1,000 frames last 12 ms at 1 Gbit/s; on a loaded 2-core machine
+/// ccc2 lost thousands of frames a run there (issue #23, docs/experiments.md "Session 16").
+pub const TAP_STALL_ABSORBED_S: f64 = 0.25;
+
+/// The transmit queue, in frames of 1,514 bytes, that absorbs an emulator stall of
+/// TAP_STALL_ABSORBED_S at `rate_bps`; never below the kernel's 1,000 (unlimited or slow links).
+pub fn tap_queue_for(rate_bps: u64) -> u32 {
+    let frames = (rate_bps as f64 / 8.0 * TAP_STALL_ABSORBED_S / 1514.0) as u64;
+    frames.clamp(KERNEL_TAP_QUEUE as u64, u32::MAX as u64) as u32
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     pub delay_ns: u64,
@@ -110,6 +126,14 @@ impl Params {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tap_queue_holds_a_quarter_second_at_the_rate_and_never_less_than_the_kernels() {
+        assert_eq!(tap_queue_for(1_000_000_000), 20_640);
+        assert_eq!(tap_queue_for(100_000_000), 2_064);
+        assert_eq!(tap_queue_for(10_000_000), KERNEL_TAP_QUEUE);
+        assert_eq!(tap_queue_for(0), KERNEL_TAP_QUEUE);
+    }
 
     #[test]
     fn tclink_units() {

@@ -24,6 +24,7 @@ const IFF_NO_PI: libc::c_short = 0x1000;
 /// tun.c: frames written are queued and handed to the stack by a NAPI poll.
 const IFF_NAPI: libc::c_short = 0x0010;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const SIOCSIFTXQLEN: libc::c_ulong = 0x8943;
 const ETHTOOL_SGRO: u32 = 0x0000_002c;
 
 /// How frames written to a TAP reach its namespace's stack.
@@ -126,6 +127,13 @@ struct IfreqData {
 }
 
 #[repr(C)]
+struct IfreqInt {
+    name: [u8; 16],
+    val: libc::c_int,
+    _pad: [u8; 20],
+}
+
+#[repr(C)]
 struct EthtoolValue {
     cmd: u32,
     data: u32,
@@ -180,6 +188,16 @@ fn inet_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(sock) })
 }
 
+/// The device's transmit queue: the frames its stack sends wait there until we read them, and
+/// past `frames` the kernel drops the rest (the device's tx_dropped).
+fn set_txqueuelen(sock: &OwnedFd, name: &[u8; 16], frames: u32) -> io::Result<()> {
+    let mut req = IfreqInt { name: *name, val: frames.min(i32::MAX as u32) as libc::c_int, _pad: [0; 20] };
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCSIFTXQLEN as _, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn gro_off(sock: &OwnedFd, name: &[u8; 16]) -> io::Result<()> {
     let mut val = EthtoolValue { cmd: ETHTOOL_SGRO, data: 0 };
     let mut req = IfreqData { name: *name, data: &mut val as *mut EthtoolValue as *mut libc::c_void, _pad: [0; 16] };
@@ -211,7 +229,7 @@ fn napi_threaded_here(name: &str) -> io::Result<()> {
 
 /// Runs in a thread that is already in the end's network namespace (and may change its own
 /// mount namespace).
-fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>, mode: RxMode) -> io::Result<(OwnedFd, RxApplied)> {
+fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>, mode: RxMode, txqueuelen: u32) -> io::Result<(OwnedFd, RxApplied)> {
     let (fd, mut applied) = match mode {
         RxMode::Inline => (open_tap(name, IFF_TAP | IFF_NO_PI)?, RxApplied::Inline),
         RxMode::NapiThreaded => match open_tap(name, IFF_TAP | IFF_NO_PI | IFF_NAPI) {
@@ -224,6 +242,7 @@ fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>, mode: RxMode) -> io::Resul
         },
     };
     let sock = inet_socket()?;
+    set_txqueuelen(&sock, name, txqueuelen)?;
     if let Some(mac) = mac {
         let mut addr: libc::sockaddr = unsafe { std::mem::zeroed() };
         addr.sa_family = libc::ARPHRD_ETHER;
@@ -246,12 +265,9 @@ fn create_here(name: &[u8; 16], mac: Option<[u8; 6]>, mode: RxMode) -> io::Resul
     Ok((fd, applied))
 }
 
-/// A TAP named `name` in `ns` with `mac`; its non-blocking fd and the receive mode it got.
-/// Always made in a short-lived thread: setns and the mount namespace taken for sysfs
-/// change only the calling thread.
-pub fn create(ns: &Netns, name: &str, mac: Option<[u8; 6]>, mode: RxMode) -> Result<(OwnedFd, RxApplied), String> {
-    let req = ifname(name)?;
-    let what = |e: io::Error| format!("tap {name} in {ns}: {e}");
+/// Runs `f` in a short-lived thread that has entered `ns`: setns, and the mount namespace a
+/// thread may take for sysfs, change only the calling thread.
+fn in_netns<T: Send>(ns: &Netns, f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
     let nsf = match ns {
         Netns::Root => None,
         Netns::Path(p) => Some(File::open(p).map_err(|e| format!("netns {p}: {e}"))?),
@@ -263,11 +279,35 @@ pub fn create(ns: &Netns, name: &str, mac: Option<[u8; 6]>, mode: RxMode) -> Res
                     return Err(format!("setns {ns}: {}", io::Error::last_os_error()));
                 }
             }
-            create_here(&req, mac, mode).map_err(what)
+            f()
         })
         .join()
-        .unwrap_or_else(|_| Err("tap creation thread panicked".into()))
+        .unwrap_or_else(|_| Err("namespace thread panicked".into()))
     })
+}
+
+/// A TAP named `name` in `ns` with `mac` and a transmit queue of `txqueuelen` frames; its
+/// non-blocking fd and the receive mode it got.
+pub fn create(ns: &Netns, name: &str, mac: Option<[u8; 6]>, mode: RxMode, txqueuelen: u32) -> Result<(OwnedFd, RxApplied), String> {
+    let req = ifname(name)?;
+    in_netns(ns, || create_here(&req, mac, mode, txqueuelen).map_err(|e| format!("tap {name} in {ns}: {e}")))
+}
+
+/// Frames `name`'s stack sent that found its transmit queue full (the kernel's tx_dropped,
+/// from /proc/net/dev as the namespace shows it): lost before the emulator read them.
+pub fn tx_dropped(ns: &Netns, name: &str) -> Result<u64, String> {
+    ifname(name)?;
+    in_netns(ns, || {
+        let dev = std::fs::read_to_string("/proc/thread-self/net/dev").map_err(|e| format!("/proc/net/dev in {ns}: {e}"))?;
+        dev_tx_dropped(&dev, name).ok_or_else(|| format!("no interface {name} in {ns}"))
+    })
+}
+
+/// /proc/net/dev's line for `name`: 8 receive counters, then transmit bytes, packets, errs,
+/// drop, ...
+fn dev_tx_dropped(dev: &str, name: &str) -> Option<u64> {
+    let line = dev.lines().find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':'))?;
+    line.split_whitespace().nth(11)?.parse().ok()
 }
 
 /// Read one frame into `buf` (cleared first); Ok(false) when nothing is waiting.
@@ -309,5 +349,18 @@ mod tests {
         assert_eq!(RxMode::parse("napi").unwrap(), RxMode::NapiThreaded);
         assert_eq!(RxMode::parse("inline").unwrap(), RxMode::Inline);
         assert!(RxMode::parse("fast").unwrap_err().contains("napi or inline"));
+    }
+
+    #[test]
+    fn tx_dropped_is_read_from_the_devices_line() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n\
+ce1a: 1514 1 0 0 0 0 0 0 302800 200 0 136 0 0 0 0\n\
+ce1: 9 9 9 9 9 9 9 9 9 9 9 7 9 9 9 9\n";
+        assert_eq!(dev_tx_dropped(dev, "ce1a"), Some(136));
+        assert_eq!(dev_tx_dropped(dev, "ce1"), Some(7));
+        assert_eq!(dev_tx_dropped(dev, "lo"), Some(0));
+        assert_eq!(dev_tx_dropped(dev, "ce"), None);
     }
 }
