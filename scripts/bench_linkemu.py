@@ -37,6 +37,8 @@ from concast.netns import Scratch
 from concast.topologies.experiments.ackstudy.fidelity import read_cpu_times
 from concast.topologies.links import LinkEmulator
 
+# issue #26: the emulator's 64-byte frame rate over one link against a veth pair's
+VETH_RATIO_GOAL = 0.8
 TOOL = tools.binary_or_build_path("linkemu-bench")
 
 
@@ -208,6 +210,10 @@ def main() -> int:
             fps, _ = b.rate("", n, secs, cpu=cpu)
             veth, _ = b.rate("v", n, secs, cpu=veth_cpu)
             row(f"frames/s through {n} link(s), 64 B, no delay", fps, veth, "frames/s")
+            if n == 1 and veth:
+                print(f"issue #26 goal, link emulator >= {VETH_RATIO_GOAL} of a bare veth pair in frames/s "
+                      f"(64 B, 1 link): {fps / veth:.2f}: {'met' if fps / veth >= VETH_RATIO_GOAL else 'not met'}",
+                      flush=True)
             if cpu and veth_cpu:
                 # the bound on 2 cores: frames/s is at most cores busy / machine CPU per frame
                 # (machine-wide: other work on the machine counts too, so read it quiet)
