@@ -229,6 +229,7 @@ impl<'a> RecordIter<'a> {
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Result<Record<&'a [u8]>, Error>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.rest.is_empty() {
             return None;
@@ -257,6 +258,7 @@ pub struct Records<'a>(RecordIter<'a>);
 impl<'a> Iterator for Records<'a> {
     type Item = Record<&'a [u8]>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.0.next()?.ok()
     }

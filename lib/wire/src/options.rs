@@ -77,6 +77,7 @@ impl<'a> Iter<'a> {
         self.pos
     }
 
+    #[inline]
     fn step(&mut self) -> Option<Result<Opt<'a>, Error>> {
         let area = self.area;
         let i = self.pos;
@@ -134,6 +135,7 @@ impl<'a> Iter<'a> {
 impl<'a> Iterator for Iter<'a> {
     type Item = Result<Opt<'a>, Error>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;

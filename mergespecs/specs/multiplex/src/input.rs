@@ -84,6 +84,7 @@ pub struct Incoming<'a> {
 }
 
 enum Source<'a> {
+    /// One record: a plain datagram's, or the one record of an MplexPkt (TTL updated).
     Plain(RecordRepr<'a>),
     Mplex {
         body: mplex::Packet<&'a [u8]>,
@@ -130,14 +131,7 @@ impl<'a> Iterator for LiveRecords<'a> {
         for r in self.records.by_ref() {
             let r = r.ok()?;
             if let Some(ttl) = r.ttl_after(self.hops) {
-                let bytes = r.into_inner();
-                return Some(RecordRepr {
-                    src: r.src_addr(),
-                    ttl,
-                    protocol: r.protocol(),
-                    tos: r.tos(),
-                    payload: &bytes[mplex::record_field::PAYLOAD..],
-                });
+                return Some(live_record(r, ttl));
             }
         }
         None
@@ -204,20 +198,29 @@ fn bundled<'a>(
 ) -> Input<'a> {
     let hops = body.initial_ttl().saturating_sub(ip.ttl());
     let (mut live, mut expired, mut record_bytes) = (0u32, 0u32, 0usize);
-    for r in body.records() {
+    // The first live record, TTL brought up to date: a body of one record (the common
+    // case: a sender's MplexPkt) is then handed on as that record, not walked again.
+    let mut first = None;
+    // `body.records()`, for the body's lifetime (the first record outlives this function).
+    for r in mplex::RecordIter::new(records_of(&body)).map_while(Result::ok) {
         if ipv4::HEADER_LEN as u32 + u32::from(r.payload_len()) > cfg.size_threshold {
             return Input::Unbundleable(Origin::Records(body));
         }
-        if r.ttl_after(hops).is_some() {
+        if let Some(ttl) = r.ttl_after(hops) {
             live += 1;
             record_bytes += r.record_len();
+            if first.is_none() {
+                first = Some(live_record(r, ttl));
+            }
         } else {
             expired += 1;
         }
     }
-    if live == 0 {
-        return Input::Expired(expired);
-    }
+    let source = match first {
+        None => return Input::Expired(expired),
+        Some(r) if live == 1 && expired == 0 => Source::Plain(r),
+        Some(_) => Source::Mplex { body, hops },
+    };
     Input::Records(Incoming {
         delays: Delays {
             max_total: body.max_total_delay(),
@@ -227,6 +230,19 @@ fn bundled<'a>(
         live,
         record_bytes,
         expired,
-        source: Source::Mplex { body, hops },
+        source,
     })
+}
+
+/// A live record as it is bundled again: its TTL after the hops travelled is `ttl`.
+#[inline]
+fn live_record<'a>(r: mplex::Record<&'a [u8]>, ttl: u8) -> RecordRepr<'a> {
+    let bytes = r.into_inner();
+    RecordRepr {
+        src: r.src_addr(),
+        ttl,
+        protocol: r.protocol(),
+        tos: r.tos(),
+        payload: &bytes[mplex::record_field::PAYLOAD..],
+    }
 }

@@ -219,6 +219,38 @@ fn records_age_by_the_hops_travelled_and_expired_ones_are_dropped() {
 }
 
 #[test]
+fn a_one_record_body_is_aged_like_any_other() {
+    // A body of one live record is handed on as that record (no second walk of the body):
+    // its TTL is still the one after the hops, its fields and payload as they arrived.
+    let header = HeaderRepr {
+        initial_ttl: 64,
+        max_total_delay: 9_000,
+        delayed_so_far: 700,
+        max_local_delay: 1_000,
+    };
+    let one = make::mplex(host(9), 60, header, &[(host(1), 10, 17, b"payload")]);
+    let Input::Records(p) = classify_datagram(&one, &config()) else {
+        panic!()
+    };
+    assert_eq!((p.live, p.expired, p.record_bytes), (1, 0, 9 + 7));
+    let got: Vec<_> = p.records().map(|r| (r.src, r.ttl, r.protocol, r.payload)).collect();
+    assert_eq!(got, [(host(1), 6, 17, &b"payload"[..])]);
+    // One live record after an expired one: the live one, aged, and the expired count.
+    let second = make::mplex(
+        host(9),
+        60,
+        header,
+        &[(host(2), 4, 6, &ACK), (host(3), 5, 17, b"x")],
+    );
+    let Input::Records(p) = classify_datagram(&second, &config()) else {
+        panic!()
+    };
+    assert_eq!((p.live, p.expired), (1, 1));
+    let got: Vec<_> = p.records().map(|r| (r.src, r.ttl, r.payload)).collect();
+    assert_eq!(got, [(host(3), 1, &b"x"[..])]);
+}
+
+#[test]
 fn bundles_sources_in_arrival_order_until_the_local_delay() {
     let mut h = TestHost::new("max_local_delay_us=3000 max_total_delay_us=50000");
     let mut m = spec(&mut h);
