@@ -8,6 +8,7 @@ mod daimd;
 mod fast;
 pub mod group;
 mod highspeed;
+pub mod hystart;
 pub mod monitor;
 mod newreno;
 mod scalable;
@@ -64,6 +65,8 @@ pub struct CcCtl {
     pub now_us: u64,
     pub rtt_us: f64,
     pub min_rtt_us: f64,
+    /// The last RTT sample, of the ACK being handled when it gave one (0 before the first).
+    pub latest_rtt_us: f64,
     pub mss: usize,
     pub snd_una: u32,
     pub snd_max: u32,
@@ -88,6 +91,7 @@ impl CcCtl {
             now_us: 0,
             rtt_us: 0.0,
             min_rtt_us: 0.0,
+            latest_rtt_us: 0.0,
             mss,
             snd_una: 0,
             snd_max: 0,

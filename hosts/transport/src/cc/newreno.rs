@@ -1,4 +1,5 @@
 //! NewReno (RFC 6582): slow start, additive increase, halve once per loss window.
+use super::hystart::{Grow, HyStart};
 use super::{reno_increase, CcCtl, Ccc, RackPolicy, RtoPolicy};
 
 pub struct NewReno {
@@ -10,12 +11,22 @@ pub struct NewReno {
     rto: Option<RtoPolicy>,
     /// RACK's reordering window, set at init; None: duplicate ACKs and the timer only.
     rack: Option<RackPolicy>,
+    /// HyStart++ (RFC 9406) during the initial slow start; dropped at its end, at the first
+    /// loss or timeout (standard slow start after them, §4.2).
+    hystart: Option<HyStart>,
+    /// Pace slow start at `SS_PACE_RATIO` times cwnd per SRTT (CTCP; see `pace`).
+    pace_ss: bool,
     name: &'static str,
 }
 
+/// Slow start's pacing rate over cwnd/SRTT: the window doubles each round, so the ACKs of one
+/// round clock out twice what they acknowledge; Linux's default for its own paced slow start
+/// (`tcp_pacing_ss_ratio`, 200 %) is the same.
+const SS_PACE_RATIO: f64 = 2.0;
+
 impl Default for NewReno {
     fn default() -> Self {
-        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None, rack: None, name: "newreno" }
+        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None, rack: None, hystart: None, pace_ss: false, name: "newreno" }
     }
 }
 
@@ -27,7 +38,19 @@ impl NewReno {
     /// UDT/CCC's CTCP (§4.2), measured against kernel TCP: NewReno with that RTO policy and
     /// RACK's loss detection (`cc::by_name("ctcp")`).
     pub fn ctcp(p: RtoPolicy, r: RackPolicy) -> NewReno {
-        NewReno { rto: Some(p), rack: Some(r), name: "ctcp", ..NewReno::default() }
+        let old = std::env::var_os("CONCAST_CTCP_LOSS_SS").is_some();
+        NewReno { rto: Some(p), rack: Some(r), hystart: (!old).then(|| HyStart::new(true)), pace_ss: !old, name: "ctcp", ..NewReno::default() }
+    }
+
+    /// CTCP's sending period (`CcCtl::pkt_snd_period_us`): in the initial slow start (while
+    /// HyStart++ runs) the window's segments spread over SRTT / `SS_PACE_RATIO`, so the flows
+    /// sharing a queue interleave there instead of queueing a window's burst each, and their
+    /// rounds stay in step (issue #23); unpaced (ACK-clocked) from its end, the first loss or
+    /// timeout on.
+    fn pace(&self, c: &mut CcCtl) {
+        let initial_ss = self.hystart.is_some() && self.recover.is_none();
+        c.pkt_snd_period_us =
+            if self.pace_ss && initial_ss && c.rtt_us > 0.0 { c.rtt_us / (SS_PACE_RATIO * c.cwnd.max(1.0)) } else { 0.0 };
     }
 }
 
@@ -53,23 +76,37 @@ impl Ccc for NewReno {
                 self.recover = None;
                 c.cwnd = self.ssthresh;
             }
+            None if c.cwnd < self.ssthresh && self.hystart.is_some() => {
+                match self.hystart.as_mut().unwrap().on_ack(c, ack) {
+                    Grow::Slow(n) | Grow::Css(n) => c.cwnd += n,
+                    Grow::Exit => {
+                        self.ssthresh = c.cwnd;
+                        self.hystart = None;
+                    }
+                }
+            }
             None => reno_increase(c, self.ssthresh, 1.0),
         }
+        self.pace(c);
     }
 
     fn on_loss(&mut self, c: &mut CcCtl, _losses: &[(u32, u32)]) {
+        self.hystart = None;
         if self.recover.is_none() {
             self.ssthresh = (c.cwnd / 2.0).max(2.0);
             c.cwnd = self.ssthresh;
             self.recover = Some(c.snd_max);
         }
+        self.pace(c);
     }
 
     fn on_timeout(&mut self, c: &mut CcCtl) {
+        self.hystart = None;
         self.before_timeout.get_or_insert(self.ssthresh);
         self.ssthresh = (c.cwnd / 2.0).max(2.0);
         c.cwnd = 1.0;
         self.recover = None;
+        self.pace(c);
     }
 
     fn on_spurious_timeout(&mut self, _c: &mut CcCtl) {
