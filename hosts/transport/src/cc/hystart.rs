@@ -85,3 +85,58 @@ impl HyStart {
         if self.css.is_some() { Grow::Css(n / CSS_GROWTH_DIVISOR) } else { Grow::Slow(n) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::testkit::ctl;
+
+    /// One round: `acks` ACKs of two segments each, every one with RTT sample `rtt_us`, a
+    /// round's segments always in flight.
+    fn round(h: &mut HyStart, c: &mut CcCtl, acks: u32, rtt_us: f64) -> Vec<Grow> {
+        (0..acks)
+            .map(|_| {
+                c.snd_una += 2;
+                c.snd_max = c.snd_una + 2 * acks;
+                c.acked = 2;
+                c.latest_rtt_us = rtt_us;
+                let una = c.snd_una;
+                h.on_ack(c, una)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_round_trip_rise_past_the_threshold_starts_css_then_congestion_avoidance() {
+        let (mut h, mut c) = (HyStart::new(true), ctl());
+        assert!(round(&mut h, &mut c, 10, 110_000.0).iter().all(|g| *g == Grow::Slow(2.0)));
+        // 110 ms / 8 = 13.75 ms: a rise of 13 ms is not enough
+        assert!(round(&mut h, &mut c, 10, 123_000.0).iter().all(|g| *g == Grow::Slow(2.0)));
+        assert!(!h.in_css());
+        let g = round(&mut h, &mut c, 10, 140_000.0);
+        assert_eq!(g[6], Grow::Slow(2.0), "fewer than N_RTT_SAMPLE samples: no decision");
+        assert_eq!(g[7], Grow::Css(0.5), "the 8th sample decides");
+        // (a round ends on the ACK of its last segment, which counts for the next one)
+        let rest: Vec<Grow> = (0..CSS_ROUNDS).flat_map(|_| round(&mut h, &mut c, 10, 140_000.0)).collect();
+        let exit = rest.iter().position(|g| *g == Grow::Exit).expect("CSS ended");
+        assert!(rest[..exit].iter().all(|g| *g == Grow::Css(0.5)));
+        assert_eq!(exit, 10 * (CSS_ROUNDS as usize - 1), "the round it began in and CSS_ROUNDS - 1 more");
+    }
+
+    #[test]
+    fn css_returns_to_slow_start_when_the_round_trip_falls_back() {
+        let (mut h, mut c) = (HyStart::new(false), ctl());
+        round(&mut h, &mut c, 10, 110_000.0);
+        round(&mut h, &mut c, 10, 130_000.0);
+        assert!(h.in_css());
+        let g = round(&mut h, &mut c, 10, 112_000.0);
+        assert_eq!(g[9], Grow::Slow(2.0));
+        assert!(!h.in_css(), "below the baseline: the rise was spurious");
+        // unpaced: at most L segments an ACK
+        c.snd_max = c.snd_una + 40;
+        c.snd_una += 20;
+        c.acked = 20;
+        let una = c.snd_una;
+        assert_eq!(h.on_ack(&c, una), Grow::Slow(L_UNPACED));
+    }
+}
