@@ -4,14 +4,14 @@
 //! (8 flows: ~1,135 RTTs to refill the queue), so whatever spread slow start leaves is the
 //! fairness of a 15 s run.
 //!
-//! Before session 17 CTCP left slow start at its first loss, unpaced: each flow's window went
+//! CTCP (`ctcp`) leaves slow start at its first loss, unpaced: each flow's window went
 //! out as a burst per round, the bursts queued behind each other at the bottleneck, the flows'
 //! rounds drifted apart (256 against 512 segments at the same instant), and the overflow
 //! ended them at different windows and loss events: 8 flows 0.951 over 3-10 s (windows
-//! 1,029-2,055), 16 flows 0.709 (516-2,051). Now the initial slow start is paced and ends on
-//! the round trip's rise (HyStart++, RFC 9406; `cc/newreno.rs`, `cc/hystart.rs`): 1.000 at 8
-//! and 16. A sender not run for a round trip during slow start still falls a doubling behind
-//! (the flow stalled 110 ms: 75 Mbit/s against 128 for the others).
+//! 1,029-2,055), 16 flows 0.709 (516-2,051). `ctcp_hs` paces its initial slow start and ends
+//! it on the round trip's rise (HyStart++, RFC 9406; `cc/newreno.rs`, `cc/hystart.rs`): 1.000
+//! at 8 and 16. A sender not run for a round trip during slow start still falls a doubling
+//! behind (two stalled, 110 and 55 ms: 77 and 81 Mbit/s against 136 for the others).
 use concast_transport::sim::{self, Flows};
 
 const DELAY_US: u64 = 55_000;
@@ -32,9 +32,9 @@ struct Run {
     drops: u64,
 }
 
-/// `n` CTCP flows; `stalls`: (flow, at µs, for µs), the sender's process not run.
-fn run(n: usize, stalls: &[(usize, u64, u64)]) -> Run {
-    let cfgs = (0..n as u64).map(|i| sim::bulk_configs("ctcp", (100 + 2 * i, 101 + 2 * i), WND, WND as usize)).collect();
+/// `n` flows of `cc`; `stalls`: (flow, at µs, for µs), the sender's process not run.
+fn run(cc: &str, n: usize, stalls: &[(usize, u64, u64)]) -> Run {
+    let cfgs = (0..n as u64).map(|i| sim::bulk_configs(cc, (100 + 2 * i, 101 + 2 * i), WND, WND as usize)).collect();
     let mut f = Flows::bottleneck(cfgs, 7, DELAY_US, RATE_BPS, QUEUE);
     for &(i, at, len) in stalls {
         f.stalls[i].push_back((at, at + len));
@@ -58,7 +58,7 @@ fn run(n: usize, stalls: &[(usize, u64, u64)]) -> Run {
         mbps,
         cwnd,
     };
-    eprintln!("{n} flows, stalls {stalls:?}: fairness {:.3}, {:.0} Mbit/s, {} retransmits, {} drops; Mbit/s {:?}; cwnd at {} s {:?}",
+    eprintln!("{cc}: {n} flows, stalls {stalls:?}: fairness {:.3}, {:.0} Mbit/s, {} retransmits, {} drops; Mbit/s {:?}; cwnd at {} s {:?}",
         r.fairness, r.total_mbps, r.retransmits, r.drops, r.mbps.iter().map(|m| m.round()).collect::<Vec<_>>(),
         FROM_US / 1_000_000, r.cwnd.iter().map(|c| c.round()).collect::<Vec<_>>());
     r
@@ -66,7 +66,7 @@ fn run(n: usize, stalls: &[(usize, u64, u64)]) -> Run {
 
 #[test]
 fn eight_flows_leave_slow_start_with_equal_windows() {
-    let r = run(8, &[]);
+    let r = run("ctcp_hs", 8, &[]);
     assert!(r.fairness >= 0.99, "fairness {:.3}", r.fairness);
     let (lo, hi) = r.cwnd.iter().fold((f64::MAX, 0f64), |(l, h), &c| (l.min(c), h.max(c)));
     assert!(hi / lo < 1.1, "windows {lo:.0}-{hi:.0}");
@@ -75,7 +75,7 @@ fn eight_flows_leave_slow_start_with_equal_windows() {
 
 #[test]
 fn sixteen_flows_leave_slow_start_with_equal_windows() {
-    let r = run(16, &[]);
+    let r = run("ctcp_hs", 16, &[]);
     assert!(r.fairness >= 0.99, "fairness {:.3}", r.fairness);
     assert!(r.total_mbps > 950.0, "{:.0} Mbit/s", r.total_mbps);
 }
@@ -84,9 +84,20 @@ fn sixteen_flows_leave_slow_start_with_equal_windows() {
 /// behind (what the test above cannot show), the others stay in step.
 #[test]
 fn eight_flows_two_senders_stalled_in_slow_start() {
-    let r = run(8, &[(0, 400_000, 110_000), (1, 300_000, 55_000)]);
+    let r = run("ctcp_hs", 8, &[(0, 400_000, 110_000), (1, 300_000, 55_000)]);
     assert!(r.fairness >= 0.95, "fairness {:.3}", r.fairness);
     let rest = &r.cwnd[2..];
     let (lo, hi) = rest.iter().fold((f64::MAX, 0f64), |(l, h), &c| (l.min(c), h.max(c)));
     assert!(hi / lo < 1.1, "the flows not stalled: windows {lo:.0}-{hi:.0}");
+}
+
+/// CTCP itself, for comparison (the tests above fail with it): its slow starts end out of step
+/// with no sender stalled. Kept so a change to CTCP's slow start shows here.
+#[test]
+fn ctcp_flows_leave_slow_start_out_of_step() {
+    for n in [8, 16] {
+        let r = run("ctcp", n, &[]);
+        let (lo, hi) = r.cwnd.iter().fold((f64::MAX, 0f64), |(l, h), &c| (l.min(c), h.max(c)));
+        assert!(r.fairness < 0.97 && hi / lo > 1.5, "{n} flows: fairness {:.3}, windows {lo:.0}-{hi:.0}", r.fairness);
+    }
 }
