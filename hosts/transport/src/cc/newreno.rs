@@ -26,7 +26,16 @@ const SS_PACE_RATIO: f64 = 2.0;
 
 impl Default for NewReno {
     fn default() -> Self {
-        NewReno { ssthresh: f64::INFINITY, recover: None, before_timeout: None, rto: None, rack: None, hystart: None, pace_ss: false, name: "newreno" }
+        NewReno {
+            ssthresh: f64::INFINITY,
+            recover: None,
+            before_timeout: None,
+            rto: None,
+            rack: None,
+            hystart: None,
+            pace_ss: false,
+            name: "newreno",
+        }
     }
 }
 
@@ -54,10 +63,13 @@ impl NewReno {
     /// sharing a queue interleave there instead of queueing a window's burst each, and their
     /// rounds stay in step (issue #23); unpaced (ACK-clocked) from its end, the first loss or
     /// timeout on.
+    /// (`newreno` and `ctcp` leave the period alone.)
     fn pace(&self, c: &mut CcCtl) {
+        if !self.pace_ss {
+            return;
+        }
         let initial_ss = self.hystart.is_some() && self.recover.is_none();
-        c.pkt_snd_period_us =
-            if self.pace_ss && initial_ss && c.rtt_us > 0.0 { c.rtt_us / (SS_PACE_RATIO * c.cwnd.max(1.0)) } else { 0.0 };
+        c.pkt_snd_period_us = if initial_ss && c.rtt_us > 0.0 { c.rtt_us / (SS_PACE_RATIO * c.cwnd.max(1.0)) } else { 0.0 };
     }
 }
 
