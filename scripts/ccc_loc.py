@@ -31,6 +31,9 @@ TABLE1 = [
     # CTCP is NewReno's file with two policy constants (cc/mod.rs: TCP_RTO, RACK_DEFAULT); the
     # RACK mechanism is the framework's (micro/rack.rs), as the paper's CCC host is not counted
     ("ctcp", "newreno", "CTCP of 4.2 (NewReno's file, kernel TCP's RTO and RACK as policy)", "", "", ""),
+    # ctcp_hs is CTCP (NewReno's file) with HyStart++ and a paced slow start: its row counts
+    # what it adds, cc/hystart.rs
+    ("ctcp_hs", "hystart", "CTCP with HyStart++ (not in Table 1; NewReno's file + cc/hystart.rs)", "", "", ""),
     ("scalable", "scalable", "Scalable TCP", "11", "192", "29"),
     ("highspeed", "highspeed", "HighSpeed TCP", "8", "27", "1"),
     ("bic", "bic", "BiC TCP", "38", "248", "30"),

@@ -27,7 +27,7 @@ MTP_OBJECT = 1 << 20
 COMPOSITES = ("Minimal", "LossyFIFO", "Video", "Audio", "Bulk")
 # The algorithms concast-perf knows, in its order (pinned to hosts/transport/src/cc/mod.rs's
 # NAMES by tests/unit/test_cli_convention.py).
-CC_NAMES = ["newreno", "ctcp", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas",
+CC_NAMES = ["newreno", "ctcp", "ctcp_hs", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas",
             "fast", "tfrc"]
 _ports = itertools.count(15201)
 

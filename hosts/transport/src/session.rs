@@ -147,6 +147,8 @@ pub struct Shared {
     pub srtt_us: f64,
     pub rttvar_us: f64,
     pub min_rtt_us: f64,
+    /// The last RTT sample (0 before the first).
+    pub latest_rtt_us: f64,
     pub rto_us: u64,
     pub rto_override_us: Option<u64>,
     /// The congestion control algorithm's RTO policy, when it sets one (`cc::CcCtl::rto_policy`).

@@ -368,3 +368,209 @@ impl Pair {
         self.collect();
     }
 }
+
+/// A datagram on a shared wire: arrival time, order sent, flow, towards b, bytes.
+type FlowInFlight = (u64, u64, usize, bool, Vec<u8>);
+
+/// Several client sessions `a[i]`, each with its server `b[i]`, whose client-to-server
+/// datagrams share one bottleneck `ab` (the parallel flows of UDT/CCC §4's Table 2); the
+/// ACK direction `ba` is shared too. Each client can be stalled on its own (`stalls`), as a
+/// loaded machine's scheduler stalls one sender process and not another.
+pub struct Flows {
+    pub now: u64,
+    pub a: Vec<Session>,
+    pub b: Vec<Option<Session>>,
+    pub ab: Link,
+    pub ba: Link,
+    pub server_cfg: Vec<Config>,
+    /// Bytes each server delivered so far.
+    pub delivered: Vec<u64>,
+    /// Per client, the times its process does not run, (start, end) in virtual µs,
+    /// ascending; it wakes in `WakeOrder::DatagramsFirst`, the UDP driver's order.
+    pub stalls: Vec<std::collections::VecDeque<(u64, u64)>>,
+    stalled: Vec<Option<(u64, Vec<Vec<u8>>)>>,
+    wire: BinaryHeap<Reverse<FlowInFlight>>,
+    order: u64,
+}
+
+impl Flows {
+    /// `configs[i]` is flow i's (client, server); each client connects at `i * start_gap_us`
+    /// on a path of `delay_us` each way whose client-to-server direction is a `rate_bps`
+    /// bottleneck queueing at most `queue_pkts` packets (counted as a pfifo does).
+    pub fn bottleneck(configs: Vec<(Config, Config)>, seed: u64, delay_us: u64, rate_bps: f64, queue_pkts: usize) -> Flows {
+        let n = configs.len();
+        let (mut ab, mut ba) = (Link::new(seed), Link::new(seed.wrapping_mul(31).wrapping_add(7)));
+        ab.delay_us = delay_us;
+        ba.delay_us = delay_us;
+        ab.rate_bps = Some(rate_bps);
+        ab.queue_pkts = queue_pkts;
+        ab.queue_in_packets = true;
+        let (clients, servers): (Vec<_>, Vec<_>) = configs.into_iter().unzip();
+        Flows {
+            now: 0,
+            a: clients.into_iter().map(|c| Session::connect(c, 0)).collect(),
+            b: (0..n).map(|_| None).collect(),
+            ab,
+            ba,
+            server_cfg: servers,
+            delivered: vec![0; n],
+            stalls: vec![Default::default(); n],
+            stalled: vec![None; n],
+            wire: BinaryHeap::new(),
+            order: 0,
+        }
+    }
+
+    fn put(&mut self, i: usize, to_b: bool, d: Vec<u8>) {
+        let link = if to_b { &mut self.ab } else { &mut self.ba };
+        if let Some(at) = link.offer_datagram(self.now, &d) {
+            self.order += 1;
+            self.wire.push(Reverse((at, self.order, i, to_b, d)));
+        }
+    }
+
+    fn collect(&mut self, i: usize) {
+        while let Some(o) = self.a[i].poll() {
+            if let Output::Transmit(d) = o {
+                self.put(i, true, d);
+            }
+        }
+        while let Some(o) = self.b[i].as_mut().and_then(Session::poll) {
+            match o {
+                Output::Transmit(d) => self.put(i, false, d),
+                Output::Deliver(m) => self.delivered[i] += m.len() as u64,
+                _ => {}
+            }
+        }
+    }
+
+    fn wake(&mut self, i: usize) {
+        let Some((_, waiting)) = self.stalled[i].take() else { return };
+        let now = self.now;
+        let a = &mut self.a[i];
+        a.begin_batch();
+        for d in waiting {
+            a.on_waiting_datagram(d.into(), now);
+        }
+        a.end_batch(now);
+        a.on_timer(now);
+        self.collect(i);
+    }
+
+    /// Advance to the next arrival, timer, stall or wake-up. False when nothing is left.
+    pub fn step(&mut self) -> bool {
+        let n = self.a.len();
+        let mut next: Option<(u64, u8, usize)> = None; // (time, kind, flow): 0 wake, 1 stall, 2 timer
+        let mut consider = |t: u64, kind: u8, i: usize| {
+            if next.is_none_or(|(bt, bk, _)| (t, kind) < (bt, bk)) {
+                next = Some((t, kind, i));
+            }
+        };
+        for i in 0..n {
+            if let Some((until, _)) = &self.stalled[i] {
+                consider(*until, 0, i);
+            } else {
+                if let Some(&(s, _)) = self.stalls[i].front() {
+                    consider(s, 1, i);
+                }
+                if let Some(t) = self.a[i].next_timer() {
+                    consider(t, 2, i);
+                }
+            }
+            if let Some(t) = self.b[i].as_mut().and_then(Session::next_timer) {
+                consider(t, 2, i);
+            }
+        }
+        let arrival = self.wire.peek().map(|Reverse((at, ..))| *at);
+        match (arrival, next) {
+            (None, None) => false,
+            (Some(at), nx) if nx.is_none_or(|(t, ..)| at < t) => {
+                self.now = self.now.max(at);
+                let Reverse((_, _, i, to_b, d)) = self.wire.pop().unwrap();
+                if to_b {
+                    self.to_b(i, d);
+                } else if let Some((_, waiting)) = self.stalled[i].as_mut() {
+                    waiting.push(d);
+                } else {
+                    self.a[i].on_datagram_shared(d.into(), self.now);
+                }
+                self.collect(i);
+                true
+            }
+            (_, Some((t, kind, i))) => {
+                self.now = self.now.max(t);
+                match kind {
+                    0 => self.wake(i),
+                    1 => {
+                        let (_, end) = self.stalls[i].pop_front().unwrap();
+                        self.stalled[i] = Some((end.max(self.now), Vec::new()));
+                    }
+                    _ => {
+                        let now = self.now;
+                        for j in 0..n {
+                            if self.stalled[j].is_none() {
+                                self.a[j].on_timer(now);
+                            }
+                            if let Some(b) = self.b[j].as_mut() {
+                                b.on_timer(now);
+                            }
+                            self.collect(j);
+                        }
+                    }
+                }
+                true
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn to_b(&mut self, i: usize, d: Vec<u8>) {
+        if let Some(b) = self.b[i].as_mut() {
+            b.on_datagram_shared(d.into(), self.now);
+            return;
+        }
+        match Session::accept(&self.server_cfg[i], None, &d, self.now) {
+            Ok(b) => self.b[i] = Some(b),
+            Err((_, refuse)) => {
+                if !refuse.is_empty() {
+                    self.put(i, false, refuse);
+                }
+            }
+        }
+    }
+
+    /// Bulk senders until virtual time `end_us`: every client that runs keeps its send
+    /// queue full with `msg`; time stepped a millisecond at a time, `each_ms` after each.
+    pub fn saturate(&mut self, msg: &[u8], end_us: u64, mut each_ms: impl FnMut(&Flows)) {
+        while self.now < end_us {
+            for i in 0..self.a.len() {
+                if self.stalled[i].is_none() {
+                    while self.a[i].can_send(msg.len()) {
+                        self.a[i].send(msg, self.now).expect("can_send said yes");
+                    }
+                    self.collect(i);
+                }
+            }
+            let until = self.now + 1_000;
+            while self.now < until {
+                let before = self.now;
+                if !self.step() {
+                    break;
+                }
+                // a step past `until` is taken; the next millisecond starts from there
+                if self.now >= until && before < until {
+                    break;
+                }
+            }
+            self.now = self.now.max(until);
+            each_ms(self);
+        }
+    }
+}
+
+/// Jain's fairness index of `x` (1 when all equal, 1/n when one takes everything).
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q == 0.0 { 1.0 } else { s * s / (x.len() as f64 * q) }
+}

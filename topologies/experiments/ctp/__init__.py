@@ -364,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="ccc2: the TAPs' queue ahead of the emulator (txqueuelen; default 250 ms at the rate, 1000 "
                          "is the kernel's)")
     ap.add_argument("--ccc-senders", type=lambda t: t.split(","), default=None, metavar="NAMES",
-                    help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', CTCP (default all)")
+                    help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', CTCP (default all "
+                         "three), CTCP-HS (CTCP with HyStart++, only when named)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
     ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp", metavar="DIR",
                     help="results go to a new timestamped folder in DIR (default results/ctp)")
@@ -388,8 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.fig5_runs < 1 or any(not 0 <= x < 100 for x in a.fig5_losses):
         ap.error("fig5 runs >= 1, losses in [0, 100)")
     from . import ccc_long
-    if a.ccc_senders is not None and not (a.ccc_senders and set(a.ccc_senders) <= set(ccc_long.SENDERS)):
-        ap.error(f"--ccc-senders: names from {', '.join(ccc_long.SENDERS)}")
+    known = {**ccc_long.SENDERS, **ccc_long.OPTIONAL_SENDERS}
+    if a.ccc_senders is not None and not (a.ccc_senders and set(a.ccc_senders) <= set(known)):
+        ap.error(f"--ccc-senders: names from {', '.join(known)}")
     cc2 = ccc_long.CccSettings(flows=a.ccc_flows, rate_mbit=a.ccc_rate, secs=a.ccc_secs, runs=a.ccc_runs, seed=a.seed,
                                tap_queue=a.ccc_tap_queue, **({"senders": a.ccc_senders} if a.ccc_senders else {}))
     if a.quick:

@@ -28,6 +28,11 @@ SENDERS = {
     "CTCP": {"proto": "ctp", "composite": "Bulk", "cc": "ctcp", "size": 65536,
              "args": ["--window-segs", str(CTCP_WINDOW_SEGS)]},
 }
+# Run only when named (--ccc-senders): CTCP with a paced initial slow start that HyStart++ ends
+# (`ctcp_hs`, issue #23 session 17), not in the default table
+OPTIONAL_SENDERS = {
+    "CTCP-HS": {**SENDERS["CTCP"], "cc": "ctcp_hs"},
+}
 
 
 @dataclass
@@ -98,7 +103,7 @@ def run(s: CccSettings, say=print) -> list[dict]:
                 for name in s.senders:
                     st0 = p.stats()
                     load0 = os.getloadavg()[0]
-                    rec = perf.run_case(p, dict({**SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
+                    rec = perf.run_case(p, dict({**SENDERS, **OPTIONAL_SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
                     sm = perf.summarize(rec)
                     st = p.stats()
                     paper = PAPER.get(n)
@@ -114,6 +119,12 @@ def run(s: CccSettings, say=print) -> list[dict]:
                                  "spurious_timeouts": (sum(c.get("spurious_timeouts", 0) for c in cst)
                                                        if cst and cst[0] else None),
                                  "retransmits": sum(c.get("retransmits", 0) for c in cst) if cst and cst[0] else None,
+                                 # by detector, and of those acknowledged within the minimum RTT
+                                 # of the resend (the original had arrived): concast-perf's audit
+                                 **{f"rtx_{k}": (" ".join(str(sum((c.get(f"rtx_{k}") or {}).get(d, 0) for c in cst))
+                                                          for d in ("dupack", "rack", "rack_timer", "timeout"))
+                                                 if cst and cst[0] else None)
+                                    for k in ("by_cause", "early")},
                                  **send_path(rec["client"]),
                                  "emu_queue_drops": st["ab"]["dropped_queue"] - st0["ab"]["dropped_queue"],
                                  "tap_queue": p.tap_queue,

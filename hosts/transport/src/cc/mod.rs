@@ -8,6 +8,7 @@ mod daimd;
 mod fast;
 pub mod group;
 mod highspeed;
+pub mod hystart;
 pub mod monitor;
 mod newreno;
 mod scalable;
@@ -64,6 +65,8 @@ pub struct CcCtl {
     pub now_us: u64,
     pub rtt_us: f64,
     pub min_rtt_us: f64,
+    /// The last RTT sample, of the ACK being handled when it gave one (0 before the first).
+    pub latest_rtt_us: f64,
     pub mss: usize,
     pub snd_una: u32,
     pub snd_max: u32,
@@ -88,6 +91,7 @@ impl CcCtl {
             now_us: 0,
             rtt_us: 0.0,
             min_rtt_us: 0.0,
+            latest_rtt_us: 0.0,
             mss,
             snd_una: 0,
             snd_max: 0,
@@ -117,8 +121,9 @@ pub trait Ccc: Send {
     fn process_custom_msg(&mut self, _c: &mut CcCtl, _msg: &[u8]) {}
 }
 
-pub const NAMES: [&str; 11] =
-    ["newreno", "ctcp", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast", "tfrc"];
+pub const NAMES: [&str; 12] =
+    ["newreno", "ctcp", "ctcp_hs", "daimd", "blaster", "scalable", "highspeed", "bic", "westwood", "vegas", "fast",
+     "tfrc"];
 
 /// An algorithm by name; `rate_bps` is the blaster's fixed rate.
 pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
@@ -127,6 +132,8 @@ pub fn by_name(name: &str, rate_bps: f64) -> Result<Box<dyn Ccc>, String> {
         // UDT/CCC's CTCP: NewReno with kernel TCP's RTO policy (CTP-Bulk keeps fine timers) and
         // its time-based detection of lost retransmissions (Linux's RACK, RFC 8985)
         "ctcp" => Box::new(NewReno::ctcp(TCP_RTO, RACK_DEFAULT)),
+        // CTCP with a paced initial slow start that HyStart++ ends (RFC 9406; issue #23)
+        "ctcp_hs" => Box::new(NewReno::ctcp_hs(TCP_RTO, RACK_DEFAULT)),
         "daimd" | "udt" => Box::new(Daimd::default()),
         "blaster" => Box::new(Blaster::new(rate_bps)),
         "scalable" => Box::new(Scalable::default()),

@@ -28,6 +28,7 @@ impl CcHost {
         c.now_us = cx.now;
         c.rtt_us = cx.shared.srtt_us;
         c.min_rtt_us = cx.shared.min_rtt_us;
+        c.latest_rtt_us = cx.shared.latest_rtt_us;
         c.snd_una = cx.shared.snd_una;
         c.snd_max = cx.shared.snd_max;
         c.inflight = inflight;

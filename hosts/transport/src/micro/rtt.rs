@@ -44,6 +44,7 @@ pub struct RtoPolicy {
 /// Folds one sample into the shared estimate.
 pub fn sample(cx: &mut Cx, rtt_us: f64) {
     let s = &mut cx.shared;
+    s.latest_rtt_us = rtt_us;
     smooth(&mut s.srtt_us, &mut s.rttvar_us, &mut s.min_rtt_us, rtt_us);
     let p = s.rto_policy.unwrap_or(RtoPolicy { g_us: cx.cfg.rto_g_us, min_us: cx.cfg.min_rto_us });
     s.rto_us = rto(s.srtt_us, s.rttvar_us, p);
