@@ -305,16 +305,7 @@ impl Pair {
             }
         }
         self.now = self.now.max(until);
-        let now = self.now;
-        self.a.begin_batch();
-        for d in waiting {
-            match self.wake_order {
-                WakeOrder::DatagramsFirst => self.a.on_waiting_datagram(d.into(), now),
-                WakeOrder::TimersFirst => self.a.on_datagram_shared(d.into(), now),
-            }
-        }
-        self.a.end_batch(now);
-        self.a.on_timer(now);
+        wake(&mut self.a, waiting, self.now, self.wake_order);
         self.collect();
     }
 
@@ -367,6 +358,20 @@ impl Pair {
         }
         self.collect();
     }
+}
+
+/// A client woken after a stall takes what waited as its driver would: the datagrams as one
+/// batch (in `order`), then the timers that came due.
+fn wake(a: &mut Session, waiting: Vec<Vec<u8>>, now: u64, order: WakeOrder) {
+    a.begin_batch();
+    for d in waiting {
+        match order {
+            WakeOrder::DatagramsFirst => a.on_waiting_datagram(d.into(), now),
+            WakeOrder::TimersFirst => a.on_datagram_shared(d.into(), now),
+        }
+    }
+    a.end_batch(now);
+    a.on_timer(now);
 }
 
 /// A datagram on a shared wire: arrival time, order sent, flow, towards b, bytes.
@@ -446,14 +451,7 @@ impl Flows {
 
     fn wake(&mut self, i: usize) {
         let Some((_, waiting)) = self.stalled[i].take() else { return };
-        let now = self.now;
-        let a = &mut self.a[i];
-        a.begin_batch();
-        for d in waiting {
-            a.on_waiting_datagram(d.into(), now);
-        }
-        a.end_batch(now);
-        a.on_timer(now);
+        wake(&mut self.a[i], waiting, self.now, WakeOrder::DatagramsFirst);
         self.collect(i);
     }
 
