@@ -119,7 +119,11 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
     assert ctcp["retransmits"] is not None and 0 <= ctcp["spurious_timeouts"] <= ctcp["timeouts"], ctcp
     # so do the send path's waits and the loops' longest gaps (CTCP only: kernel TCP has none)
     assert ctcp["send_full"] >= 0 and ctcp["send_wait_ms"] >= 0 and ctcp["turn_gap_max_ms"] > 0, ctcp
-    assert next(r for r in rows if r["sender"] == "TCP reno")["send_full"] is None
+    reno = next(r for r in rows if r["sender"] == "TCP reno")
+    assert reno["send_full"] is None
+    # kernel TCP's recovery from the sender namespace's counters (the path's own namespace)
+    assert reno["retransmits"] >= 0 and 0 <= reno["spurious_timeouts"] <= reno["timeouts"], reno
+    assert reno["tcp_fast_retrans"] >= 0 and ctcp["tcp_fast_retrans"] is None, (reno, ctcp)
     paths = ccc_long.save(rows, META | {"settings": {"rate_mbit": 100, "secs": 1.5, "runs": 1}}, tmp_path)
     assert json.loads(paths[1].read_text())["summary"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from concast.topologies.experiments.mtp import cli, curve, michelle, thirdparty, wan
 from concast.topologies.experiments.mtp.paper import APPENDIX_D_SMOOTHED, FIGURE_16
-from concast.topologies.experiments.mtp.path import per_direction, ping_counts, recovery
+from concast.topologies.experiments.mtp.path import per_direction, ping_counts
 
 
 def test_per_direction_loss_makes_the_round_trip_loss_asked_for():
@@ -22,13 +22,6 @@ def test_ping_counts_reads_iputils_summary():
     out = "--- 10.78.0.2 ping statistics ---\n478 packets transmitted, 459 received, 3.97% packet loss, time 2013ms\n"
     assert ping_counts(out) == (478, 459)
     assert ping_counts("ping: connect: Network is unreachable") == (0, 0)
-
-
-def test_recovery_is_the_counters_difference():
-    a = {"TcpExt.TCPTimeouts": 3, "Tcp.RetransSegs": 10}
-    b = {"TcpExt.TCPTimeouts": 5, "Tcp.RetransSegs": 17, "TcpExt.TCPFastRetrans": 4}
-    r = recovery(a, b)
-    assert (r["timeouts"], r["retrans_segs"], r["fast_retrans"]) == (2, 7, 4)
 
 
 def test_smoothing_weights_1_2_4_2_1_and_missing_neighbours_drop_out():

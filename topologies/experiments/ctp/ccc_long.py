@@ -13,6 +13,8 @@ import statistics
 import subprocess
 from dataclasses import dataclass, field
 
+from concast import netns
+
 from .ccc_table2 import PAPER
 
 RTT_MS = 110.0
@@ -90,6 +92,20 @@ def send_path(clients: list[dict]) -> dict:
             "turn_gap_median_ms": statistics.median(gaps) / 1e3 if gaps else None}
 
 
+def recovery(kernel: dict | None, ctp_stats: list[dict]) -> dict:
+    """A cell's timeouts, spurious timeouts and retransmissions: kernel TCP's from its sender
+    namespace's counters (`netns.tcp_recovery`; its fast retransmits and tail-loss probes
+    beside them), CTCP's from concast-perf's session stats; None where a sender has none."""
+    if kernel is not None:
+        return {"timeouts": kernel["timeouts"], "spurious_timeouts": kernel["spurious_rtos"],
+                "retransmits": kernel["retrans_segs"], "tcp_fast_retrans": kernel["fast_retrans"],
+                "tcp_loss_probes": kernel["loss_probes"]}
+    has = bool(ctp_stats and ctp_stats[0])
+    return {k: sum(c.get(k, 0) for c in ctp_stats) if has else None
+            for k in ("timeouts", "spurious_timeouts", "retransmits")} | {"tcp_fast_retrans": None,
+                                                                         "tcp_loss_probes": None}
+
+
 def run(s: CccSettings, say=print) -> list[dict]:
     from concast import perfrun as perf
     rows = []
@@ -101,11 +117,15 @@ def run(s: CccSettings, say=print) -> list[dict]:
         for n in s.flows:
             for r in range(s.runs):
                 for name in s.senders:
+                    spec = {**SENDERS, **OPTIONAL_SENDERS, **s.extra_senders}[name]
+                    kernel = spec["proto"] == "tcp"
+                    tcp0 = netns.tcp_counters(p.ns["a"]) if kernel else None
                     st0 = p.stats()
                     load0 = os.getloadavg()[0]
-                    rec = perf.run_case(p, dict({**SENDERS, **OPTIONAL_SENDERS, **s.extra_senders}[name], mode="bulk"), s.secs, 1, n)
+                    rec = perf.run_case(p, dict(spec, mode="bulk"), s.secs, 1, n)
                     sm = perf.summarize(rec)
                     st = p.stats()
+                    tcp = netns.tcp_recovery(tcp0, netns.tcp_counters(p.ns["a"])) if kernel else None
                     paper = PAPER.get(n)
                     j = 0 if name.startswith("TCP") else 1
                     cst = [c.get("stats") or {} for c in rec["client"]]
@@ -115,10 +135,7 @@ def run(s: CccSettings, say=print) -> list[dict]:
                                  "flow_mbps": " ".join(f"{f['mbps']:.0f}" for f in rec["server"]),
                                  "stability": sm.get("stability"), "cpu_per_flow": sm.get("cpu_per_flow"),
                                  "flows_reported": len(rec["server"]),
-                                 "timeouts": sum(c.get("timeouts", 0) for c in cst) if cst and cst[0] else None,
-                                 "spurious_timeouts": (sum(c.get("spurious_timeouts", 0) for c in cst)
-                                                       if cst and cst[0] else None),
-                                 "retransmits": sum(c.get("retransmits", 0) for c in cst) if cst and cst[0] else None,
+                                 **recovery(tcp, cst),
                                  # by detector, and of those acknowledged within the minimum RTT
                                  # of the resend (the original had arrived): concast-perf's audit
                                  **{f"rtx_{k}": (" ".join(str(sum((c.get(f"rtx_{k}") or {}).get(d, 0) for c in cst))
@@ -158,6 +175,8 @@ def summary(rows: list[dict]) -> list[dict]:
                     "fairness_late": m("fairness_late"),
                     "stability": m("stability"), "cpu_per_flow": m("cpu_per_flow"),
                     "tap_drops_a": m("tap_drops_a"), "tap_drops_b": m("tap_drops_b"),
+                    "timeouts": m("timeouts"), "retransmits": m("retransmits"),
+                    "emu_queue_drops": m("emu_queue_drops"),
                     **{k: rs[0][k] for k in ("paper_mbps", "paper_fairness", "paper_stability")}})
     for r in out:
         reno = next((x for x in out if x["flows"] == r["flows"] and x["sender"] == "TCP reno"), None)
@@ -170,12 +189,13 @@ def _f(v, fmt="{:.2f}"):
 
 
 def text(rows: list[dict]) -> str:
-    out = ["| flows | sender | Mbit/s | / reno | fairness | last third | stability | CPU/flow | TAP drops data / ACK | paper Mbit/s | paper fair | paper stab |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| flows | sender | Mbit/s | / reno | fairness | last third | stability | CPU/flow | timeouts | rtx / emulator drops | TAP drops data / ACK | paper Mbit/s | paper fair | paper stab |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in summary(rows):
         out.append(f"| {r['flows']} | {r['sender']} | {_f(r['mbps'], '{:.0f}')} ± {_f(r['mbps_sd'], '{:.0f}')} | "
                    f"{_f(r['vs_reno'], '{:.3f}')} | {_f(r['fairness'])} | {_f(r['fairness_late'])} | {_f(r['stability'])} | "
-                   f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['tap_drops_a'], '{:.0f}')} / {_f(r['tap_drops_b'], '{:.0f}')} | "
+                   f"{_f(r['cpu_per_flow'], '{:.3f}')} | {_f(r['timeouts'], '{:.1f}')} | "
+                   f"{_f(r['retransmits'], '{:.0f}')} / {_f(r['emu_queue_drops'], '{:.0f}')} | {_f(r['tap_drops_a'], '{:.0f}')} / {_f(r['tap_drops_b'], '{:.0f}')} | "
                    f"{_f(r['paper_mbps'], '{}')} | {_f(r['paper_fairness'], '{}')} | "
                    f"{_f(r['paper_stability'], '{}')} |")
     return "\n".join(out)

@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 
+from concast.netns import parse_tcp_counters
 from concast.topologies.experiments.transport.testbed import Testbed
 
 #: "1999" TCP (issue #22): what Linux lets us take away that the TCP of 1999 did not have.
@@ -156,22 +157,4 @@ class EmulatedPath(Testbed):
     def tcp_counters(self, h=None) -> dict[str, int]:
         """The namespace's TCP counters (/proc/net/netstat TcpExt and /proc/net/snmp Tcp)."""
         h = h or self.server
-        text = h.cmd("cat /proc/net/netstat /proc/net/snmp")
-        out, lines = {}, text.splitlines()
-        for head, vals in zip(lines, lines[1:]):
-            hw, vw = head.split(), vals.split()
-            if hw and vw and hw[0] == vw[0] and hw[0] in ("TcpExt:", "Tcp:") and not vw[1].isalpha():
-                out.update({f"{hw[0][:-1]}.{k}": int(v) for k, v in zip(hw[1:], vw[1:]) if v.lstrip("-").isdigit()})
-        return out
-
-
-#: What the counters say about a TCP transfer's recovery: the sender's timeouts and fast
-#: retransmits, and every retransmitted segment.
-RECOVERY_COUNTERS = {"timeouts": "TcpExt.TCPTimeouts", "fast_retrans": "TcpExt.TCPFastRetrans",
-                     "reno_recovery": "TcpExt.TCPRenoRecovery", "sack_recovery": "TcpExt.TCPSackRecovery",
-                     "loss_probes": "TcpExt.TCPLossProbes", "retrans_segs": "Tcp.RetransSegs",
-                     "out_segs": "Tcp.OutSegs"}
-
-
-def recovery(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {name: after.get(k, 0) - before.get(k, 0) for name, k in RECOVERY_COUNTERS.items()}
+        return parse_tcp_counters(h.cmd("cat /proc/net/netstat /proc/net/snmp"))

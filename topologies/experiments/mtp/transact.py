@@ -9,9 +9,10 @@ from __future__ import annotations
 import sys
 
 from concast import tools
+from concast.netns import tcp_recovery
 from concast.topologies.experiments.transport.settings import MTP_PORT, TCP_PORT
 
-from .path import EmulatedPath, recovery
+from .path import EmulatedPath
 
 #: protocol name -> (kernel congestion control, TCP profile); "mtp" is MTP.
 TCP_PROTOCOLS = {"reno-1999": ("reno", "1999"), "reno-1999-8k": ("reno", "1999-8k"), "cubic": ("cubic", "linux"),
@@ -69,5 +70,5 @@ def transaction(path: EmulatedPath, proto: str, name: str, size: int, limit: flo
                     "window_cuts": st.get("window_cuts"), "window_grows": st.get("window_grows"),
                     "mtp_loss_pct": 100 * st["repeats"] / st["requests"] if st.get("requests") else None})
     else:
-        row.update(recovery(before, path.tcp_counters()))
+        row.update(tcp_recovery(before, path.tcp_counters()))
     return row
