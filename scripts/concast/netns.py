@@ -133,27 +133,27 @@ TCP_RECOVERY_COUNTERS = {"timeouts": "TcpExt.TCPTimeouts", "spurious_rtos": "Tcp
                          "retrans_segs": "Tcp.RetransSegs", "out_segs": "Tcp.OutSegs"}
 
 
-def parse_tcp_counters(text: str) -> dict[str, int]:
+def parse_net_counters(text: str) -> dict[str, int]:
     """`/proc/net/netstat` and `/proc/net/snmp` (any order, concatenated) as
-    {"TcpExt.TCPTimeouts": n, "Tcp.RetransSegs": n, ...}: each is a header line of names
-    followed by a line of values with the same prefix."""
+    {"TcpExt.TCPTimeouts": n, "Tcp.RetransSegs": n, "Udp.RcvbufErrors": n, ...} (TCP and UDP
+    only): each is a header line of names followed by a line of values with the same prefix."""
     out, lines = {}, text.splitlines()
     for head, vals in zip(lines, lines[1:]):
         hw, vw = head.split(), vals.split()
-        if hw and vw and hw[0] == vw[0] and hw[0] in ("TcpExt:", "Tcp:") and not vw[1].isalpha():
+        if hw and vw and hw[0] == vw[0] and hw[0] in ("TcpExt:", "Tcp:", "Udp:") and not vw[1].isalpha():
             out.update({f"{hw[0][:-1]}.{k}": int(v) for k, v in zip(hw[1:], vw[1:]) if v.lstrip("-").isdigit()})
     return out
 
 
-def tcp_counters(netns: str | None) -> dict[str, int]:
-    """The kernel TCP counters of a named namespace (None: this process's)."""
+def net_counters(netns: str | None) -> dict[str, int]:
+    """The kernel's TCP and UDP counters in a named namespace (None: this process's)."""
     where = ["ip", "netns", "exec", netns] if netns else []
-    return parse_tcp_counters(subprocess.run([*where, "cat", "/proc/net/netstat", "/proc/net/snmp"],
+    return parse_net_counters(subprocess.run([*where, "cat", "/proc/net/netstat", "/proc/net/snmp"],
                                              check=True, capture_output=True, text=True).stdout)
 
 
 def tcp_recovery(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """TCP_RECOVERY_COUNTERS' growth between two `tcp_counters` readings."""
+    """TCP_RECOVERY_COUNTERS' growth between two `net_counters` readings."""
     return {name: after.get(k, 0) - before.get(k, 0) for name, k in TCP_RECOVERY_COUNTERS.items()}
 
 

@@ -1,4 +1,4 @@
-"""concast.netns's kernel TCP counters, the one reader of /proc/net/netstat and /proc/net/snmp:
+"""concast.netns's kernel TCP and UDP counters, the one reader of /proc/net/netstat and /proc/net/snmp:
 parsed by name, differenced, read inside the namespace asked for, and put in ccc2's rows."""
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ IpExt: 0 123456
 
 
 def test_counters_are_read_by_name_from_both_files():
-    c = netns.parse_tcp_counters(NETSTAT + SNMP)
+    c = netns.parse_net_counters(NETSTAT + SNMP)
     assert c["Tcp.RetransSegs"] == 179 and c["Tcp.OutSegs"] == 1135689 and c["Tcp.MaxConn"] == -1
     assert (c["TcpExt.TCPTimeouts"], c["TcpExt.TCPSpuriousRTOs"], c["TcpExt.TCPFastRetrans"]) == (12, 3, 40)
-    assert not any(k.startswith(("Ip", "Udp")) for k in c), "only Tcp and TcpExt"
+    assert c["Udp.InDatagrams"] == 5 and not any(k.startswith("Ip") for k in c), "Tcp, TcpExt and Udp only"
 
 
 def test_recovery_is_the_counters_growth():
@@ -58,11 +58,11 @@ def test_counters_are_the_namespaces_own():
     with netns.Scratch() as s:
         ns = s.add(f"ctcpc{os.getpid()}")
         netns.ip("-n", ns, "link", "set", "lo", "up")
-        before = netns.tcp_counters(ns)
+        before = netns.net_counters(ns)
         assert before["Tcp.OutSegs"] == 0, "a new namespace has sent nothing"
         talk = ("import socket; s = socket.create_server(('127.0.0.1', 0)); "
                 "c = socket.create_connection(s.getsockname()); a, _ = s.accept(); c.sendall(b'x' * 1000); "
                 "assert a.recv(2000)")
         subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", talk], check=True, timeout=20)
-        grown = netns.tcp_recovery(before, netns.tcp_counters(ns))
+        grown = netns.tcp_recovery(before, netns.net_counters(ns))
         assert grown["out_segs"] >= 4, grown          # SYN, SYN-ACK, ACK, data at least

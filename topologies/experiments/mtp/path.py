@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 
-from concast.netns import parse_tcp_counters
+from concast.netns import parse_net_counters
 from concast.topologies.experiments.transport.testbed import Testbed
 
 #: "1999" TCP (issue #22): what Linux lets us take away that the TCP of 1999 did not have.
@@ -157,4 +157,4 @@ class EmulatedPath(Testbed):
     def tcp_counters(self, h=None) -> dict[str, int]:
         """The namespace's TCP counters (/proc/net/netstat TcpExt and /proc/net/snmp Tcp)."""
         h = h or self.server
-        return parse_tcp_counters(h.cmd("cat /proc/net/netstat /proc/net/snmp"))
+        return parse_net_counters(h.cmd("cat /proc/net/netstat /proc/net/snmp"))
