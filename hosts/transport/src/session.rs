@@ -52,6 +52,10 @@ pub struct Config {
     pub seed: u64,
 }
 
+/// A session's receive window unless configured (segments); its UDP socket's receive buffer
+/// is sized to hold it (`udp::socket`).
+pub const DEFAULT_RECV_WND_SEGS: u32 = 8192;
+
 impl Config {
     pub fn new(composite: Composite) -> Config {
         Config {
@@ -60,7 +64,7 @@ impl Config {
             cc: "newreno".into(),
             cc_rate_bps: 100e6,
             send_buf_segs: 8192,
-            recv_wnd_segs: 8192,
+            recv_wnd_segs: DEFAULT_RECV_WND_SEGS,
             fec_n: 5,
             fec_k: 4,
             init_rto_us: 1_000_000, // RFC 6298 §2.1; 300 ms was below a 413 ms path's RTT

@@ -110,8 +110,9 @@ fn seed() -> u64 {
 }
 
 /// A socket whose receive buffer holds `wnd` full segments (`rcvbuf_for`), where the kernel
-/// allows it; `fit_window` then bounds the window by what it allowed.
-fn socket(bind: SocketAddr, wnd: u32) -> io::Result<UdpSocket> {
+/// allows it; `fit_window` then bounds the window by what it allowed. Non-blocking.
+/// (concast-perf's kernel-UDP receiver takes the same buffers, so UDP is not measured with less.)
+pub fn socket(bind: SocketAddr, wnd: u32) -> io::Result<UdpSocket> {
     let s = UdpSocket::bind(bind)?;
     // The FORCE options pass net.core.[rw]mem_max (root only); else the capped ones. A
     // small receive buffer overflows at the first burst and costs a recovery per window.
