@@ -1,7 +1,8 @@
 """`concast exp ctp --tables ccc2`: UDT/CCC's Table 2 (Gu and Grossman, §4.2) on a long fat
 path: 1, 2, 4, ... parallel flows of our CCC TCP ("CTCP-HS": the Bulk composite with NewReno,
-a paced initial slow start and HyStart++) and of kernel Reno and CUBIC, over a concast-linkemu link with the paper's 110 ms RTT at
-`rate_mbit` (one bandwidth-delay product of drop-tail queue), with aggregate throughput,
+a paced initial slow start and HyStart++) and of kernel Reno and CUBIC, over a
+concast-linkemu link with the paper's 110 ms RTT at `rate_mbit` (one bandwidth-delay product
+of drop-tail queue), with aggregate throughput,
 Jain's fairness, UDT's stability index and the senders' CPU per flow (`concast.perfrun.
 summarize`). Both namespaces' TCP buffers may grow to 64 MB (`net.ipv4.tcp_rmem`/`wmem`), so
 kernel TCP is not held below the path's 13.75 MB BDP by Linux's default 4-6 MB.
