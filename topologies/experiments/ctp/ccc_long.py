@@ -132,7 +132,7 @@ def run(s: CccSettings, say=print) -> list[dict]:
                     net = {h: netns.net_counters(p.ns[h]) for h in ("a", "b")}
                     tcp = netns.tcp_recovery(net0["a"], net["a"]) if kernel else None
                     paper = PAPER.get(n)
-                    j = 0 if name.startswith("TCP") else 1
+                    j = 0 if kernel else 1
                     cst = [c.get("stats") or {} for c in rec["client"]]
                     rows.append({"flows": n, "sender": name, "run": r, "mbps": sm.get("mbps"),
                                  "fairness": sm.get("fairness", 1.0 if n == 1 else None),
