@@ -70,9 +70,11 @@ def run_case(path: Path, case: dict, secs: float, count: int, flows: int = 1) ->
                            "--idle", "3", *common, *case.get("server_args", [])])
     try:
         time.sleep(0.3)  # let the server bind before clients connect
+        # one_process: one client drives every flow (concast-perf --parallel), else one each
+        procs, per = (1, ["--parallel", str(flows)]) if case.get("one_process") and flows > 1 else (flows, [])
         clients = [path.popen("a", [exe, "client", "--to", f"{path.addr['b']}:{port}", "--secs", str(secs),
                                     "--count", str(count), "--rate", str(case.get("rate", 128000)),
-                                    *common]) for _ in range(flows)]
+                                    *per, *common]) for _ in range(procs)]
         cout, errors = [], []
         for c in clients:
             try:

@@ -105,7 +105,9 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
     s = ccc_long.CccSettings(flows=[2], rate_mbit=100.0, secs=1.5)
     rows = ccc_long.run(s, say=lambda m: None)
     assert [r["sender"] for r in rows] == list(ccc_long.SENDERS)
-    assert ccc_long.SENDERS["CTCP-HS"]["cc"] == "ctcp_hs", "the table's CTCP: HyStart++ and a paced slow start (#23)"
+    ctcp_spec = ccc_long.SENDERS["CTCP-HS 1p"]
+    assert ctcp_spec["cc"] == "ctcp_hs" and ctcp_spec["one_process"], \
+        "the table's CTCP: HyStart++, a paced slow start, every flow in one process (#23)"
     assert ccc_long.CTCP_WINDOW_SEGS == 26214, "CTCP's window: kernel TCP's 64 MB at 2,560 B a datagram"
     for r in rows:
         assert not r["errors"], r
@@ -115,7 +117,7 @@ def test_ccc_table_two_long_rtt_short(tmp_path):
         assert len(r["flow_mbps"].split()) == 2, r
         assert r["tap_queue"] == 2064 and r["tap_drops_a"] >= 0 and r["tap_drops_b"] >= 0, r
         assert r["udp_rcvbuf_drops_b"] >= 0, r
-    ctcp = next(r for r in rows if r["sender"] == "CTCP-HS")
+    ctcp = next(r for r in rows if r["sender"] == "CTCP-HS 1p")
     # the senders' counters reach the rows (the RTO study reads them); Eifel finds a subset
     assert ctcp["retransmits"] is not None and 0 <= ctcp["spurious_timeouts"] <= ctcp["timeouts"], ctcp
     # so do the send path's waits and the loops' longest gaps (CTCP only: kernel TCP has none)

@@ -59,6 +59,39 @@ def test_reliable_fifo_through_ten_percent_loss_delivers_every_byte_in_order():
         assert sent["stats"]["retransmits"] > 100
 
 
+def test_one_process_drives_parallel_flows_through_loss_and_each_delivers_what_it_sent():
+    """concast-perf --parallel: one loop, several sessions (ccc2's "CTCP-HS 1p"); each flow is
+    its own session at the server and every byte it was given arrives, through 2 % loss."""
+    with Path(loss=0.02, tag=f"p{os.getpid()}") as path:
+        srv = _server(path, 15303, "--composite", "Bulk", "--flows", "3", "--idle", "5")
+        try:
+            import time
+            time.sleep(0.3)
+            cli = _client(path, 15303, "--composite", "Bulk", "--parallel", "3", "--secs", "1.5")
+        finally:
+            out, err = _finish(srv)
+        assert cli.returncode == 0, cli.stderr
+        sent = [json.loads(line) for line in cli.stdout.splitlines()]
+        got = [json.loads(line) for line in out.splitlines()]
+        assert len(sent) == 3 and all(s["parallel"] == 3 and s["closed"] for s in sent), sent
+        assert len({g["peer"] for g in got}) == 3 and all(g["end"] == "peer closed" for g in got), got
+        assert sorted(g["bytes"] for g in got) == sorted(s["bytes"] for s in sent), (sent, got)
+        assert all(s["bytes"] > 0 and s["stats"]["retransmits"] > 0 for s in sent), sent
+        # the process's CPU is shared out, so the flows' lines add up to it once
+        assert len({s["cpu_secs"] for s in sent}) == 1
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--parallel", "0"], "--parallel must be between 1 and 256 flows, got 0"),
+    (["--parallel", "2", "--proto", "tcp"], "--parallel needs --proto ctp --mode bulk"),
+    (["--parallel", "2", "--bytes", "1000"], "--parallel needs --proto ctp --mode bulk"),
+])
+def test_concast_perf_refuses_parallel_where_it_has_no_meaning(args, why):
+    r = subprocess.run([str(tools.rust_binary("concast-perf")), "client", "--to", "127.0.0.1:9", *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and why in r.stderr and "panicked" not in r.stderr, r.stderr
+
+
 def test_a_composite_the_server_does_not_serve_is_refused_with_the_reason():
     with Path(tag=f"r{os.getpid()}") as path:
         srv = _server(path, 15302, "--composite", "Bulk", "--idle", "2")

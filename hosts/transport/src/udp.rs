@@ -322,6 +322,30 @@ impl Conn {
     }
 }
 
+/// Wait until any of `conns` has a datagram, room for what it holds back, or a timer due, at
+/// most `max_wait`: where one loop drives several sessions (concast-perf `--parallel`), it
+/// sleeps here rather than in one `Conn::pump`, which would not see the others' sockets.
+pub fn wait_any(conns: &mut [Conn], max_wait: Duration) -> io::Result<()> {
+    let mut wait_us = max_wait.as_micros() as u64;
+    for c in conns.iter_mut() {
+        let now = c.now();
+        if let Some(t) = c.session.next_timer() {
+            wait_us = wait_us.min(t.saturating_sub(now));
+        }
+    }
+    if wait_us == 0 {
+        return Ok(());
+    }
+    let fds: Vec<_> = conns.iter().map(|c| (c.io.sock.as_raw_fd(), c.io.tx.pending())).collect();
+    let (asked, t) = (Duration::from_micros(wait_us), Instant::now());
+    batch::wait_any(&fds, asked)?;
+    let took = t.elapsed();
+    for c in conns.iter_mut() {
+        c.io.tx.stats.polled(asked, took);
+    }
+    Ok(())
+}
+
 /// Sessions accepted on one socket, by peer address.
 pub struct Server {
     io: Io,

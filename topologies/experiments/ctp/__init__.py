@@ -364,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="ccc2: the TAPs' queue ahead of the emulator (txqueuelen; default 250 ms at the rate, 1000 "
                          "is the kernel's)")
     ap.add_argument("--ccc-senders", type=lambda t: t.split(","), default=None, metavar="NAMES",
-                    help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', CTCP-HS (default "
-                         "all three), CTCP (CTCP-HS without HyStart++ and pacing, only when named)")
+                    help="ccc2: senders, comma separated, from 'TCP reno', 'TCP cubic', 'CTCP-HS 1p' (default "
+                         "all three; every CTCP flow in one process), and only when named 'CTCP-HS' (a "
+                         "process per flow) and CTCP (that, without HyStart++ and pacing)")
     ap.add_argument("--quick", action="store_true", help="2 runs, few round trips, 0 and 5 %% loss")
     ap.add_argument("--out", type=FsPath, default=ROOT / "results" / "ctp", metavar="DIR",
                     help="results go to a new timestamped folder in DIR (default results/ctp)")

@@ -1,6 +1,7 @@
 """`concast exp ctp --tables ccc2`: UDT/CCC's Table 2 (Gu and Grossman, §4.2) on a long fat
-path: 1, 2, 4, ... parallel flows of our CCC TCP ("CTCP-HS": the Bulk composite with NewReno,
-a paced initial slow start and HyStart++) and of kernel Reno and CUBIC, over a
+path: 1, 2, 4, ... parallel flows of our CCC TCP ("CTCP-HS 1p": the Bulk composite with NewReno,
+a paced initial slow start and HyStart++, every flow in one process) and of kernel Reno and
+CUBIC, over a
 concast-linkemu link with the paper's 110 ms RTT at `rate_mbit` (one bandwidth-delay product
 of drop-tail queue), with aggregate throughput,
 Jain's fairness, UDT's stability index and the senders' CPU per flow (`concast.perfrun.
@@ -26,18 +27,22 @@ TCP_BUF = "4096 131072 67108864"
 # default 8,192 (6,553 before session 13's driver fix) held one flow near 600 Mbit/s (issue #23).
 CTCP_WINDOW_SEGS = int(TCP_BUF.split()[-1]) // 2560
 _CTCP = {"proto": "ctp", "composite": "Bulk", "size": 65536, "args": ["--window-segs", str(CTCP_WINDOW_SEGS)]}
-# The table's CTCP is CTCP with a paced initial slow start that HyStart++ ends (`ctcp_hs`):
-# fairer than plain `ctcp` over ten 60 s runs at 8 and 16 flows by more than the difference's
-# standard error, the rule set before they ran (issue #23, session 18; docs/experiments.md).
+# The table's CTCP is CTCP with a paced initial slow start that HyStart++ ends (`ctcp_hs`),
+# every flow in one sender process driven by one loop (concast-perf --parallel), as UDT/CCC's
+# CTCP ran its parallel flows in one application (§4.2, footnote 4). Each step won ten 60 s
+# runs at 8 and 16 flows by more than the difference's standard error, by a rule set before
+# they ran: `ctcp_hs` over `ctcp` (session 18), one process over one per flow (session 19;
+# issue #23, docs/experiments.md).
 SENDERS = {
     "TCP reno": {"proto": "tcp", "cc": "reno", "size": 65536},
     "TCP cubic": {"proto": "tcp", "cc": "cubic", "size": 65536},
-    "CTCP-HS": {**_CTCP, "cc": "ctcp_hs"},
+    "CTCP-HS 1p": {**_CTCP, "cc": "ctcp_hs", "one_process": True},
 }
-# Run only when named (--ccc-senders): CTCP without HyStart++ or pacing, the table's CTCP up to
-# session 17
+# Run only when named (--ccc-senders): the table's earlier CTCPs, a sender process per flow:
+# without HyStart++ or pacing (to session 17), and with them (session 18)
 OPTIONAL_SENDERS = {
     "CTCP": {**_CTCP, "cc": "ctcp"},
+    "CTCP-HS": {**_CTCP, "cc": "ctcp_hs"},
 }
 
 

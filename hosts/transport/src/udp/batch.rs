@@ -202,15 +202,27 @@ fn fine_timer_slack() {
     });
 }
 
+/// `wait_io` over several sockets (fd, writable too): until any is ready or `timeout` passes.
+pub fn wait_any(fds: &[(RawFd, bool)], timeout: Duration) -> io::Result<()> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, w)| libc::pollfd { fd, events: if w { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN }, revents: 0 })
+        .collect();
+    ppoll(&mut p, timeout)
+}
+
 fn poll_for(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Result<()> {
+    ppoll(&mut [libc::pollfd { fd, events, revents: 0 }], timeout)
+}
+
+fn ppoll(p: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
     fine_timer_slack();
-    let mut p = libc::pollfd { fd, events, revents: 0 };
     // ppoll: microsecond timeouts, so pacing below a millisecond keeps its rate
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
+    if unsafe { libc::ppoll(p.as_mut_ptr(), p.len() as libc::nfds_t, &ts, std::ptr::null()) } < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != ErrorKind::Interrupted {
             return Err(e);

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use concast_transport::micro::rtxaudit;
 use concast_transport::session::Stats;
-use concast_transport::udp::{Conn, IoStats, Server};
+use concast_transport::udp::{self, Conn, IoStats, Server};
 use concast_transport::{cc, Bytes, Composite, Config, Output};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -19,6 +19,23 @@ const MAX_WINDOW_SEGS: u32 = 1 << 20;
 
 /// Bytes a bulk sender hands the session between pumps.
 const TURN_BYTES: usize = 256 << 10;
+
+/// The most flows one `--parallel` client drives (the table's largest count is 64).
+pub const MAX_PARALLEL: usize = 256;
+
+/// Up to TURN_BYTES (a few GSO batches) handed to the session, so the datagrams they make go
+/// out before more are cut; false when the session took nothing (its buffer is full).
+fn fill(conn: &mut Conn, buf: &Bytes, sent: &mut u64) -> Result<bool, String> {
+    let mut took = 0;
+    while took < TURN_BYTES {
+        if !conn.send_shared(buf.clone()).map_err(|e| e.to_string())? {
+            break;
+        }
+        took += buf.len();
+        *sent += buf.len() as u64;
+    }
+    Ok(took > 0)
+}
 
 fn config(c: &Common, rate: f64) -> Result<Config, String> {
     let comp = Composite::parse(&c.composite).map_err(|r| format!("composite: {r}"))?;
@@ -257,17 +274,8 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 }
                 last_delay = delay;
                 last_turn = Instant::now();
-                // up to TURN_BYTES per turn (a few GSO batches), so the datagrams they make go
-                // out before more are cut; wait for the network only when the session takes no more
-                let mut took = 0;
-                while took < TURN_BYTES {
-                    if !conn.send_shared(buf.clone()).map_err(|e| e.to_string())? {
-                        break;
-                    }
-                    took += buf.len();
-                    sent += buf.len() as u64;
-                }
-                let took = took > 0;
+                // wait for the network only when the session takes no more
+                let took = fill(&mut conn, &buf, &mut sent)?;
                 let wait = if took { Duration::ZERO } else { Duration::from_millis(1) };
                 conn.pump(wait).map_err(|e| e.to_string())?;
                 trace.pumped(conn.now(), [("client".to_string(), &conn.session)]);
@@ -316,6 +324,110 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
         "state": state_json(conn.session.shared()), "mss": conn.session.mss()}));
     report::print(&out);
     Ok(())
+}
+
+/// `--parallel N` bulk: N sessions on N sockets (N flows at the server), driven by one loop
+/// that gives each in turn its TURN_BYTES and a pump, starting one further on each turn, and
+/// sleeps on all sockets at once when none takes more. So a stall of the process (the
+/// scheduler) holds every flow alike, rather than one sender process of N at a time, which
+/// is how UDT/CCC ran its parallel CTCP flows: in one application (§4.2, footnote 4). Each
+/// flow's line carries an equal share of the process's CPU and the loop's turn gaps.
+pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
+    let cpu0 = report::cpu_secs();
+    let (mut conns, comp) = open_all(a)?;
+    let n = conns.len();
+    let buf = Bytes::from(vec![0x5a; a.c.size]);
+    let mut sent = vec![0u64; n];
+    let mut trace = Trace::from_env("client");
+    let (mut last_turn, mut max_gap, mut max_gap_delay) = (Instant::now(), Duration::ZERO, 0u64);
+    let run_delay = report::RunDelay::open();
+    let delay0 = run_delay.ns();
+    let mut last_delay = delay0;
+    let t0 = Instant::now();
+    let mut first = 0;
+    while t0.elapsed().as_secs_f64() < a.secs {
+        let gap = last_turn.elapsed();
+        let delay = run_delay.ns();
+        if gap > max_gap {
+            max_gap = gap;
+            max_gap_delay = delay.zip(last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
+        }
+        last_delay = delay;
+        last_turn = Instant::now();
+        let mut took = false;
+        for k in 0..n {
+            let i = (first + k) % n;
+            took |= fill(&mut conns[i], &buf, &mut sent[i])?;
+            conns[i].pump(Duration::ZERO).map_err(|e| e.to_string())?;
+        }
+        first = (first + 1) % n;
+        if !took {
+            udp::wait_any(&mut conns, Duration::from_millis(1)).map_err(|e| e.to_string())?;
+        }
+        trace.pumped(conns[0].now(), conns.iter().enumerate().map(|(i, c)| (format!("client{i}"), &c.session)));
+    }
+    let closed = drain_close_all(&mut conns, Duration::from_secs(60))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = (report::cpu_secs() - cpu0) / n as f64;
+    let delay = run_delay.ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9);
+    for (i, c) in conns.iter().enumerate() {
+        let mut out = labels(&a.c, comp);
+        report::merge(&mut out, json!({"bytes": sent[i], "secs": secs, "mbps": sent[i] as f64 * 8.0 / secs / 1e6,
+            "closed": closed[i], "parallel": n, "max_turn_gap_us": max_gap.as_micros() as u64,
+            "max_turn_gap_run_delay_us": max_gap_delay / 1000, "run_delay_s": delay,
+            "role": "client", "cpu_secs": cpu, "stats": stats_json(&c.session.stats()), "io": io_json(&c.io_stats()),
+            "state": state_json(c.session.shared()), "mss": c.session.mss()}));
+        report::print(&out);
+    }
+    Ok(())
+}
+
+/// Opens `a.parallel` sessions at once (each handshake overlapping the others'), pumping all
+/// of them until every one is open.
+fn open_all(a: &ClientArgs) -> Result<(Vec<Conn>, Composite), String> {
+    let cfg = config(&a.c, a.rate)?;
+    let comp = cfg.composite;
+    let mut conns = (0..a.parallel)
+        .map(|_| Conn::connect(a.to.as_str(), cfg.clone()).map_err(|e| format!("{}: {e}", a.to)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut open = vec![false; conns.len()];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open.iter().any(|o| !o) {
+        if Instant::now() >= deadline {
+            return Err(format!("open timed out: {} of {} flows open", open.iter().filter(|o| **o).count(), open.len()));
+        }
+        for (c, o) in conns.iter_mut().zip(open.iter_mut()) {
+            for out in c.pump(Duration::ZERO).map_err(|e| e.to_string())? {
+                match out {
+                    Output::Opened => *o = true,
+                    Output::Refused(why) => return Err(format!("refused: {why}")),
+                    Output::Closed(why) => return Err(why),
+                    _ => {}
+                }
+            }
+        }
+        udp::wait_any(&mut conns, Duration::from_millis(10)).map_err(|e| e.to_string())?;
+    }
+    Ok((conns, comp))
+}
+
+/// `drain_close` for several sessions at once; whether each closed within `limit`.
+fn drain_close_all(conns: &mut [Conn], limit: Duration) -> Result<Vec<bool>, String> {
+    for c in conns.iter_mut() {
+        let now = c.now();
+        c.session.close(now);
+    }
+    let deadline = Instant::now() + limit;
+    let mut closed = vec![false; conns.len()];
+    while Instant::now() < deadline && closed.iter().any(|c| !c) {
+        // the closed ones are pumped too, so their timers do not keep the wait below at zero
+        for (c, done) in conns.iter_mut().zip(closed.iter_mut()) {
+            let outs = c.pump(Duration::ZERO).map_err(|e| e.to_string())?;
+            *done |= outs.iter().any(|o| matches!(o, Output::Closed(_))) || c.session.is_closed();
+        }
+        udp::wait_any(conns, Duration::from_millis(10)).map_err(|e| e.to_string())?;
+    }
+    Ok(closed)
 }
 
 /// Sends `msg` and pumps until a message comes back or `limit` passes; whether one came.

@@ -131,6 +131,11 @@ enum Cmd {
         /// Stream rate and the blaster's rate, bits per second.
         #[arg(long, default_value_t = 128_000.0)]
         rate: f64,
+        /// ctp bulk for --secs: this many flows (a session and socket each), all driven by
+        /// one loop in this process, as UDT/CCC's CTCP multiplexes its parallel flows in one
+        /// application; one JSON line per flow.
+        #[arg(long, default_value_t = 1)]
+        parallel: usize,
         #[command(flatten)]
         common: Common,
     },
@@ -142,6 +147,7 @@ pub struct ClientArgs {
     pub secs: f64,
     pub count: usize,
     pub rate: f64,
+    pub parallel: usize,
     pub c: Common,
 }
 
@@ -163,9 +169,18 @@ fn main() {
             Proto::Ctp => ctp::server(&listen, flows, idle, hash, set_rate.map(|r| (r, rate_after)), &common),
             _ => kernel::server(&listen, flows, idle, &common),
         },
-        Cmd::Client { to, secs, bytes, count, rate, common } => {
-            let a = ClientArgs { to, bytes, secs, count, rate, c: common };
+        Cmd::Client { parallel, .. } if !(1..=ctp::MAX_PARALLEL).contains(&parallel) => {
+            Err(format!("--parallel must be between 1 and {} flows, got {parallel}", ctp::MAX_PARALLEL))
+        }
+        Cmd::Client { parallel, bytes, common, .. }
+            if parallel > 1 && (common.proto != Proto::Ctp || common.mode != Mode::Bulk || bytes > 0) =>
+        {
+            Err("--parallel needs --proto ctp --mode bulk, timed by --secs (not --bytes)".into())
+        }
+        Cmd::Client { to, secs, bytes, count, rate, parallel, common } => {
+            let a = ClientArgs { to, bytes, secs, count, rate, parallel, c: common };
             match a.c.proto {
+                Proto::Ctp if a.parallel > 1 => ctp::parallel_bulk(&a),
                 Proto::Ctp => ctp::client(&a),
                 _ => kernel::client(&a),
             }
