@@ -23,6 +23,43 @@ const TURN_BYTES: usize = 256 << 10;
 /// The most flows one `--parallel` client drives (the table's largest count is 64).
 pub const MAX_PARALLEL: usize = 256;
 
+/// The longest time between two turns of a bulk sender's loop (a turn waits at most 1 ms): a
+/// sender held elsewhere (the send path, the scheduler) reads no ACKs meanwhile; and of that
+/// turn, how long the thread was runnable but not run, and in all (schedstat).
+struct Turns {
+    last: Instant,
+    max_gap: Duration,
+    max_gap_delay_ns: u64,
+    run_delay: report::RunDelay,
+    delay0: Option<u64>,
+    last_delay: Option<u64>,
+}
+
+impl Turns {
+    fn new() -> Turns {
+        let run_delay = report::RunDelay::open();
+        let delay0 = run_delay.ns();
+        Turns { last: Instant::now(), max_gap: Duration::ZERO, max_gap_delay_ns: 0, run_delay, delay0, last_delay: delay0 }
+    }
+
+    /// Called at the start of every turn.
+    fn turn(&mut self) {
+        let gap = self.last.elapsed();
+        let delay = self.run_delay.ns();
+        if gap > self.max_gap {
+            self.max_gap = gap;
+            self.max_gap_delay_ns = delay.zip(self.last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
+        }
+        self.last_delay = delay;
+        self.last = Instant::now();
+    }
+
+    fn json(&self) -> Value {
+        json!({"max_turn_gap_us": self.max_gap.as_micros() as u64, "max_turn_gap_run_delay_us": self.max_gap_delay_ns / 1000,
+            "run_delay_s": self.run_delay.ns().zip(self.delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9)})
+    }
+}
+
 /// Up to TURN_BYTES (a few GSO batches) handed to the session, so the datagrams they make go
 /// out before more are cut; false when the session took nothing (its buffer is full).
 fn fill(conn: &mut Conn, buf: &Bytes, sent: &mut u64) -> Result<bool, String> {
@@ -258,22 +295,9 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             let buf = Bytes::from(vec![0x5a; a.c.size]);
             let mut sent = 0u64;
             let mut trace = Trace::from_env("client");
-            // the longest time between two turns of this loop (a turn waits at most 1 ms): a
-            // sender held elsewhere (the send path, the scheduler) reads no ACKs meanwhile;
-            // and of that turn, how long the thread was runnable but not run (schedstat)
-            let (mut last_turn, mut max_gap, mut max_gap_delay) = (Instant::now(), Duration::ZERO, 0u64);
-            let run_delay = report::RunDelay::open();
-            let delay0 = run_delay.ns();
-            let mut last_delay = delay0;
+            let mut turns = Turns::new();
             while t0.elapsed().as_secs_f64() < a.secs {
-                let gap = last_turn.elapsed();
-                let delay = run_delay.ns();
-                if gap > max_gap {
-                    max_gap = gap;
-                    max_gap_delay = delay.zip(last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
-                }
-                last_delay = delay;
-                last_turn = Instant::now();
+                turns.turn();
                 // wait for the network only when the session takes no more
                 let took = fill(&mut conn, &buf, &mut sent)?;
                 let wait = if took { Duration::ZERO } else { Duration::from_millis(1) };
@@ -282,9 +306,8 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
             }
             let closed = drain_close(&mut conn, Duration::from_secs(60), &mut trace)?;
             let secs = t0.elapsed().as_secs_f64();
-            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed,
-                "max_turn_gap_us": max_gap.as_micros() as u64, "max_turn_gap_run_delay_us": max_gap_delay / 1000,
-                "run_delay_s": run_delay.ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9)}));
+            report::merge(&mut out, json!({"bytes": sent, "secs": secs, "mbps": sent as f64 * 8.0 / secs / 1e6, "closed": closed}));
+            report::merge(&mut out, turns.json());
         }
         Mode::Pingpong => {
             let msg = vec![0x50; a.c.size];
@@ -339,21 +362,11 @@ pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
     let buf = Bytes::from(vec![0x5a; a.c.size]);
     let mut sent = vec![0u64; n];
     let mut trace = Trace::from_env("client");
-    let (mut last_turn, mut max_gap, mut max_gap_delay) = (Instant::now(), Duration::ZERO, 0u64);
-    let run_delay = report::RunDelay::open();
-    let delay0 = run_delay.ns();
-    let mut last_delay = delay0;
+    let mut turns = Turns::new();
     let t0 = Instant::now();
     let mut first = 0;
     while t0.elapsed().as_secs_f64() < a.secs {
-        let gap = last_turn.elapsed();
-        let delay = run_delay.ns();
-        if gap > max_gap {
-            max_gap = gap;
-            max_gap_delay = delay.zip(last_delay).map_or(0, |(d, l)| d.saturating_sub(l));
-        }
-        last_delay = delay;
-        last_turn = Instant::now();
+        turns.turn();
         let mut took = false;
         for k in 0..n {
             let i = (first + k) % n;
@@ -369,13 +382,12 @@ pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
     let closed = drain_close_all(&mut conns, Duration::from_secs(60))?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = (report::cpu_secs() - cpu0) / n as f64;
-    let delay = run_delay.ns().zip(delay0).map(|(d, d0)| d.saturating_sub(d0) as f64 / 1e9);
+    let turned = turns.json();
     for (i, c) in conns.iter().enumerate() {
         let mut out = labels(&a.c, comp);
+        report::merge(&mut out, turned.clone());
         report::merge(&mut out, json!({"bytes": sent[i], "secs": secs, "mbps": sent[i] as f64 * 8.0 / secs / 1e6,
-            "closed": closed[i], "parallel": n, "max_turn_gap_us": max_gap.as_micros() as u64,
-            "max_turn_gap_run_delay_us": max_gap_delay / 1000, "run_delay_s": delay,
-            "role": "client", "cpu_secs": cpu, "stats": stats_json(&c.session.stats()), "io": io_json(&c.io_stats()),
+            "closed": closed[i], "parallel": n, "role": "client", "cpu_secs": cpu, "stats": stats_json(&c.session.stats()), "io": io_json(&c.io_stats()),
             "state": state_json(c.session.shared()), "mss": c.session.mss()}));
         report::print(&out);
     }
