@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -40,15 +41,24 @@ def _finish(p: subprocess.Popen) -> tuple[str, str]:
         return p.communicate()
 
 
+def _exchange(path: Path, port: int, server_args: list[str], client_args: list[str], kill: bool = False):
+    """A server, then one client run against it; the client's result and the server's stdout
+    (`kill`: stop the server as soon as the client is done, not at its idle end)."""
+    srv = _server(path, port, *server_args)
+    try:
+        time.sleep(0.3)  # let the server bind
+        cli = _client(path, port, *client_args)
+    finally:
+        if kill:
+            srv.kill()
+        out, _ = _finish(srv)
+    return cli, out
+
+
 def test_reliable_fifo_through_ten_percent_loss_delivers_every_byte_in_order():
     with Path(loss=0.10, tag=f"t{os.getpid()}") as path:
-        srv = _server(path, 15301, "--composite", "Bulk", "--hash", "--idle", "10")
-        try:
-            import time
-            time.sleep(0.3)
-            cli = _client(path, 15301, "--composite", "Bulk", "--bytes", "3000000", "--size", "20000")
-        finally:
-            out, err = _finish(srv)
+        cli, out = _exchange(path, 15301, ["--composite", "Bulk", "--hash", "--idle", "10"],
+                             ["--composite", "Bulk", "--bytes", "3000000", "--size", "20000"])
         assert cli.returncode == 0, cli.stderr
         sent, got = json.loads(cli.stdout), json.loads(out)
         assert sent["closed"] and got["end"] == "peer closed", (sent, got)
@@ -63,13 +73,8 @@ def test_one_process_drives_parallel_flows_through_loss_and_each_delivers_what_i
     """concast-perf --parallel: one loop, several sessions (ccc2's "CTCP-HS 1p"); each flow is
     its own session at the server and every byte it was given arrives, through 2 % loss."""
     with Path(loss=0.02, tag=f"p{os.getpid()}") as path:
-        srv = _server(path, 15303, "--composite", "Bulk", "--flows", "3", "--idle", "5")
-        try:
-            import time
-            time.sleep(0.3)
-            cli = _client(path, 15303, "--composite", "Bulk", "--parallel", "3", "--secs", "1.5")
-        finally:
-            out, err = _finish(srv)
+        cli, out = _exchange(path, 15303, ["--composite", "Bulk", "--flows", "3", "--idle", "5"],
+                             ["--composite", "Bulk", "--parallel", "3", "--secs", "1.5"])
         assert cli.returncode == 0, cli.stderr
         sent = [json.loads(line) for line in cli.stdout.splitlines()]
         got = [json.loads(line) for line in out.splitlines()]
@@ -94,14 +99,8 @@ def test_concast_perf_refuses_parallel_where_it_has_no_meaning(args, why):
 
 def test_a_composite_the_server_does_not_serve_is_refused_with_the_reason():
     with Path(tag=f"r{os.getpid()}") as path:
-        srv = _server(path, 15302, "--composite", "Bulk", "--idle", "2")
-        try:
-            import time
-            time.sleep(0.3)
-            cli = _client(path, 15302, "--composite", "LossyFIFO", "--secs", "1")
-        finally:
-            srv.kill()
-            _finish(srv)
+        cli, _ = _exchange(path, 15302, ["--composite", "Bulk", "--idle", "2"],
+                           ["--composite", "LossyFIFO", "--secs", "1"], kill=True)
         assert cli.returncode == 1
         assert "refused: composite mismatch: peer asked for LossyFIFO, this end serves Bulk" in cli.stderr
 
@@ -117,14 +116,8 @@ def test_a_lost_first_echo_costs_the_untimed_warm_up_not_a_timed_round_trip():
              "add rule inet cfirst input udp sport 15304 udp length 49 numgen inc mod 1000000 == 0 counter drop\n")
     with Path(tag=f"w{os.getpid()}") as path:
         subprocess.run(["ip", "netns", "exec", path.ns["a"], "nft", "-f", "-"], input=rules, text=True, check=True)
-        srv = _server(path, 15304, "--composite", "Bulk", "--mode", "pingpong", "--idle", "3")
-        try:
-            import time
-            time.sleep(0.3)
-            cli = _client(path, 15304, "--composite", "Bulk", "--mode", "pingpong", "--count", "20", "--size", "1")
-        finally:
-            srv.kill()
-            _finish(srv)
+        cli, _ = _exchange(path, 15304, ["--composite", "Bulk", "--mode", "pingpong", "--idle", "3"],
+                           ["--composite", "Bulk", "--mode", "pingpong", "--count", "20", "--size", "1"], kill=True)
         dropped = subprocess.run(["ip", "netns", "exec", path.ns["a"], "nft", "list", "table", "inet", "cfirst"],
                                  capture_output=True, text=True).stdout
     assert cli.returncode == 0, cli.stderr

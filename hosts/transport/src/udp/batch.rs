@@ -182,7 +182,11 @@ pub fn wait(fd: RawFd, timeout: Duration, out: bool) -> io::Result<()> {
 
 /// Wait until the socket is readable, or also writable with `writable`, or `timeout` passes.
 pub fn wait_io(fd: RawFd, timeout: Duration, writable: bool) -> io::Result<()> {
-    poll_for(fd, if writable { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN }, timeout)
+    poll_for(fd, io_events(writable), timeout)
+}
+
+fn io_events(writable: bool) -> libc::c_short {
+    if writable { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN }
 }
 
 thread_local! {
@@ -206,7 +210,7 @@ fn fine_timer_slack() {
 pub fn wait_any(fds: &[(RawFd, bool)], timeout: Duration) -> io::Result<()> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
-        .map(|&(fd, w)| libc::pollfd { fd, events: if w { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN }, revents: 0 })
+        .map(|&(fd, w)| libc::pollfd { fd, events: io_events(w), revents: 0 })
         .collect();
     ppoll(&mut p, timeout)
 }

@@ -227,36 +227,26 @@ pub fn server(listen: &str, flows: usize, idle: f64, hash: bool, set_rate: Optio
 }
 
 fn open(a: &ClientArgs) -> Result<(Conn, Composite), String> {
-    let cfg = config(&a.c, a.rate)?;
-    let comp = cfg.composite;
-    let mut conn = Conn::connect(a.to.as_str(), cfg).map_err(|e| format!("{}: {e}", a.to))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        for o in conn.pump(Duration::from_millis(10)).map_err(|e| e.to_string())? {
-            match o {
-                Output::Opened => return Ok((conn, comp)),
-                Output::Refused(why) => return Err(format!("refused: {why}")),
-                Output::Closed(why) => return Err(why),
-                _ => {}
-            }
-        }
-    }
-    Err("open timed out".into())
+    let (mut conns, comp) = open_all(a, 1)?;
+    Ok((conns.pop().expect("one session opened"), comp))
 }
 
 /// Pump until the session closes (or `limit` passes); true when it closed.
 fn drain_close(conn: &mut Conn, limit: Duration, trace: &mut Trace) -> Result<bool, String> {
-    let now = conn.now();
-    conn.session.close(now);
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        let outs = conn.pump(Duration::from_millis(10)).map_err(|e| e.to_string())?;
-        trace.pumped(conn.now(), [("client".to_string(), &conn.session)]);
-        if outs.iter().any(|o| matches!(o, Output::Closed(_))) || conn.session.is_closed() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(drain_close_all(std::slice::from_mut(conn), limit, trace)?[0])
+}
+
+/// One line per session to the trace (if it is on): "client" alone, "client<i>" of several.
+fn trace_pumped(trace: &mut Trace, conns: &[Conn]) {
+    let name = |i: usize| if conns.len() == 1 { "client".to_string() } else { format!("client{i}") };
+    trace.pumped(conns[0].now(), conns.iter().enumerate().map(|(i, c)| (name(i), &c.session)));
+}
+
+/// A client's closing figures for one session: its share of the process's CPU, its session's
+/// counters and end state, and its socket's I/O.
+fn conn_json(c: &Conn, cpu_secs: f64) -> Value {
+    json!({"role": "client", "cpu_secs": cpu_secs, "stats": stats_json(&c.session.stats()), "io": io_json(&c.io_stats()),
+        "state": state_json(c.session.shared()), "mss": c.session.mss()})
 }
 
 pub fn client(a: &ClientArgs) -> Result<(), String> {
@@ -302,7 +292,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
                 let took = fill(&mut conn, &buf, &mut sent)?;
                 let wait = if took { Duration::ZERO } else { Duration::from_millis(1) };
                 conn.pump(wait).map_err(|e| e.to_string())?;
-                trace.pumped(conn.now(), [("client".to_string(), &conn.session)]);
+                trace_pumped(&mut trace, std::slice::from_ref(&conn));
             }
             let closed = drain_close(&mut conn, Duration::from_secs(60), &mut trace)?;
             let secs = t0.elapsed().as_secs_f64();
@@ -343,8 +333,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
         }
         Mode::Mtp => unreachable!("--mode mtp is handled in main"),
     }
-    report::merge(&mut out, json!({"role": "client", "cpu_secs": report::cpu_secs() - cpu0, "stats": stats_json(&conn.session.stats()), "io": io_json(&conn.io_stats()),
-        "state": state_json(conn.session.shared()), "mss": conn.session.mss()}));
+    report::merge(&mut out, conn_json(&conn, report::cpu_secs() - cpu0));
     report::print(&out);
     Ok(())
 }
@@ -357,7 +346,7 @@ pub fn client(a: &ClientArgs) -> Result<(), String> {
 /// flow's line carries an equal share of the process's CPU and the loop's turn gaps.
 pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
     let cpu0 = report::cpu_secs();
-    let (mut conns, comp) = open_all(a)?;
+    let (mut conns, comp) = open_all(a, a.parallel)?;
     let n = conns.len();
     let buf = Bytes::from(vec![0x5a; a.c.size]);
     let mut sent = vec![0u64; n];
@@ -377,9 +366,9 @@ pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
         if !took {
             udp::wait_any(&mut conns, Duration::from_millis(1)).map_err(|e| e.to_string())?;
         }
-        trace.pumped(conns[0].now(), conns.iter().enumerate().map(|(i, c)| (format!("client{i}"), &c.session)));
+        trace_pumped(&mut trace, &conns);
     }
-    let closed = drain_close_all(&mut conns, Duration::from_secs(60))?;
+    let closed = drain_close_all(&mut conns, Duration::from_secs(60), &mut trace)?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = (report::cpu_secs() - cpu0) / n as f64;
     let turned = turns.json();
@@ -387,19 +376,19 @@ pub fn parallel_bulk(a: &ClientArgs) -> Result<(), String> {
         let mut out = labels(&a.c, comp);
         report::merge(&mut out, turned.clone());
         report::merge(&mut out, json!({"bytes": sent[i], "secs": secs, "mbps": sent[i] as f64 * 8.0 / secs / 1e6,
-            "closed": closed[i], "parallel": n, "role": "client", "cpu_secs": cpu, "stats": stats_json(&c.session.stats()), "io": io_json(&c.io_stats()),
-            "state": state_json(c.session.shared()), "mss": c.session.mss()}));
+            "closed": closed[i], "parallel": n}));
+        report::merge(&mut out, conn_json(c, cpu));
         report::print(&out);
     }
     Ok(())
 }
 
-/// Opens `a.parallel` sessions at once (each handshake overlapping the others'), pumping all
-/// of them until every one is open.
-fn open_all(a: &ClientArgs) -> Result<(Vec<Conn>, Composite), String> {
+/// Opens `n` sessions at once (each handshake overlapping the others'), pumping all of them
+/// until every one is open.
+fn open_all(a: &ClientArgs, n: usize) -> Result<(Vec<Conn>, Composite), String> {
     let cfg = config(&a.c, a.rate)?;
     let comp = cfg.composite;
-    let mut conns = (0..a.parallel)
+    let mut conns = (0..n)
         .map(|_| Conn::connect(a.to.as_str(), cfg.clone()).map_err(|e| format!("{}: {e}", a.to)))
         .collect::<Result<Vec<_>, _>>()?;
     let mut open = vec![false; conns.len()];
@@ -423,19 +412,25 @@ fn open_all(a: &ClientArgs) -> Result<(Vec<Conn>, Composite), String> {
     Ok((conns, comp))
 }
 
-/// `drain_close` for several sessions at once; whether each closed within `limit`.
-fn drain_close_all(conns: &mut [Conn], limit: Duration) -> Result<Vec<bool>, String> {
+/// Closes every session and pumps them all until each has closed (or `limit` passes); whether
+/// each closed.
+fn drain_close_all(conns: &mut [Conn], limit: Duration, trace: &mut Trace) -> Result<Vec<bool>, String> {
     for c in conns.iter_mut() {
         let now = c.now();
         c.session.close(now);
     }
     let deadline = Instant::now() + limit;
     let mut closed = vec![false; conns.len()];
-    while Instant::now() < deadline && closed.iter().any(|c| !c) {
+    while Instant::now() < deadline {
         // the closed ones are pumped too, so their timers do not keep the wait below at zero
         for (c, done) in conns.iter_mut().zip(closed.iter_mut()) {
             let outs = c.pump(Duration::ZERO).map_err(|e| e.to_string())?;
             *done |= outs.iter().any(|o| matches!(o, Output::Closed(_))) || c.session.is_closed();
+        }
+        trace_pumped(trace, conns);
+        // no wait once the last one has closed: a bulk --bytes run's time ends here
+        if closed.iter().all(|c| *c) {
+            break;
         }
         udp::wait_any(conns, Duration::from_millis(10)).map_err(|e| e.to_string())?;
     }
